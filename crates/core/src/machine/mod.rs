@@ -1,0 +1,288 @@
+//! The machine model: NUMA nodes, their memory and CPUs, the latency/distance matrices, the
+//! interconnect and the operating-system costs the simulator charges.
+//!
+//! The canonical file format is one TOML table per machine with a `[[nodes]]` array (one table
+//! per node, so `--set machine.nodes[2].mem_bw_gbps=40` addresses one node) and the
+//! `nodes × nodes` matrices at top level. See `docs/machines.md`.
+
+mod error;
+mod interconnect;
+pub mod presets;
+mod validate;
+
+pub use error::MachineError;
+pub use interconnect::{Interconnect, LinkId, LinkInfo};
+
+use crate::ids::{CpuId, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// Memory technology of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Dram,
+    Mcdram,
+    Hbm,
+    Cxl,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Dram => "dram",
+            Tier::Mcdram => "mcdram",
+            Tier::Hbm => "hbm",
+            Tier::Cxl => "cxl",
+        }
+    }
+}
+
+/// How cross-socket direct pairs share link capacity (machines.md, interconnect model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkSharing {
+    /// Every direct node pair is its own link.
+    NodePair,
+    /// All cross-socket direct pairs between the same two sockets share one capacity.
+    SocketPair,
+}
+
+/// One NUMA node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// Package the node belongs to (a CPU-less node: the package it is attached to).
+    pub socket: u32,
+    /// Physical cores; 0 for a CPU-less memory node (HBM, MCDRAM, CXL).
+    pub cores: u32,
+    pub mem_bytes: u64,
+    pub tier: Tier,
+    /// Last-level cache serving the node's cores (0 = none).
+    #[serde(default)]
+    pub llc_bytes: u64,
+    /// Sustainable bandwidth of the node's memory controllers, GB/s (10^9 B/s).
+    pub mem_bw_gbps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_peak_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_channels: Option<u32>,
+}
+
+/// Raw link-utilisation counter readings on an idle and a saturated link (percent).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCounterRange {
+    pub idle: f64,
+    pub saturated: f64,
+}
+
+/// Inter-processor interrupt cost, microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpiCost {
+    pub native: f64,
+    pub guest: f64,
+}
+
+/// Measured OS page-operation costs of a source machine, milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageOpCostsMs {
+    pub migrate: f64,
+    pub replicate: f64,
+    pub coherency_fault: f64,
+}
+
+/// Operating-system costs the simulator charges. Every default is an assumption [A] documented
+/// in docs/machines.md; presets override them where a source gives a figure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OsCosts {
+    /// Minor fault that allocates and zeroes a fresh 4 KiB page.
+    pub first_touch_fault_ns: f64,
+    /// NUMA hinting fault: trap, PTE restore and the policy hook, excluding any migration.
+    pub hint_fault_ns: f64,
+    /// Fixed part of migrating one 4 KiB page (unmap, allocate, remap); the copy is added at
+    /// the bandwidth of the slower of the two controllers.
+    pub migrate_fixed_ns: f64,
+    /// TLB shootdown charged to the migrating thread per migrated page.
+    pub tlb_shootdown_ns: f64,
+    /// Cache refill a thread pays after moving to another node.
+    pub thread_migration_refill_ns: f64,
+    /// Cost of unmapping one page during a hinting scan (PTE change), charged to the scanner.
+    pub scan_unmap_ns: f64,
+}
+
+impl Default for OsCosts {
+    fn default() -> Self {
+        OsCosts {
+            first_touch_fault_ns: 1_000.0,
+            hint_fault_ns: 1_500.0,
+            migrate_fixed_ns: 10_000.0,
+            tlb_shootdown_ns: 2_000.0,
+            thread_migration_refill_ns: 50_000.0,
+            scan_unmap_ns: 20.0,
+        }
+    }
+}
+
+/// A machine description, as loaded from TOML (a preset or a user file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    pub sockets: u32,
+    /// Hardware threads per core enabled.
+    pub smt: u32,
+    pub clock_ghz: f64,
+    pub page_sizes: Vec<u64>,
+    /// Per-direction capacity of a direct link between nodes of different sockets, GB/s.
+    pub link_bw_gbps: f64,
+    /// Narrow direction (b -> a for a < b) of a cross-socket direct link; defaults to `link_bw_gbps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bw_narrow_gbps: Option<f64>,
+    /// Per-direction capacity of a direct intra-socket link; 0 = not modelled (unlimited).
+    pub intra_socket_link_bw_gbps: f64,
+    pub link_sharing: LinkSharing,
+    /// Idle load-to-use latency from CPUs of node i to memory of node j (CPU-less rows are 0).
+    pub latency_ns: Vec<Vec<f64>>,
+    /// Calibration target: latency when all cores load one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns_contended: Option<Vec<Vec<f64>>>,
+    pub slit: Vec<Vec<u32>>,
+    pub hops: Vec<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_util_counter_pct: Option<LinkCounterRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_gflops_dp: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_bytes_per_tile: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_nodes: Vec<NodeId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipi_us: Option<IpiCost>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs_ms: Option<PageOpCostsMs>,
+    #[serde(default)]
+    pub auto_migration: bool,
+    #[serde(default)]
+    pub os_costs: OsCosts,
+    pub nodes: Vec<Node>,
+}
+
+impl Machine {
+    /// Parse and validate a machine from TOML text. `origin` names the text in errors
+    /// (a file path or `preset:NAME`).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Machine, MachineError> {
+        let machine: Machine = toml::from_str(text).map_err(|e| MachineError::parse(origin, text, e))?;
+        machine.validate().map_err(|problem| MachineError::Invalid {
+            origin: origin.to_string(),
+            problem,
+        })?;
+        Ok(machine)
+    }
+
+    /// Build from an already-parsed TOML tree (used after `--set` overrides).
+    pub fn from_toml_value(value: toml::Value, origin: &str) -> Result<Machine, MachineError> {
+        let machine: Machine = value.try_into().map_err(|e: toml::de::Error| MachineError::Parse {
+            origin: origin.to_string(),
+            line: None,
+            message: e.message().to_string(),
+        })?;
+        machine.validate().map_err(|problem| MachineError::Invalid {
+            origin: origin.to_string(),
+            problem,
+        })?;
+        Ok(machine)
+    }
+
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string_pretty(self).expect("a validated machine always serialises")
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Logical CPUs (hardware threads) of a node.
+    pub fn cpus_of_node(&self, node: NodeId) -> u32 {
+        self.nodes[node as usize].cores * self.smt
+    }
+
+    pub fn total_cores(&self) -> u32 {
+        self.nodes.iter().map(|n| n.cores).sum()
+    }
+
+    pub fn total_cpus(&self) -> u32 {
+        self.total_cores() * self.smt
+    }
+
+    pub fn total_mem_bytes(&self) -> u64 {
+        self.nodes.iter().map(|n| n.mem_bytes).sum()
+    }
+
+    /// Nodes that have CPUs, ascending.
+    pub fn cpu_nodes(&self) -> Vec<NodeId> {
+        (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].cores > 0).collect()
+    }
+
+    /// Nodes that have memory, ascending (memoryless nodes are never placement targets).
+    pub fn memory_nodes(&self) -> Vec<NodeId> {
+        (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].mem_bytes > 0).collect()
+    }
+
+    /// CPU numbering: node-major; within a node the first `cores` CPUs are the first hardware
+    /// thread of each core, SMT siblings follow (as Linux enumerates them on most x86 servers).
+    pub fn cpu_table(&self) -> CpuTable {
+        let mut node_of_cpu = Vec::new();
+        let mut first_cpu_of_node = Vec::new();
+        let mut core_of_cpu = Vec::new();
+        let mut core_base = 0u32;
+        for (n, node) in self.nodes.iter().enumerate() {
+            first_cpu_of_node.push(node_of_cpu.len() as CpuId);
+            for sibling in 0..self.smt {
+                for c in 0..node.cores {
+                    let _ = sibling;
+                    node_of_cpu.push(n as NodeId);
+                    core_of_cpu.push(core_base + c);
+                }
+            }
+            core_base += node.cores;
+        }
+        CpuTable { node_of_cpu, first_cpu_of_node, core_of_cpu }
+    }
+
+    /// Base page size in bytes (the smallest listed).
+    pub fn base_page_bytes(&self) -> u64 {
+        self.page_sizes.iter().copied().min().unwrap_or(4096)
+    }
+
+    pub fn interconnect(&self) -> Interconnect {
+        Interconnect::build(self)
+    }
+
+    /// Distance for placement fallbacks: SLIT, ties broken by node id by the caller.
+    pub fn distance(&self, from: NodeId, to: NodeId) -> u32 {
+        self.slit[from as usize][to as usize]
+    }
+}
+
+/// CPU numbering derived from a machine.
+#[derive(Clone, Debug)]
+pub struct CpuTable {
+    pub node_of_cpu: Vec<NodeId>,
+    pub first_cpu_of_node: Vec<CpuId>,
+    /// Physical core of each CPU; SMT siblings share one.
+    pub core_of_cpu: Vec<u32>,
+}
+
+impl CpuTable {
+    pub fn cpus(&self) -> usize {
+        self.node_of_cpu.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

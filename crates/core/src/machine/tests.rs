@@ -1,0 +1,103 @@
+use super::presets;
+use super::*;
+
+#[test]
+fn every_preset_loads_and_validates() {
+    for name in presets::names() {
+        let m = presets::load(name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.name, name);
+        // Round trip through the canonical serialisation.
+        let again = Machine::from_toml_str(&m.to_toml_string(), "roundtrip").unwrap();
+        assert_eq!(again, m);
+    }
+}
+
+#[test]
+fn amd48_matches_the_spec_counts() {
+    let m = presets::load("amd48").unwrap();
+    assert_eq!(m.node_count(), 8);
+    assert_eq!(m.total_cores(), 48);
+    assert_eq!(m.total_mem_bytes(), 128 << 30);
+    assert_eq!(m.latency_ns[0][3], 174.1);
+    let cpus = m.cpu_table();
+    assert_eq!(cpus.cpus(), 48);
+    assert_eq!(cpus.node_of_cpu[6], 1);
+    assert_eq!(cpus.first_cpu_of_node[7], 42);
+}
+
+#[test]
+fn cpu_less_nodes_are_memory_only() {
+    let m = presets::load("xeon-max-hbm-flat").unwrap();
+    assert_eq!(m.cpu_nodes(), vec![0, 1]);
+    assert_eq!(m.memory_nodes(), vec![0, 1, 2, 3]);
+    assert_eq!(m.cpu_table().cpus(), 2 * 56 * 2);
+}
+
+#[test]
+fn routes_follow_the_lowest_numbered_neighbour() {
+    let m = presets::load("amd48").unwrap();
+    let ic = m.interconnect();
+    // node_pair sharing: every direct pair direction is a link (intra-socket pairs included).
+    let direct_pairs: usize = (0..8).map(|a| (0..8).filter(|&b| m.hops[a][b] == 1).count()).sum();
+    assert_eq!(ic.links.len(), direct_pairs);
+    // 0 -> 3 is two hops; lowest neighbour of 0 one hop from 3 is node 1.
+    let r = ic.route(0, 3);
+    assert_eq!(r.len(), 2);
+    assert_eq!(ic.links[r[0] as usize].name, "0->1");
+    assert_eq!(ic.links[r[1] as usize].name, "1->3");
+    // Narrow direction of the inter-package link 0-2: 2 -> 0.
+    let back = ic.route(2, 0);
+    assert_eq!(ic.links[back[0] as usize].capacity_gbps, 3.22);
+    assert_eq!(ic.links[ic.route(0, 2)[0] as usize].capacity_gbps, 6.44);
+}
+
+#[test]
+fn socket_pair_links_are_shared() {
+    let m = presets::load("server-a-4n").unwrap();
+    let ic = m.interconnect();
+    // Two intra-socket pairs x 2 directions + one shared link per socket direction.
+    assert_eq!(ic.links.len(), 4 + 2);
+    assert_eq!(ic.route(0, 2), ic.route(1, 3));
+    // CPU-less HBM behind socket 0 on xeon-max: 0 -> 2 crosses no limited link (intra = 0).
+    let x = presets::load("xeon-max-hbm-flat").unwrap();
+    let xi = x.interconnect();
+    assert!(xi.route(2, 0).is_empty());
+    assert_eq!(xi.route(3, 0).len(), 1, "HBM of socket 1 reaches socket 0 over UPI");
+}
+
+#[test]
+fn parse_errors_name_origin_line_and_key() {
+    let text = presets::text("server-a-2n").unwrap().replace("smt = 1", "smt = 1\nbogus_field = 3");
+    let e = Machine::from_toml_str(&text, "my-box.toml").unwrap_err().to_string();
+    assert!(e.starts_with("my-box.toml:"), "{e}");
+    assert!(e.contains("bogus_field"), "{e}");
+    let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
+    assert_eq!(text.lines().nth(line - 1).unwrap(), "bogus_field = 3");
+
+    let e = Machine::from_toml_str("name = ", "bad.toml").unwrap_err().to_string();
+    assert!(e.starts_with("bad.toml:1"), "{e}");
+}
+
+#[test]
+fn validation_rejects_inconsistent_machines() {
+    let base = presets::text("server-a-4n").unwrap();
+    let cases = [
+        (base.replace("[80.0, 88.0, 138.0, 138.0]", "[80.0, 70.0, 138.0, 138.0]"), "below the local latency"),
+        (base.replace("[10, 11, 21, 21]", "[10, 12, 21, 21]"), "slit is not symmetric"),
+        (base.replacen("socket = 1", "socket = 7", 1), "is not below `sockets`"),
+        (base.replacen("mem_bw_gbps = 50.0", "mem_bw_gbps = 0.0", 1), "must be positive"),
+    ];
+    for (text, want) in cases {
+        let e = Machine::from_toml_str(&text, "x").unwrap_err().to_string();
+        assert!(e.contains(want), "wanted '{want}' in '{e}'");
+    }
+    let e = presets::load("nope").unwrap_err().to_string();
+    assert!(e.contains("valid presets: amd48, "), "{e}");
+}
+
+#[test]
+fn hops_must_be_shortest_paths() {
+    let text = presets::text("amd48").unwrap().replacen("[0, 1, 1, 2, 1, 2, 1, 2]", "[0, 1, 1, 3, 1, 2, 1, 2]", 1);
+    let e = Machine::from_toml_str(&text, "x").unwrap_err().to_string();
+    assert!(e.contains("symmetric") || e.contains("shortest path"), "{e}");
+}
