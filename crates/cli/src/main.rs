@@ -1,1 +1,71 @@
-fn main() {}
+//! `numalab`: NUMA and tiered-memory placement — simulate, model, observe.
+
+mod cmd;
+mod output;
+
+use clap::{Parser, Subcommand};
+use output::OutputOpts;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "numalab",
+    version,
+    about = "NUMA and tiered-memory placement: simulate policies, model machines, observe Linux",
+    long_about = "numalab evaluates page and thread placement policies (first-touch, interleave, \
+AutoNUMA-like and research policies) on NUMA and tiered-memory machines. `sim` and `compare` run \
+the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host."
+)]
+struct Cli {
+    #[command(flatten)]
+    output: OutputOpts,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List built-in machines, workloads or policies.
+    List(cmd::list::ListArgs),
+    /// Show a machine as TOML, or import this host's topology.
+    #[command(subcommand)]
+    Machine(cmd::machine::MachineCmd),
+    /// Show a workload preset as TOML.
+    #[command(subcommand)]
+    Workload(cmd::workload::WorkloadCmd),
+    /// Simulate one policy on one machine and workload, over several seeded runs.
+    Sim(cmd::sim::SimArgs),
+    /// Simulate several policies on the same machine and workload and compare them.
+    Compare(cmd::compare::CompareArgs),
+    /// Measure the simulator's throughput (simulated memory accesses per second).
+    Bench(cmd::bench::BenchArgs),
+    /// Analytic models: mean-value analysis and the roofline.
+    #[command(subcommand)]
+    Model(cmd::model::ModelCmd),
+    /// This host's NUMA topology: nodes, CPUs, memory, distances, tiers, numastat.
+    Topo(cmd::topo::TopoArgs),
+    /// Profile a process: perf counters and NUMA state over time.
+    Profile(cmd::profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::List(a) => cmd::list::run(a, &cli.output),
+        Command::Machine(c) => cmd::machine::run(c, &cli.output),
+        Command::Workload(c) => cmd::workload::run(c, &cli.output),
+        Command::Sim(a) => cmd::sim::run(a, &cli.output),
+        Command::Compare(a) => cmd::compare::run(a, &cli.output),
+        Command::Bench(a) => cmd::bench::run(a, &cli.output),
+        Command::Model(c) => cmd::model::run(c, &cli.output),
+        Command::Topo(a) => cmd::topo::run(a, &cli.output),
+        Command::Profile(a) => cmd::profile::run(a, &cli.output),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

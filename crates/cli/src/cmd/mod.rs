@@ -1,0 +1,12 @@
+//! One module per subcommand; each exposes its clap arguments and a `run` function.
+
+pub mod bench;
+pub mod compare;
+pub mod list;
+pub mod machine;
+pub mod machine_import;
+pub mod model;
+pub mod profile;
+pub mod sim;
+pub mod topo;
+pub mod workload;
