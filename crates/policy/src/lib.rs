@@ -1,1 +1,21 @@
-//! numalab-policy
+//! Placement policies.
+//!
+//! A policy is a [`Policy`]: a type with a serde `Config`, built once per address space, whose
+//! hooks return *decisions* (place this page here, migrate that page, move that thread) rather
+//! than touching memory. The simulator and the live agent both drive policies through the
+//! object-safe [`DynPolicy`]; neither the policy nor its tests know which one is driving.
+//!
+//! Adding a policy: write one file with the type and its `Policy` impl, add one line to
+//! [`registry::REGISTRY`], and one page under `docs/policies/`.
+
+pub mod decision;
+pub mod error;
+pub mod fallback;
+pub mod policy;
+pub mod registry;
+pub mod statics;
+
+pub use decision::{Decision, Extent, HintFault, MempolicyIntent, MempolicyMode, PlaceRequest, ScanEnd, SpaceId, Tick};
+pub use error::{OutOfMemory, PolicyError};
+pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
+pub use registry::{build, find, PolicyEntry, PolicyKind, REGISTRY};

@@ -1,0 +1,72 @@
+//! The one list of every policy numalab knows.
+
+use crate::error::PolicyError;
+use crate::policy::{DynPolicy, Policy, PolicyEnv};
+use crate::statics::{Bind, FirstTouch, Preferred, Round1G, Round4K, WeightedInterleave};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// Chooses a node once per page and never moves it.
+    Static,
+    /// May migrate pages or move threads while the program runs.
+    Dynamic,
+}
+
+/// A registered policy: its name, one-line summary, kind and how to build it.
+pub struct PolicyEntry {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub kind: PolicyKind,
+    build: fn(toml::Table, &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError>,
+    default_config: fn() -> toml::Table,
+}
+
+impl PolicyEntry {
+    /// Build from a config table (the `[policy]` table without `name`).
+    pub fn build(&self, config: toml::Table, env: &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError> {
+        (self.build)(config, env)
+    }
+    pub fn default_config(&self) -> toml::Table {
+        (self.default_config)()
+    }
+}
+
+fn build_as<P: Policy>(config: toml::Table, env: &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError> {
+    let cfg: P::Config = toml::Value::Table(config)
+        .try_into()
+        .map_err(|e: toml::de::Error| PolicyError::Config { policy: P::NAME.into(), message: e.message().trim().to_string() })?;
+    Ok(Box::new(P::new(cfg, env)?))
+}
+
+fn default_as<P: Policy>() -> toml::Table {
+    match toml::Value::try_from(P::Config::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    }
+}
+
+const fn entry<P: Policy>(kind: PolicyKind) -> PolicyEntry {
+    PolicyEntry { name: P::NAME, summary: P::SUMMARY, kind, build: build_as::<P>, default_config: default_as::<P> }
+}
+
+/// Every policy, in the order `numalab list policies` prints them.
+pub static REGISTRY: &[PolicyEntry] = &[
+    entry::<FirstTouch>(PolicyKind::Static),
+    entry::<Round4K>(PolicyKind::Static),
+    entry::<Round1G>(PolicyKind::Static),
+    entry::<Bind>(PolicyKind::Static),
+    entry::<Preferred>(PolicyKind::Static),
+    entry::<WeightedInterleave>(PolicyKind::Static),
+];
+
+pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {
+    REGISTRY.iter().find(|e| e.name == name).ok_or_else(|| PolicyError::Unknown {
+        name: name.to_string(),
+        valid: REGISTRY.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Build a policy by name with a config table.
+pub fn build(name: &str, config: toml::Table, env: &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError> {
+    find(name)?.build(config, env)
+}

@@ -1,0 +1,165 @@
+//! Round-1G (static-policies.md §5.2): Xen's default layout. The whole address space is laid
+//! out eagerly at creation, in the largest extents possible (1 GiB, then 2 MiB, then 4 KiB),
+//! rotating over the home nodes.
+//!
+//! Simplification [ours]: a node "has a free contiguous extent" when its free memory is at
+//! least the extent size; the simulator does not model physical fragmentation.
+
+use super::resolve_nodes;
+use super::round_4k::cyclic_fit;
+use crate::decision::{Extent, PlaceRequest};
+use crate::error::{OutOfMemory, PolicyError};
+use crate::policy::{AddressSpaceInfo, MemoryState, Policy, PolicyEnv};
+use numalab_core::NodeId;
+use serde::{Deserialize, Serialize};
+
+const GIB: u64 = 1 << 30;
+const MIB2: u64 = 2 << 20;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Round1GConfig {
+    /// Home nodes; empty = every node with memory.
+    pub nodes: Vec<NodeId>,
+}
+
+pub struct Round1G {
+    config: Round1GConfig,
+    nodes: Vec<NodeId>,
+    memory_nodes: Vec<NodeId>,
+    page_bytes: u64,
+}
+
+impl Policy for Round1G {
+    type Config = Round1GConfig;
+    const NAME: &'static str = "round-1g";
+    const SUMMARY: &'static str = "Xen default: eager 1 GiB extents round-robin over home nodes, 2 MiB / 4 KiB where 1 GiB does not fit";
+
+    fn new(config: Round1GConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
+        let nodes = resolve_nodes(Self::NAME, &config.nodes, env)?;
+        Ok(Round1G { config, nodes, memory_nodes: env.allowed.clone(), page_bytes: env.page_bytes })
+    }
+
+    fn config(&self) -> &Round1GConfig {
+        &self.config
+    }
+
+    fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
+        let pb = self.page_bytes;
+        let total = space.pages;
+        let (g, m2) = (GIB / pb, MIB2 / pb);
+        let sizes = [g, m2, 1];
+        let mut used = vec![0u64; self.memory_nodes.iter().map(|&n| n as usize + 1).max().unwrap_or(0)];
+        let free = |n: NodeId, used: &[u64]| mem.free_pages(n).saturating_sub(used[n as usize]);
+        let (mut cursor, mut fc) = (0usize, 0usize);
+        let mut extents: Vec<Extent> = Vec::new();
+        let push = |extents: &mut Vec<Extent>, first_page: u64, pages: u64, node: NodeId| match extents.last_mut() {
+            Some(last) if last.node == node && last.first_page + last.pages == first_page => last.pages += pages,
+            _ => extents.push(Extent { first_page, pages, node }),
+        };
+        let mut p = 0u64;
+        'next_extent: while p < total {
+            for &size in &sizes {
+                if p % size != 0 || p + size > total {
+                    continue;
+                }
+                // The first and last GiB are never one 1 GiB extent (BIOS and I/O ranges).
+                if size == g && g > 1 && (p < g || p + size > total.saturating_sub(g)) {
+                    continue;
+                }
+                for k in 0..self.nodes.len() {
+                    let n = self.nodes[(cursor + k) % self.nodes.len()];
+                    if free(n, &used) >= size {
+                        push(&mut extents, p, size, n);
+                        used[n as usize] += size;
+                        cursor = (cursor + k + 1) % self.nodes.len();
+                        p += size;
+                        continue 'next_extent;
+                    }
+                }
+            }
+            // No home node can give even one page: any node with memory, from a second cursor.
+            let mn = &self.memory_nodes;
+            match (0..mn.len()).map(|k| (fc + k) % mn.len()).find(|&i| free(mn[i], &used) >= 1) {
+                Some(i) => {
+                    push(&mut extents, p, 1, mn[i]);
+                    used[mn[i] as usize] += 1;
+                    fc = (i + 1) % mn.len();
+                    p += 1;
+                }
+                None => return Err(OutOfMemory { wanted: self.nodes[cursor], pages: 1 }),
+            }
+        }
+        Ok(Some(extents))
+    }
+
+    /// Pages outside the creation layout (none in the simulator) interleave by address.
+    fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+        cyclic_fit(&self.nodes, (req.page % self.nodes.len() as u64) as usize, mem, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::statics::testing::FixedMemory;
+    use numalab_core::machine::presets;
+    use std::sync::Arc;
+
+    const G: u64 = GIB / 4096;
+    const M: u64 = MIB2 / 4096;
+
+    fn layout(bytes: u64, mem: &FixedMemory) -> Vec<Extent> {
+        let env = PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()));
+        let mut p = Round1G::new(Round1GConfig::default(), &env).unwrap();
+        p.layout(&AddressSpaceInfo { space: 0, pages: bytes / 4096, threads: 1 }, mem).unwrap().unwrap()
+    }
+
+    fn node_at(ext: &[Extent], page: u64) -> NodeId {
+        ext.iter().find(|e| page >= e.first_page && page < e.first_page + e.pages).unwrap().node
+    }
+
+    /// static-policies.md §11 vector 4.
+    #[test]
+    fn spec_vector_4() {
+        let mem = FixedMemory::uniform(2, 64 * G);
+        let e = layout(4 * GIB, &mem);
+        for i in 0..512 {
+            assert_eq!(node_at(&e, i * M), (i % 2) as NodeId, "GiB 0, 2 MiB extent {i}");
+        }
+        assert_eq!(node_at(&e, G), 0);
+        assert_eq!(node_at(&e, G + G - 1), 0);
+        assert_eq!(node_at(&e, 2 * G), 1);
+        assert_eq!(node_at(&e, 3 * G), 0, "last GiB starts on node 0");
+        assert_eq!(node_at(&e, 3 * G + M), 1);
+        let total: u64 = e.iter().map(|x| x.pages).sum();
+        assert_eq!(total, 4 * G);
+
+        let e = layout(3 * GIB + GIB / 2, &mem);
+        assert_eq!(node_at(&e, G), 0);
+        assert_eq!(node_at(&e, 2 * G - 1), 0);
+        for i in 0..768 {
+            assert_eq!(node_at(&e, 2 * G + i * M), ((i + 1) % 2) as NodeId, "[2, 3.5) GiB extent {i}");
+        }
+    }
+
+    #[test]
+    fn small_spaces_get_no_gib_extent_and_full_nodes_fall_back() {
+        let mut mem = FixedMemory::uniform(2, 64 * G);
+        let e = layout(2 * GIB, &mem);
+        assert!(e.iter().all(|x| x.pages % M == 0));
+        // Node 0 can give three 4 KiB pages only, node 1 one 2 MiB extent and two pages.
+        mem.free = vec![3, M + 2];
+        let e = layout((M + 5) * 4096, &mem);
+        let on = |n: NodeId| e.iter().filter(|x| x.node == n).map(|x| x.pages).sum::<u64>();
+        assert_eq!((on(0), on(1)), (3, M + 2));
+        assert_eq!(node_at(&e, 0), 1, "node 0 has no free 2 MiB extent");
+        assert_eq!(node_at(&e, M), 0, "4 KiB pages rotate from the cursor");
+        assert_eq!(node_at(&e, M + 1), 1);
+        let mut none = FixedMemory::uniform(2, 0);
+        none.free = vec![0, 0];
+        let env = PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()));
+        let mut p = Round1G::new(Round1GConfig::default(), &env).unwrap();
+        assert!(p.layout(&AddressSpaceInfo { space: 0, pages: 10, threads: 1 }, &none).is_err());
+    }
+}
