@@ -6,6 +6,7 @@
 pub mod ids;
 pub mod machine;
 pub mod overrides;
+pub mod profile;
 pub mod rng;
 pub mod stats;
 
