@@ -1,0 +1,127 @@
+//! A compiled workload: page layout, first touches and per-step, per-thread access streams.
+
+use crate::stream::{Compute, Entry, Seg};
+use numalab_core::{CpuId, NodeId};
+use serde::Serialize;
+
+/// Where a region's pages go, overriding the policy under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HomeRule {
+    Node(NodeId),
+    /// The node of the owner's starting core.
+    Owner,
+    /// Page `i` of the region on memory node `i mod N`.
+    Interleave,
+}
+
+/// One region laid out in the address space.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RegionLayout {
+    pub name: String,
+    pub first_page: u64,
+    pub pages: u64,
+    pub home: Option<HomeRule>,
+    /// Threads that own blocks of the region (for `HomeRule::Owner`): owner of page `i`.
+    #[serde(skip)]
+    pub owner_of: OwnerMap,
+}
+
+/// Page ownership inside a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OwnerMap {
+    #[default]
+    None,
+    Block { threads: u32 },
+    Cyclic { threads: u32 },
+}
+
+impl OwnerMap {
+    pub fn owner(&self, page_in_region: u64, pages: u64) -> Option<u32> {
+        match *self {
+            OwnerMap::None => None,
+            OwnerMap::Block { threads } => Some(((page_in_region as u128 * threads as u128) / pages as u128) as u32),
+            OwnerMap::Cyclic { threads } => Some((page_in_region % threads as u64) as u32),
+        }
+    }
+}
+
+/// How threads synchronise inside and after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct P2p {
+    pub chunks: u32,
+    /// `p2p_neighbours_rev`: wait on `t+1` instead of `t-1`.
+    pub reverse: bool,
+}
+
+/// One unit of the run's schedule: the first touches, or one repeat of one phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    /// `None`: the initial first-touch step.
+    pub phase: Option<usize>,
+    pub phase_name: String,
+    pub iteration: u32,
+    pub repeat: u32,
+    /// All threads meet at a barrier after this step.
+    pub barrier_after: bool,
+    pub p2p: Option<P2p>,
+}
+
+/// Per-thread work of one step.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadWork {
+    pub entries: Vec<Entry>,
+    /// Issued after every entry is done (the closing reads of a `reduction`).
+    pub epilogue: Vec<Entry>,
+    pub compute: Option<Compute>,
+}
+
+impl ThreadWork {
+    pub fn total_refs(&self) -> u64 {
+        self.entries.iter().chain(&self.epilogue).map(|e| e.refs).sum()
+    }
+}
+
+/// A workload compiled for one machine.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    pub threads: u32,
+    pub access_bytes: u64,
+    pub page_bytes: u64,
+    /// `page_bytes / access_bytes`, a power of two.
+    pub lines_per_page: u64,
+    pub total_pages: u64,
+    pub regions: Vec<RegionLayout>,
+    /// CPU each thread starts on.
+    pub initial_cpus: Vec<CpuId>,
+    /// Threads may not be moved by any policy or balancer.
+    pub pinned: bool,
+    pub steps: Vec<Step>,
+    /// Per thread: the pages it first-touches before any phase (one line per page).
+    pub(crate) init: Vec<Vec<Seg>>,
+    pub(crate) phases: Vec<crate::compile::CompiledPhase>,
+    pub(crate) internals: crate::compile::Internals,
+}
+
+impl Program {
+    pub fn line_shift(&self) -> u32 {
+        self.lines_per_page.trailing_zeros()
+    }
+
+    pub fn footprint_bytes(&self) -> u64 {
+        self.total_pages * self.page_bytes
+    }
+
+    /// The region holding a page.
+    pub fn region_of_page(&self, page: u64) -> Option<&RegionLayout> {
+        let i = self.regions.partition_point(|r| r.first_page + r.pages <= page);
+        self.regions.get(i).filter(|r| page >= r.first_page)
+    }
+
+    /// Total references of the whole run (for progress and benchmarks), without drawing.
+    pub fn total_refs(&self) -> u64 {
+        let mut rng = numalab_core::rng::stream(0, "count", 0);
+        (0..self.steps.len()).map(|s| (0..self.threads).map(|t| self.work(s, t, &mut rng).total_refs()).sum::<u64>()).sum()
+    }
+}
