@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# qemu harness for numalab's live-observation code: boots small NUMA guests (no KVM needed)
+# from an initramfs made of busybox, numa_touch and optionally the numalab binary.
+#
+#   guest/numalab-guest.sh capture NODES OUTDIR     NODES = 1, 2 or 4; dump sysfs/procfs text
+#   guest/numalab-guest.sh profile NUMALAB_BIN      2-node guest: profile numa_touch, print JSON
+#
+# Environment: QEMU (qemu-system-x86_64), KERNEL (newest /boot/vmlinuz-*), BUILD_DIR
+# (guest/build), GUEST_TIMEOUT_S (120). See docs/guest.md.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BUILD_DIR="${BUILD_DIR:-$HERE/build}"
+QEMU="${QEMU:-qemu-system-x86_64}"
+KERNEL="${KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)}"
+GUEST_TIMEOUT_S="${GUEST_TIMEOUT_S:-120}"
+
+die() { echo "numalab-guest: $*" >&2; exit 2; }
+
+need_tools() {
+    command -v "$QEMU" >/dev/null || die "$QEMU not found (apt-get install qemu-system-x86)"
+    [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || die "no readable kernel image (set KERNEL=, or apt-get install linux-image-amd64)"
+    BUSYBOX="${BUSYBOX:-$(command -v busybox || true)}"
+    [ -n "$BUSYBOX" ] || die "busybox not found (apt-get install busybox-static)"
+    file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' || die "$BUSYBOX is not static (apt-get install busybox-static)"
+    command -v cpio >/dev/null || die "cpio not found"
+    command -v rustc >/dev/null || die "rustc not found"
+}
+
+# numa_touch is std-only Rust, built without cargo so this script never contends for the
+# workspace's cargo lock (the integration test runs it from inside `cargo test`).
+build_touch() {
+    mkdir -p "$BUILD_DIR"
+    local out="$BUILD_DIR/numa_touch"
+    if [ ! -x "$out" ] || [ "$HERE/src/numa_touch.rs" -nt "$out" ]; then
+        rustc --edition 2021 -O -C target-feature=+crt-static "$HERE/src/numa_touch.rs" -o "$out"
+    fi
+    echo "$out"
+}
+
+# Copy an executable and, when dynamically linked, the shared libraries ldd names.
+install_bin() {
+    local bin="$1" root="$2" name="$3"
+    install -D -m 0755 "$bin" "$root/bin/$name"
+    if ldd "$bin" >/dev/null 2>&1; then
+        ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
+            [ -e "$lib" ] && install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
+        done
+    fi
+}
+
+# make_initrd NAME PAYLOAD_FILE [NUMALAB_BIN] -> path of the gzip'd cpio archive
+make_initrd() {
+    local name="$1" payload="$2" numalab="${3:-}"
+    local root="$BUILD_DIR/$name/root"
+    rm -rf "$root"
+    mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,etc,mnt/huge}
+    install -m 0755 "$BUSYBOX" "$root/bin/busybox"
+    install_bin "$(build_touch)" "$root" numa_touch
+    [ -n "$numalab" ] && install_bin "$numalab" "$root" numalab
+    install -m 0755 "$payload" "$root/payload.sh"
+    cat >"$root/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+# ttyS1 is the data channel (a file on the host): clean of kernel console messages.
+exec 3>/dev/ttyS1
+echo "@@@BEGIN" >&3
+sh /payload.sh >&3 2>&1
+echo "@@@RC $?" >&3
+echo "@@@DONE" >&3
+sync
+poweroff -f
+EOF
+    chmod 0755 "$root/init"
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$BUILD_DIR/$name/initrd.gz"
+    echo "$BUILD_DIR/$name/initrd.gz"
+}
+
+# boot NODES INITRD DATA_OUT: run the guest to completion, its data channel into DATA_OUT.
+boot() {
+    local nodes="$1" initrd="$2" data="$3"
+    local topo
+    case "$nodes" in
+        1) topo=(-smp 2 -m 1G) ;;
+        2) topo=(-smp 4 -m 2G
+                 -object memory-backend-ram,id=m0,size=1G -object memory-backend-ram,id=m1,size=1G
+                 -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1
+                 -numa dist,src=0,dst=1,val=21) ;;
+        # Three CPU nodes and one CPU-less memory node (3), with distinct distance classes.
+        4) topo=(-smp 4 -m 2G
+                 -object memory-backend-ram,id=m0,size=512M -object memory-backend-ram,id=m1,size=512M
+                 -object memory-backend-ram,id=m2,size=512M -object memory-backend-ram,id=m3,size=512M
+                 -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2,memdev=m1
+                 -numa node,nodeid=2,cpus=3,memdev=m2 -numa node,nodeid=3,memdev=m3
+                 -numa dist,src=0,dst=1,val=12 -numa dist,src=0,dst=2,val=20 -numa dist,src=0,dst=3,val=17
+                 -numa dist,src=1,dst=2,val=20 -numa dist,src=1,dst=3,val=28 -numa dist,src=2,dst=3,val=28) ;;
+        *) die "NODES must be 1, 2 or 4, not $nodes" ;;
+    esac
+    rm -f "$data"
+    timeout "$GUEST_TIMEOUT_S" "$QEMU" -machine q35 -cpu max "${topo[@]}" \
+        -kernel "$KERNEL" -initrd "$initrd" \
+        -append "console=ttyS0 quiet loglevel=1 panic=-1" \
+        -display none -monitor none -serial "file:$data.console" -serial "file:$data" \
+        -no-reboot >"$data.qemu" 2>&1 \
+        || die "qemu failed or timed out after ${GUEST_TIMEOUT_S}s; see $data.qemu and $data.console"
+    tr -d '\r' <"$data" >"$data.tmp" && mv "$data.tmp" "$data"
+    grep -q '^@@@DONE' "$data" || die "guest did not finish; console log: $data.console"
+}
+
+capture_payload() {
+    cat <<'EOF'
+dump() { for f in "$@"; do [ -f "$f" ] || continue; echo "@@@FILE $f"; cat "$f"; echo "@@@END"; done; }
+S=/sys/devices/system/node
+echo 16 > /proc/sys/vm/nr_hugepages
+if [ -d $S/node1 ]; then
+    numa_touch --touch 0:8 --touch 1:4 --hugetlb 1:2 --bind 1:2 --prefer 0:1 --interleave 3:4 \
+        --file /bin/busybox --busy --hold-ms 4000 > /tmp/touch.out &
+    pid=$!
+    sleep 3
+    echo "$pid" > /tmp/target_pid
+    echo "@@@FILE /target_pid"; cat /tmp/target_pid; echo "@@@END"
+    dump /proc/$pid/numa_maps /proc/$pid/sched /proc/$pid/status
+    for t in /proc/$pid/task/*; do dump $t/sched; done
+    wait $pid
+    echo "@@@FILE /touch.out"; cat /tmp/touch.out; echo "@@@END"
+fi
+dump $S/online $S/possible $S/has_cpu $S/has_memory $S/has_normal_memory $S/has_generic_initiator
+for d in $S/node*; do dump $d/cpulist $d/distance $d/meminfo $d/numastat; done
+for d in /sys/devices/virtual/memory_tiering/memory_tier*; do dump $d/nodelist; done
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+    dump $c/topology/physical_package_id $c/topology/core_id $c/topology/thread_siblings_list
+    dump $c/cache/index3/size $c/cpufreq/cpuinfo_max_freq
+done
+dump /sys/devices/system/cpu/online
+dump /proc/vmstat /proc/sys/kernel/numa_balancing /proc/sys/vm/numa_stat /proc/cpuinfo
+dump /sys/hypervisor/type /proc/sys/kernel/perf_event_paranoid
+EOF
+}
+
+# Split the data channel into files: "@@@FILE /a/b" ... "@@@END" becomes OUTDIR/a/b.
+extract() {
+    local data="$1" out="$2"
+    mkdir -p "$out"
+    awk -v out="$out" '
+        /^@@@FILE / { path = out $2; dir = path; sub(/\/[^\/]*$/, "", dir); system("mkdir -p \"" dir "\""); printf "" > path; inside = 1; next }
+        /^@@@END$/ { if (inside) close(path); inside = 0; next }
+        inside { print >> path }
+    ' "$data"
+}
+
+cmd="${1:-}"
+case "$cmd" in
+    capture)
+        [ $# -eq 3 ] || die "usage: $0 capture NODES OUTDIR"
+        need_tools
+        mkdir -p "$BUILD_DIR/capture-$2"
+        capture_payload >"$BUILD_DIR/capture-$2/payload.sh"
+        initrd="$(make_initrd "capture-$2" "$BUILD_DIR/capture-$2/payload.sh")"
+        boot "$2" "$initrd" "$BUILD_DIR/capture-$2/data.txt"
+        extract "$BUILD_DIR/capture-$2/data.txt" "$3"
+        echo "captured $2-node guest into $3"
+        ;;
+    profile)
+        [ $# -ge 2 ] || die "usage: $0 profile NUMALAB_BIN [NUMA_TOUCH_ARGS...]"
+        need_tools
+        numalab="$2"; shift 2
+        touch_args="${*:---touch 0:48 --touch 1:24 --busy --hold-ms 1500}"
+        mkdir -p "$BUILD_DIR/profile"
+        cat >"$BUILD_DIR/profile/payload.sh" <<EOF
+numalab --format json --out /tmp/profile.json profile --interval 100 -- numa_touch $touch_args > /tmp/touch.out 2>&1
+rc=\$?
+echo "@@@FILE /touch.out"; cat /tmp/touch.out; echo "@@@END"
+echo "@@@FILE /profile.json"; cat /tmp/profile.json; echo "@@@END"
+exit \$rc
+EOF
+        initrd="$(make_initrd profile "$BUILD_DIR/profile/payload.sh" "$numalab")"
+        boot 2 "$initrd" "$BUILD_DIR/profile/data.txt"
+        rm -rf "$BUILD_DIR/profile/out"
+        extract "$BUILD_DIR/profile/data.txt" "$BUILD_DIR/profile/out"
+        grep '^@@@RC' "$BUILD_DIR/profile/data.txt"
+        echo "profile: $BUILD_DIR/profile/out/profile.json"
+        ;;
+    *)
+        die "usage: $0 capture NODES OUTDIR | profile NUMALAB_BIN [NUMA_TOUCH_ARGS...]"
+        ;;
+esac
