@@ -13,6 +13,7 @@ pub mod presets;
 pub mod program;
 pub mod schema;
 pub mod stream;
+pub mod synth;
 
 mod compile;
 
@@ -21,3 +22,4 @@ pub use error::WorkloadError;
 pub use program::{Program, RegionLayout, Step};
 pub use schema::WorkloadFile;
 pub use stream::{Cursor, Entry, Seg};
+pub use synth::{ClassCounts, DunxClass, SynthCounts};
