@@ -1,0 +1,156 @@
+//! Simulator tunables (`[sim]` table). Every default is an assumption [A] or a choice [ours]
+//! documented in docs/simulator.md; none is fitted to a result except where marked calibrated.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Simulated time between contention / scheduler updates [ours].
+    pub epoch_us: f64,
+    pub core: CoreConfig,
+    pub memory: MemoryConfig,
+    pub sched: SchedConfig,
+    pub scan: ScanConfig,
+    /// Period of `on_tick` calls to the policy, milliseconds [ours].
+    pub tick_ms: f64,
+    /// Interval of the interconnect-load metric (static-policies.md §9 uses 1 s).
+    pub metrics_interval_ms: f64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            epoch_us: 20.0,
+            core: CoreConfig::default(),
+            memory: MemoryConfig::default(),
+            sched: SchedConfig::default(),
+            scan: ScanConfig::default(),
+            tick_ms: 1000.0,
+            metrics_interval_ms: 1000.0,
+        }
+    }
+}
+
+/// How a core turns compute and memory latency into time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoreConfig {
+    /// Sustained double-precision flops per cycle per core [A: a quarter of a 2-FMA AVX2 peak].
+    pub flops_per_cycle: f64,
+    /// Misses in flight for sequential-like streams (hardware prefetch) [A].
+    pub mlp_stream: f64,
+    /// Misses in flight for independent random accesses (line-fill buffers) [A].
+    pub mlp_random: f64,
+    /// Dependent accesses (pointer chase) overlap nothing.
+    pub mlp_dependent: f64,
+    /// Compute throughput of each of two busy SMT siblings, relative to a core alone [A].
+    pub smt_share: f64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig { flops_per_cycle: 4.0, mlp_stream: 8.0, mlp_random: 4.0, mlp_dependent: 1.0, smt_share: 0.6 }
+    }
+}
+
+/// Queueing at memory controllers and links.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Share of sustained bandwidth a controller delivers for random lines (row-buffer misses)
+    /// [calibrated: amd48's contended local latency, 316.8 ns with 48 threads; see docs].
+    pub random_efficiency: f64,
+    /// Utilisation cap inside the queueing formula, so the wait stays finite.
+    pub max_utilisation: f64,
+    /// Fixed-point iterations per epoch (warm-started from the previous epoch).
+    pub solver_iterations: u32,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig { random_efficiency: 0.7, max_utilisation: 0.99, solver_iterations: 4 }
+    }
+}
+
+/// The Linux-like scheduler and its background noise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedConfig {
+    /// Background tasks (kernel threads, daemons) arriving per CPU per second [A].
+    pub noise_rate_per_cpu_hz: f64,
+    /// Mean run time of one background task, microseconds [A].
+    pub noise_mean_us: f64,
+    /// Periodic load-balancing interval, milliseconds [A: Linux balances NUMA domains every few ms].
+    pub balance_interval_ms: f64,
+    /// NUMA-domain imbalance threshold in percent (Linux >= 5.10: 117).
+    pub imbalance_pct: u32,
+    /// Pull runnable threads onto CPUs that go idle (Linux newidle balancing).
+    pub idle_balance: bool,
+    /// Cache refill paid by a thread moved within its node, as a share of the cross-node cost [A].
+    pub intra_node_refill_share: f64,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            noise_rate_per_cpu_hz: 50.0,
+            noise_mean_us: 200.0,
+            balance_interval_ms: 4.0,
+            imbalance_pct: 117,
+            idle_balance: true,
+            intra_node_refill_share: 0.25,
+        }
+    }
+}
+
+/// The hinting-fault scanner (used only by policies that ask for hint faults).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScanConfig {
+    /// Time between scan steps, milliseconds (AutoNUMA's scan_period_min default).
+    pub period_ms: f64,
+    /// Memory unmapped per scan step, MiB (AutoNUMA's scan_size_mb default).
+    pub size_mb: f64,
+    /// Delay before the first scan, milliseconds (AutoNUMA's scan_delay_ms default).
+    pub delay_ms: f64,
+}
+
+impl Default for ScanConfig {
+    fn default() -> Self {
+        ScanConfig { period_ms: 1000.0, size_mb: 256.0, delay_ms: 1000.0 }
+    }
+}
+
+impl SimConfig {
+    /// Reject values that would make the simulation meaningless, naming the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |k: &str, v: f64| if v > 0.0 && v.is_finite() { Ok(()) } else { Err(format!("sim.{k} = {v} must be a positive number")) };
+        pos("epoch_us", self.epoch_us)?;
+        pos("core.flops_per_cycle", self.core.flops_per_cycle)?;
+        pos("core.mlp_stream", self.core.mlp_stream)?;
+        pos("core.mlp_random", self.core.mlp_random)?;
+        pos("core.mlp_dependent", self.core.mlp_dependent)?;
+        pos("tick_ms", self.tick_ms)?;
+        pos("metrics_interval_ms", self.metrics_interval_ms)?;
+        pos("sched.balance_interval_ms", self.sched.balance_interval_ms)?;
+        pos("scan.period_ms", self.scan.period_ms)?;
+        pos("scan.size_mb", self.scan.size_mb)?;
+        if !(self.core.smt_share > 0.0 && self.core.smt_share <= 1.0) {
+            return Err(format!("sim.core.smt_share = {} must lie in (0, 1]", self.core.smt_share));
+        }
+        if !(self.memory.random_efficiency > 0.0 && self.memory.random_efficiency <= 1.0) {
+            return Err(format!("sim.memory.random_efficiency = {} must lie in (0, 1]", self.memory.random_efficiency));
+        }
+        if !(self.memory.max_utilisation > 0.0 && self.memory.max_utilisation < 1.0) {
+            return Err(format!("sim.memory.max_utilisation = {} must lie in (0, 1)", self.memory.max_utilisation));
+        }
+        if self.sched.noise_rate_per_cpu_hz < 0.0 || self.sched.noise_mean_us < 0.0 {
+            return Err("sim.sched noise rate and duration must not be negative".into());
+        }
+        if self.sched.imbalance_pct < 100 {
+            return Err(format!("sim.sched.imbalance_pct = {} must be at least 100", self.sched.imbalance_pct));
+        }
+        Ok(())
+    }
+}

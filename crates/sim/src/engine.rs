@@ -1,0 +1,875 @@
+//! The epoch loop. Every `epoch_us` of simulated time: the scheduler places threads and
+//! background noise, the contention model turns last epoch's traffic into latencies, and
+//! every running thread issues accesses until its clock passes the epoch's end or it blocks
+//! at a barrier. Threads run one after another in id order; the result depends only on the
+//! seed.
+
+use crate::config::SimConfig;
+use crate::contention::{Contention, Demand};
+use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
+use crate::metrics::{node_imbalance, BusySummary, RunMetrics};
+use crate::sched::{Move, Scheduler};
+use crate::SimError;
+use numalab_core::rng::{stream, StreamRng};
+use numalab_core::{Machine, NodeId, PageIdx, ThreadId};
+use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, MemoryState, PlaceRequest, ScanEnd, SpaceId, SystemView, Tick};
+use numalab_workload::program::{HomeRule, ThreadWork};
+use numalab_workload::stream::{AccessKind, Compute, Swrr};
+use numalab_workload::Program;
+use rand::Rng;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Run,
+    /// Arrived at the barrier after this step.
+    Barrier(usize),
+    /// Waiting for the p2p predecessor to finish a stage.
+    P2pWait,
+    Done,
+}
+
+struct Thread {
+    rng: StreamRng,
+    step: usize,
+    work: ThreadWork,
+    swrr: Swrr,
+    /// Main-entry references left in this step.
+    left: u64,
+    epilogue_idx: usize,
+    clock: f64,
+    busy_ns: f64,
+    state: State,
+    // p2p: references issued in this step, index of the next stage to start, its boundary.
+    issued: u64,
+    total: u64,
+    stage: u32,
+    stage_started: bool,
+    /// Per kind (3) x node: ns per access this epoch.
+    cost: Vec<f64>,
+    gap_exp_ns: f64,
+    /// Counters of the current epoch.
+    acc: Vec<u64>,
+    wr: Vec<u64>,
+    /// Access mix of the last epoch with traffic, for the contention demand.
+    frac: Vec<f64>,
+    write_frac: f64,
+}
+
+pub struct Engine<'a> {
+    m: &'a Machine,
+    p: &'a Program,
+    cfg: &'a SimConfig,
+    policy: Box<dyn DynPolicy>,
+    mem: Memory,
+    sched: Scheduler,
+    cont: Contention,
+    threads: Vec<Thread>,
+    n: usize,
+    node_of_cpu: Vec<NodeId>,
+    memory_nodes: Vec<NodeId>,
+    ns_per_flop: f64,
+    mlp: [f64; 3],
+    svc_mult: [f64; 3],
+    now: f64,
+    // p2p stage completion times: [thread][step * max_chunks + stage], NaN = not yet.
+    p2p_done: Vec<Vec<f64>>,
+    max_chunks: usize,
+    // metrics
+    access_matrix: Vec<u64>,
+    link_bytes_interval: Vec<f64>,
+    interval_start: f64,
+    interval_maxima: Vec<(f64, f64)>,
+    link_capacity: Vec<f64>,
+    first_touch_faults: u64,
+    hint_faults: u64,
+    page_migrations: u64,
+    tlb_shootdowns: u64,
+    replications: u64,
+    replica_collapses: u64,
+    refused: u64,
+    decisions: Vec<Decision>,
+    // scanner and ticks
+    scan_next_ns: f64,
+    scan_offset: u64,
+    scan_seq: u64,
+    tick_next_ns: f64,
+    tick_matrix: Vec<u64>,
+    tick_start: f64,
+    runnable: Vec<bool>,
+    share: Vec<f64>,
+    moves: Vec<Move>,
+    demands: Vec<Demand>,
+}
+
+const SPACE: SpaceId = 0;
+
+fn kind_index(k: AccessKind) -> usize {
+    k as usize
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(m: &'a Machine, p: &'a Program, cfg: &'a SimConfig, mut policy: Box<dyn DynPolicy>, seed: u64) -> Result<Engine<'a>, SimError> {
+        let n = m.node_count();
+        if n > MAX_NODES {
+            return Err(SimError::Machine(format!("{n} nodes: the simulator supports at most {MAX_NODES}")));
+        }
+        let cpus = m.cpu_table();
+        let capacity: Vec<u64> = m.nodes.iter().map(|node| node.mem_bytes / p.page_bytes).collect();
+        let mut mem = Memory::new(p.total_pages, capacity);
+        // Regions with an explicit home are placed before the run, whoever touches them.
+        let memory_nodes = m.memory_nodes();
+        for r in &p.regions {
+            let Some(rule) = r.home else { continue };
+            for i in 0..r.pages {
+                let want = match rule {
+                    HomeRule::Node(node) => node,
+                    HomeRule::Interleave => memory_nodes[(i % memory_nodes.len() as u64) as usize],
+                    HomeRule::Owner => {
+                        let owner = r.owner_of.owner(i, r.pages).unwrap_or(0);
+                        cpus.node_of_cpu[p.initial_cpus[owner as usize] as usize]
+                    }
+                };
+                let node = if mem.free[want as usize] > 0 { want } else { memory_nodes.iter().copied().find(|&n| mem.free[n as usize] > 0).ok_or(SimError::OutOfMemory { page: r.first_page + i })? };
+                mem.place(r.first_page + i, node);
+            }
+        }
+        // Eager layouts (round-1g) cover every page not placed by a home rule.
+        let info = AddressSpaceInfo { space: SPACE, pages: p.total_pages, threads: p.threads };
+        if let Some(extents) = policy.layout(&info, &mem).map_err(|e| SimError::Policy(e.to_string()))? {
+            for e in extents {
+                for pg in e.first_page..e.first_page + e.pages {
+                    if mem.home[pg as usize] == UNPLACED {
+                        if mem.free[e.node as usize] == 0 {
+                            return Err(SimError::OutOfMemory { page: pg });
+                        }
+                        mem.place(pg, e.node);
+                    }
+                }
+            }
+        }
+        let ic = m.interconnect();
+        let cont = Contention::new(m, &ic, p.access_bytes, cfg.memory.max_utilisation);
+        let sched = Scheduler::new(cfg.sched.clone(), cpus.node_of_cpu.clone(), cpus.core_of_cpu.clone(), p.initial_cpus.clone(), p.pinned, stream(seed, "sched", 0));
+        let threads = (0..p.threads)
+            .map(|t| {
+                let node = cpus.node_of_cpu[p.initial_cpus[t as usize] as usize] as usize;
+                let mut frac = vec![0.0; n];
+                frac[node] = 1.0;
+                Thread {
+                    rng: stream(seed, "workload.thread", t as u64),
+                    step: 0,
+                    work: ThreadWork::default(),
+                    swrr: Swrr::default(),
+                    left: 0,
+                    epilogue_idx: 0,
+                    clock: 0.0,
+                    busy_ns: 0.0,
+                    state: State::Run,
+                    issued: 0,
+                    total: 0,
+                    stage: 0,
+                    stage_started: false,
+                    cost: vec![0.0; 3 * n],
+                    gap_exp_ns: 0.0,
+                    acc: vec![0; n],
+                    wr: vec![0; n],
+                    frac,
+                    write_frac: 0.0,
+                }
+            })
+            .collect();
+        let max_chunks = p.steps.iter().filter_map(|s| s.p2p.map(|x| x.chunks as usize)).max().unwrap_or(0);
+        let p2p_done = if max_chunks > 0 { vec![vec![f64::NAN; p.steps.len() * max_chunks]; p.threads as usize] } else { Vec::new() };
+        let links = cont.links();
+        let link_capacity = ic.links.iter().map(|l| l.capacity_gbps).collect();
+        let eff = cfg.memory.random_efficiency;
+        let mut e = Engine {
+            m,
+            p,
+            cfg,
+            policy,
+            mem,
+            sched,
+            cont,
+            threads,
+            n,
+            node_of_cpu: cpus.node_of_cpu.clone(),
+            memory_nodes,
+            ns_per_flop: 1.0 / (m.clock_ghz * cfg.core.flops_per_cycle),
+            mlp: [cfg.core.mlp_stream, cfg.core.mlp_random, cfg.core.mlp_dependent],
+            svc_mult: [1.0, 1.0 / eff, 1.0 / eff],
+            now: 0.0,
+            p2p_done,
+            max_chunks,
+            access_matrix: vec![0; n * n],
+            link_bytes_interval: vec![0.0; links],
+            interval_start: 0.0,
+            interval_maxima: Vec::new(),
+            link_capacity,
+            first_touch_faults: 0,
+            hint_faults: 0,
+            page_migrations: 0,
+            tlb_shootdowns: 0,
+            replications: 0,
+            replica_collapses: 0,
+            refused: 0,
+            decisions: Vec::new(),
+            scan_next_ns: cfg.scan.delay_ms * 1e6,
+            scan_offset: 0,
+            scan_seq: 0,
+            tick_next_ns: cfg.tick_ms * 1e6,
+            tick_matrix: vec![0; n * n],
+            tick_start: 0.0,
+            runnable: vec![true; p.threads as usize],
+            share: vec![1.0; p.threads as usize],
+            moves: Vec::new(),
+            demands: vec![Demand::default(); p.threads as usize],
+        };
+        for t in 0..p.threads {
+            e.load_step(t as usize);
+        }
+        Ok(e)
+    }
+
+    fn load_step(&mut self, t: usize) {
+        let th = &mut self.threads[t];
+        th.work = self.p.work(th.step, t as u32, &mut th.rng);
+        th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.refs));
+        th.left = th.work.entries.iter().map(|e| e.refs).sum();
+        th.epilogue_idx = 0;
+        th.issued = 0;
+        th.total = th.work.total_refs();
+        th.stage = 0;
+        th.stage_started = false;
+        th.gap_exp_ns = match th.work.compute {
+            Some(Compute::GapExp(ns)) => ns,
+            _ => 0.0,
+        };
+    }
+
+    /// Run to completion.
+    pub fn run(mut self, seed: u64) -> Result<RunMetrics, SimError> {
+        let epoch = self.cfg.epoch_us * 1e3;
+        loop {
+            let start = self.now;
+            let end = start + epoch;
+            for (t, th) in self.threads.iter().enumerate() {
+                self.runnable[t] = th.state == State::Run && th.clock < end;
+            }
+            self.sched.epoch(start, end, &self.runnable, &mut self.share, &mut self.moves);
+            self.charge_moves();
+            self.update_costs();
+            self.run_epoch(end)?;
+            self.close_epoch(end);
+            self.service(end)?;
+            self.now = end;
+            if self.threads.iter().all(|t| t.state == State::Done) {
+                break;
+            }
+            if !self.threads.iter().any(|t| matches!(t.state, State::Run | State::P2pWait)) {
+                return Err(SimError::Internal(format!("every thread is blocked at {} ns", self.now)));
+            }
+        }
+        Ok(self.finish(seed))
+    }
+
+    fn charge_moves(&mut self) {
+        let refill = self.m.os_costs.thread_migration_refill_ns;
+        for mv in &self.moves {
+            let th = &mut self.threads[mv.thread as usize];
+            th.clock += if mv.cross_node { refill } else { refill * self.cfg.sched.intra_node_refill_share };
+        }
+    }
+
+    /// Solve the contention model for the coming epoch and build each thread's cost table.
+    fn update_costs(&mut self) {
+        let n = self.n;
+        for (t, th) in self.threads.iter().enumerate() {
+            let compute_ns = self.compute_ns(t, th);
+            let d = &mut self.demands[t];
+            d.node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+            d.share = if self.runnable[t] { self.share[t] } else { 0.0 };
+            let (mut w, mut inv_mlp, mut svc) = (0.0, 0.0, 0.0);
+            for e in &th.work.entries {
+                let r = e.remaining() as f64;
+                let k = kind_index(e.kind);
+                w += r;
+                inv_mlp += r / self.mlp[k];
+                svc += r * self.svc_mult[k];
+            }
+            if w == 0.0 {
+                (w, inv_mlp, svc) = (1.0, 1.0 / self.mlp[0], 1.0);
+            }
+            d.inv_mlp = inv_mlp / w;
+            d.svc_mult = svc / w;
+            d.compute_ns = compute_ns;
+            d.frac.clone_from(&th.frac);
+            d.write_frac = th.write_frac;
+        }
+        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations);
+        for t in 0..self.threads.len() {
+            let node = self.demands[t].node;
+            let share = self.share[t].max(1e-3);
+            let compute = self.compute_ns(t, &self.threads[t]);
+            let th = &mut self.threads[t];
+            for k in 0..3 {
+                for j in 0..n {
+                    th.cost[k * n + j] = (compute + self.cont.lat[node * n + j] / self.mlp[k]) / share;
+                }
+            }
+        }
+    }
+
+    fn compute_ns(&self, t: usize, th: &Thread) -> f64 {
+        match th.work.compute {
+            Some(Compute::Flops(f)) => {
+                let smt = if self.m.smt > 1 && self.sched.smt_busy(t as ThreadId) { self.cfg.core.smt_share } else { 1.0 };
+                f * self.ns_per_flop / smt
+            }
+            Some(Compute::GapConst(ns)) => ns,
+            _ => 0.0,
+        }
+    }
+
+    fn run_epoch(&mut self, end: f64) -> Result<(), SimError> {
+        loop {
+            let mut progressed = false;
+            for t in 0..self.threads.len() {
+                match self.threads[t].state {
+                    State::Run if self.threads[t].clock < end => {
+                        self.run_thread(t, end)?;
+                        progressed = true;
+                    }
+                    State::P2pWait => {
+                        if self.p2p_ready(t) {
+                            progressed = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            progressed |= self.release_barrier();
+            if !progressed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Release the barrier when every thread has arrived (or finished).
+    fn release_barrier(&mut self) -> bool {
+        let mut step = None;
+        for th in &self.threads {
+            match th.state {
+                State::Barrier(s) => step = Some(s),
+                State::Done => {}
+                _ => return false,
+            }
+        }
+        let Some(s) = step else { return false };
+        let release = self.threads.iter().map(|t| t.clock).fold(0.0, f64::max);
+        for t in 0..self.threads.len() {
+            if self.threads[t].state == State::Barrier(s) {
+                self.threads[t].clock = release;
+                self.advance(t, s + 1);
+            }
+        }
+        true
+    }
+
+    fn advance(&mut self, t: usize, next: usize) {
+        if next >= self.p.steps.len() {
+            self.threads[t].state = State::Done;
+            return;
+        }
+        self.threads[t].step = next;
+        self.threads[t].state = State::Run;
+        self.load_step(t);
+    }
+
+    /// p2p: may thread t start its next stage? Updates its clock and state.
+    fn p2p_ready(&mut self, t: usize) -> bool {
+        let th = &self.threads[t];
+        let step = th.step;
+        let Some(p2p) = self.p.steps[step].p2p else {
+            self.threads[t].state = State::Run;
+            return true;
+        };
+        let pred = if p2p.reverse { t + 1 } else { t.wrapping_sub(1) };
+        if pred >= self.threads.len() {
+            self.threads[t].state = State::Run;
+            self.threads[t].stage_started = true;
+            return true;
+        }
+        let done = self.p2p_done[pred][step * self.max_chunks + th.stage as usize];
+        if done.is_nan() {
+            self.threads[t].state = State::P2pWait;
+            return false;
+        }
+        let th = &mut self.threads[t];
+        th.clock = th.clock.max(done);
+        th.state = State::Run;
+        th.stage_started = true;
+        true
+    }
+
+    /// References issued when stage `stage` ends.
+    fn stage_end(total: u64, chunks: u32, stage: u32) -> u64 {
+        ((stage as u128 + 1) * total as u128 / chunks as u128) as u64
+    }
+
+    /// Issue thread t's accesses until its clock reaches `end` or it blocks.
+    fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        let shift = self.p.line_shift();
+        let n = self.n;
+        let cpu = self.sched.cpu_of[t];
+        let cpu_node = self.node_of_cpu[cpu as usize];
+        loop {
+            let step = self.threads[t].step;
+            let p2p = self.p.steps[step].p2p;
+            // p2p steps: a stage starts once the predecessor finished the same stage; its end
+            // is recorded for the successor.
+            if let Some(pp) = p2p {
+                let th = &self.threads[t];
+                if th.stage < pp.chunks {
+                    if !th.stage_started {
+                        if !self.p2p_ready(t) {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    if th.issued == Self::stage_end(th.total, pp.chunks, th.stage) {
+                        let (stage, clock) = (th.stage, th.clock);
+                        self.p2p_done[t][step * self.max_chunks + stage as usize] = clock;
+                        let th = &mut self.threads[t];
+                        th.stage += 1;
+                        th.stage_started = false;
+                        continue;
+                    }
+                }
+            }
+            let th = &mut self.threads[t];
+            // Pick the entry: main entries by smooth weighted round-robin, then the epilogue.
+            let (entry, in_main) = if th.left > 0 {
+                let i = if th.work.entries.len() == 1 { 0 } else { th.swrr.pick() };
+                (i, true)
+            } else if th.epilogue_idx < th.work.epilogue.len() {
+                if th.work.epilogue[th.epilogue_idx].remaining() == 0 {
+                    th.epilogue_idx += 1;
+                    continue;
+                }
+                (th.epilogue_idx, false)
+            } else {
+                // Step done.
+                let barrier = self.p.steps[step].barrier_after;
+                if barrier {
+                    th.state = State::Barrier(step);
+                    return Ok(());
+                }
+                self.advance(t, step + 1);
+                if self.threads[t].state == State::Done {
+                    return Ok(());
+                }
+                continue;
+            };
+            // The hot loop: issue up to the p2p boundary from this entry selection scheme.
+            let limit = match p2p {
+                Some(pp) if th.stage < pp.chunks => Self::stage_end(th.total, pp.chunks, th.stage) - th.issued,
+                _ => u64::MAX,
+            };
+            let mut issued = 0u64;
+            let mut clock = th.clock;
+            let mut busy = 0.0;
+            let start_clock = clock;
+            let mut slow: Option<(u64, bool, AccessKind)> = None;
+            let mut cur = entry;
+            loop {
+                let e = if in_main { &mut th.work.entries[cur] } else { &mut th.work.epilogue[cur] };
+                let (line, write) = e.next(&mut th.rng);
+                let kb = kind_index(e.kind) * n;
+                issued += 1;
+                let page = line >> shift;
+                let h = self.mem.home[page as usize];
+                if h >= SLOW {
+                    slow = Some((page, write, e.kind));
+                    break;
+                }
+                let j = h as usize;
+                th.acc[j] += 1;
+                th.wr[j] += u64::from(write);
+                let mut c = th.cost[kb + j];
+                if th.gap_exp_ns > 0.0 {
+                    c += -(1.0 - th.rng.random::<f64>()).ln() * th.gap_exp_ns;
+                }
+                clock += c;
+                if in_main {
+                    th.left -= 1;
+                    if th.left == 0 || clock >= end || issued >= limit {
+                        break;
+                    }
+                    if th.work.entries.len() > 1 {
+                        cur = th.swrr.pick();
+                    }
+                } else if e.remaining() == 0 || clock >= end || issued >= limit {
+                    break;
+                }
+            }
+            busy += clock - start_clock;
+            th.clock = clock;
+            th.busy_ns += busy;
+            th.issued += issued;
+            if let Some((page, write, kind)) = slow {
+                if in_main {
+                    self.threads[t].left -= 1;
+                }
+                self.slow_access(t, cpu, cpu_node, page, write, kind)?;
+            }
+            let th = &self.threads[t];
+            if th.clock >= end {
+                return Ok(());
+            }
+        }
+    }
+
+    /// First touches, hinting faults and replicated pages.
+    fn slow_access(&mut self, t: usize, cpu: u32, cpu_node: NodeId, page: u64, write: bool, kind: AccessKind) -> Result<(), SimError> {
+        let n = self.n;
+        let costs = &self.m.os_costs;
+        let mut h = self.mem.home[page as usize];
+        let mut extra = 0.0;
+        if h == UNPLACED {
+            let req = PlaceRequest { space: SPACE, thread: t as ThreadId, cpu, cpu_node, page };
+            let node = self.policy.place(&req, &self.mem).map_err(|_| SimError::OutOfMemory { page })?;
+            if node as usize >= n || self.mem.free[node as usize] == 0 {
+                return Err(SimError::Policy(format!("policy '{}' placed page {page} on node {node}, which cannot hold it", self.policy.name())));
+            }
+            self.mem.place(page, node);
+            self.first_touch_faults += 1;
+            extra += costs.first_touch_fault_ns;
+            h = node as u8;
+        }
+        if h & ARMED != 0 {
+            self.mem.home[page as usize] &= !ARMED;
+            h &= !ARMED;
+            self.hint_faults += 1;
+            extra += costs.hint_fault_ns;
+            let fault = HintFault { space: SPACE, thread: t as ThreadId, cpu, cpu_node, page, page_node: (h & NODE_MASK) as NodeId, write, time_ns: self.threads[t].clock as u64 };
+            let mut out = std::mem::take(&mut self.decisions);
+            let mut policy = std::mem::replace(&mut self.policy, Box::new(Nop));
+            policy.on_hint_fault(&fault, &View { e: self }, &mut out);
+            self.policy = policy;
+            extra += self.apply(&out, t);
+            out.clear();
+            self.decisions = out;
+            h = self.mem.home[page as usize] & !ARMED;
+        }
+        let mut j = (h & NODE_MASK) as NodeId;
+        if h & REPLICATED != 0 {
+            if write {
+                // A write invalidates the other copies; the writer keeps its local one if any.
+                self.mem.collapse(page, cpu_node);
+                self.replica_collapses += 1;
+                self.tlb_shootdowns += 1;
+                extra += costs.tlb_shootdown_ns;
+                j = self.mem.node_of(page).expect("placed");
+            } else {
+                j = self.mem.read_copy(page, cpu_node);
+            }
+        }
+        let th = &mut self.threads[t];
+        th.acc[j as usize] += 1;
+        th.wr[j as usize] += u64::from(write);
+        let c = th.cost[kind_index(kind) * n + j as usize] + extra;
+        th.clock += c;
+        th.busy_ns += c;
+        Ok(())
+    }
+
+    /// Carry out policy decisions; returns the time charged to the deciding thread.
+    fn apply(&mut self, decisions: &[Decision], t: usize) -> f64 {
+        let costs = &self.m.os_costs;
+        let mut charged = 0.0;
+        for d in decisions {
+            match *d {
+                Decision::MigratePage { page, to, .. } => {
+                    let from = self.mem.node_of(page);
+                    if page < self.p.total_pages && (to as usize) < self.n && self.mem.migrate(page, to) {
+                        self.page_migrations += 1;
+                        self.tlb_shootdowns += 1;
+                        let bw = self.m.nodes[to as usize].mem_bw_gbps.min(self.m.nodes[from.unwrap_or(to) as usize].mem_bw_gbps);
+                        charged += costs.migrate_fixed_ns + self.p.page_bytes as f64 / bw + costs.tlb_shootdown_ns;
+                    } else {
+                        self.refused += 1;
+                    }
+                }
+                Decision::Replicate { page, to, .. } => {
+                    if page < self.p.total_pages && (to as usize) < self.n && self.mem.replicate(page, to) {
+                        self.replications += 1;
+                        charged += costs.migrate_fixed_ns + self.p.page_bytes as f64 / self.m.nodes[to as usize].mem_bw_gbps;
+                    } else {
+                        self.refused += 1;
+                    }
+                }
+                Decision::CollapseReplicas { page, keep, .. } => {
+                    if page < self.p.total_pages && self.mem.collapse(page, keep) > 0 {
+                        self.replica_collapses += 1;
+                        self.tlb_shootdowns += 1;
+                        charged += costs.tlb_shootdown_ns;
+                    } else {
+                        self.refused += 1;
+                    }
+                }
+                Decision::Unmap { page, .. } => {
+                    if page < self.p.total_pages && self.mem.node_of(page).is_some() {
+                        self.mem.home[page as usize] |= ARMED;
+                        charged += costs.scan_unmap_ns;
+                    } else {
+                        self.refused += 1;
+                    }
+                }
+                Decision::MoveThread { thread, to, .. } => {
+                    let at = self.threads[t].clock;
+                    match (thread < self.p.threads && (to as usize) < self.n).then(|| self.sched.move_to_node(thread, to, &self.runnable, at)).flatten() {
+                        Some(mv) => self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share },
+                        None => self.refused += 1,
+                    }
+                }
+                Decision::SwapThreads { a, b, .. } => match (a < self.p.threads && b < self.p.threads).then(|| self.sched.swap(a, b)).flatten() {
+                    Some((ma, mb)) => {
+                        for mv in [ma, mb] {
+                            self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share };
+                        }
+                    }
+                    None => self.refused += 1,
+                },
+                Decision::MoveSpace { to, .. } => {
+                    if (to as usize) >= self.n {
+                        self.refused += 1;
+                        continue;
+                    }
+                    for page in 0..self.p.total_pages {
+                        if self.mem.node_of(page).is_some_and(|f| f != to) {
+                            if self.mem.migrate(page, to) {
+                                self.page_migrations += 1;
+                                charged += costs.migrate_fixed_ns / 64.0 + self.p.page_bytes as f64 / self.m.nodes[to as usize].mem_bw_gbps;
+                            } else {
+                                self.refused += 1;
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        charged
+    }
+
+    /// Fold the epoch's counters into the metrics and the next demand estimate.
+    fn close_epoch(&mut self, end: f64) {
+        let n = self.n;
+        let ab = self.p.access_bytes as f64;
+        for t in 0..self.threads.len() {
+            let i = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+            let th = &mut self.threads[t];
+            let total: u64 = th.acc.iter().sum();
+            if total == 0 {
+                continue;
+            }
+            let writes: u64 = th.wr.iter().sum();
+            for j in 0..n {
+                let a = th.acc[j];
+                if a == 0 {
+                    th.frac[j] = 0.0;
+                    continue;
+                }
+                th.frac[j] = a as f64 / total as f64;
+                self.access_matrix[i * n + j] += a;
+                self.tick_matrix[i * n + j] += a;
+                let w = th.wr[j];
+                for &l in self.cont.route_rd(i, j) {
+                    self.link_bytes_interval[l as usize] += (a - w) as f64 * ab;
+                }
+                for &l in self.cont.route_wr(i, j) {
+                    self.link_bytes_interval[l as usize] += w as f64 * ab;
+                }
+            }
+            th.write_frac = writes as f64 / total as f64;
+            th.acc.iter_mut().for_each(|x| *x = 0);
+            th.wr.iter_mut().for_each(|x| *x = 0);
+        }
+        let interval = self.cfg.metrics_interval_ms * 1e6;
+        if end - self.interval_start >= interval {
+            self.close_interval(end);
+        }
+    }
+
+    fn close_interval(&mut self, end: f64) {
+        let len = end - self.interval_start;
+        if len <= 0.0 || self.link_capacity.is_empty() {
+            return;
+        }
+        let max = self.link_bytes_interval.iter().zip(&self.link_capacity).map(|(b, c)| (100.0 * b / (c * len)).clamp(0.0, 100.0)).fold(0.0, f64::max);
+        self.interval_maxima.push((max, len));
+        self.link_bytes_interval.iter_mut().for_each(|b| *b = 0.0);
+        self.interval_start = end;
+    }
+
+    /// The hinting scanner and the periodic policy tick.
+    fn service(&mut self, end: f64) -> Result<(), SimError> {
+        if self.policy.wants_hint_faults() && end >= self.scan_next_ns {
+            self.scan_next_ns = end + self.cfg.scan.period_ms * 1e6;
+            let budget = ((self.cfg.scan.size_mb * 1048576.0) / self.p.page_bytes as f64) as u64;
+            let mut scanned = 0;
+            while scanned < budget.max(1) {
+                let page = self.scan_offset;
+                let h = self.mem.home[page as usize];
+                if h != UNPLACED && h & ARMED == 0 && self.policy.should_unmap(SPACE, page) {
+                    self.mem.home[page as usize] |= ARMED;
+                }
+                scanned += 1;
+                self.scan_offset += 1;
+                if self.scan_offset == self.p.total_pages {
+                    self.scan_offset = 0;
+                    self.scan_seq += 1;
+                    let ev = ScanEnd { space: SPACE, sequence: self.scan_seq, time_ns: end as u64 };
+                    self.with_policy(|p, view, out| p.on_scan_end(&ev, view, out));
+                    break;
+                }
+            }
+        }
+        if end >= self.tick_next_ns {
+            let n = self.n;
+            let tick = Tick {
+                time_ns: end as u64,
+                interval_ns: (end - self.tick_start) as u64,
+                access_matrix: (0..n).map(|i| self.tick_matrix[i * n..(i + 1) * n].to_vec()).collect(),
+            };
+            self.tick_matrix.iter_mut().for_each(|x| *x = 0);
+            self.tick_start = end;
+            self.tick_next_ns = end + self.cfg.tick_ms * 1e6;
+            self.with_policy(|p, view, out| p.on_tick(&tick, view, out));
+        }
+        Ok(())
+    }
+
+    /// Call a policy hook outside a fault; its costs go to thread 0 [ours: a daemon's time].
+    fn with_policy(&mut self, f: impl FnOnce(&mut dyn DynPolicy, &View, &mut Vec<Decision>)) {
+        let mut out = std::mem::take(&mut self.decisions);
+        let mut policy = std::mem::replace(&mut self.policy, Box::new(Nop));
+        f(policy.as_mut(), &View { e: self }, &mut out);
+        self.policy = policy;
+        let c = self.apply(&out, 0);
+        self.threads[0].clock += c;
+        out.clear();
+        self.decisions = out;
+    }
+
+    fn finish(mut self, seed: u64) -> RunMetrics {
+        let exec_ns = self.threads.iter().map(|t| t.clock).fold(0.0, f64::max);
+        self.close_interval(exec_ns.max(self.interval_start + 1.0));
+        let n = self.n;
+        let total: u64 = self.access_matrix.iter().sum();
+        let local: u64 = (0..n).map(|i| self.access_matrix[i * n + i]).sum();
+        let node_accesses: Vec<u64> = (0..n).map(|j| (0..n).map(|i| self.access_matrix[i * n + j]).sum()).collect();
+        let exec_s = exec_ns / 1e9;
+        let ab = self.p.access_bytes as f64;
+        let interconnect_load = if self.interval_maxima.is_empty() {
+            None
+        } else {
+            let w: f64 = self.interval_maxima.iter().map(|x| x.1).sum();
+            Some(self.interval_maxima.iter().map(|(m, l)| m * l).sum::<f64>() / w)
+        };
+        RunMetrics {
+            seed,
+            exec_time_s: exec_s,
+            local_access_ratio: (total > 0).then(|| local as f64 / total as f64),
+            node_imbalance: node_imbalance(&node_accesses, &self.memory_nodes),
+            interconnect_load,
+            first_touch_faults: self.first_touch_faults,
+            hint_faults: self.hint_faults,
+            page_migrations: self.page_migrations,
+            thread_migrations: self.sched.migrations.total(),
+            tlb_shootdowns: self.tlb_shootdowns,
+            accesses: total,
+            controller_utilisation: (0..n)
+                .map(|j| {
+                    let bw = self.m.nodes[j].mem_bw_gbps;
+                    if bw > 0.0 && exec_ns > 0.0 {
+                        node_accesses[j] as f64 * ab / (bw * exec_ns)
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+            node_accesses,
+            access_matrix: (0..n).map(|i| self.access_matrix[i * n..(i + 1) * n].to_vec()).collect(),
+            thread_migrations_by_cause: self.sched.migrations,
+            thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
+            replications: self.replications,
+            replica_collapses: self.replica_collapses,
+            refused_decisions: self.refused,
+        }
+    }
+}
+
+/// What policies see of the running simulation.
+struct View<'e, 'a> {
+    e: &'e Engine<'a>,
+}
+
+impl MemoryState for View<'_, '_> {
+    fn free_pages(&self, node: NodeId) -> u64 {
+        self.e.mem.free[node as usize]
+    }
+    fn capacity_pages(&self, node: NodeId) -> u64 {
+        self.e.mem.capacity[node as usize]
+    }
+}
+
+impl SystemView for View<'_, '_> {
+    fn now_ns(&self) -> u64 {
+        self.e.now as u64
+    }
+    fn threads(&self, _space: SpaceId) -> u32 {
+        self.e.p.threads
+    }
+    fn node_of_thread(&self, _space: SpaceId, thread: ThreadId) -> NodeId {
+        self.e.sched.node_of_thread(thread)
+    }
+    fn page_node(&self, _space: SpaceId, page: PageIdx) -> Option<NodeId> {
+        if page < self.e.p.total_pages {
+            self.e.mem.node_of(page)
+        } else {
+            None
+        }
+    }
+}
+
+/// Stand-in while the real policy is borrowed out during a hook.
+struct Nop;
+
+impl DynPolicy for Nop {
+    fn name(&self) -> &'static str {
+        "nop"
+    }
+    fn config_toml(&self) -> toml::Table {
+        toml::Table::new()
+    }
+    fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, numalab_policy::OutOfMemory> {
+        Err(numalab_policy::OutOfMemory { wanted: req.cpu_node, pages: 1 })
+    }
+    fn layout(&mut self, _s: &AddressSpaceInfo, _m: &dyn MemoryState) -> Result<Option<Vec<numalab_policy::Extent>>, numalab_policy::OutOfMemory> {
+        Ok(None)
+    }
+    fn wants_hint_faults(&self) -> bool {
+        false
+    }
+    fn should_unmap(&mut self, _s: SpaceId, _p: PageIdx) -> bool {
+        false
+    }
+    fn on_hint_fault(&mut self, _f: &HintFault, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
+    fn on_scan_end(&mut self, _s: &ScanEnd, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
+    fn on_tick(&mut self, _t: &Tick, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
+    fn mempolicy(&self) -> Option<numalab_policy::MempolicyIntent> {
+        None
+    }
+}

@@ -1,0 +1,113 @@
+//! Per-run metrics (docs/metrics.md) and cross-run summaries.
+
+use crate::sched::MigrationCounts;
+use numalab_core::stats::{rsd_percent, RsdEstimator, Summary};
+use serde::Serialize;
+
+/// Everything measured in one run. Field names are the `numalab.sim/1` JSON contract.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunMetrics {
+    pub seed: u64,
+    /// Simulated wall time until the last thread finished.
+    pub exec_time_s: f64,
+    /// Share of memory accesses served by the accessing CPU's own node (null: no accesses).
+    pub local_access_ratio: Option<f64>,
+    /// Relative standard deviation (sample, %) of accesses served per memory node; null when
+    /// no node served any access.
+    pub node_imbalance: Option<f64>,
+    /// Mean over intervals of the most utilised link direction's utilisation (%); null on a
+    /// machine without limited links.
+    pub interconnect_load: Option<f64>,
+    pub first_touch_faults: u64,
+    pub hint_faults: u64,
+    pub page_migrations: u64,
+    /// Every change of CPU of a workload thread (like Linux's se.nr_migrations).
+    pub thread_migrations: u64,
+    pub tlb_shootdowns: u64,
+    pub accesses: u64,
+    /// Accesses served by each memory node.
+    pub node_accesses: Vec<u64>,
+    /// `access_matrix[i][j]`: accesses from CPUs of node i served by node j.
+    pub access_matrix: Vec<Vec<u64>>,
+    /// Mean utilisation of each node's memory controller over the run (0..1).
+    pub controller_utilisation: Vec<f64>,
+    pub thread_migrations_by_cause: MigrationCounts,
+    /// Time each thread spent issuing accesses and computing (not waiting), seconds.
+    pub thread_busy_s: BusySummary,
+    pub replications: u64,
+    pub replica_collapses: u64,
+    /// Decisions the simulator could not carry out (e.g. migrating to a full node).
+    pub refused_decisions: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct BusySummary {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl BusySummary {
+    pub fn of(v: &[f64]) -> BusySummary {
+        let n = v.len().max(1) as f64;
+        BusySummary {
+            mean: v.iter().sum::<f64>() / n,
+            min: v.iter().copied().fold(f64::INFINITY, f64::min).min(f64::MAX),
+            max: v.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+pub fn node_imbalance(node_accesses: &[u64], memory_nodes: &[u16]) -> Option<f64> {
+    let x: Vec<f64> = memory_nodes.iter().map(|&n| node_accesses[n as usize] as f64).collect();
+    rsd_percent(&x, RsdEstimator::Sample)
+}
+
+/// Cross-run summary: the full distribution of the execution time, the mean of every other
+/// numeric field (`null` when a field is null in every run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunsSummary {
+    pub runs: usize,
+    pub exec_time_s: Summary,
+    pub local_access_ratio: Option<f64>,
+    pub node_imbalance: Option<f64>,
+    pub interconnect_load: Option<f64>,
+    pub first_touch_faults: f64,
+    pub hint_faults: f64,
+    pub page_migrations: f64,
+    pub thread_migrations: f64,
+    pub tlb_shootdowns: f64,
+    pub accesses: f64,
+    pub replications: f64,
+    pub refused_decisions: f64,
+}
+
+fn mean_of(runs: &[RunMetrics], f: impl Fn(&RunMetrics) -> f64) -> f64 {
+    runs.iter().map(f).sum::<f64>() / runs.len() as f64
+}
+
+fn mean_opt(runs: &[RunMetrics], f: impl Fn(&RunMetrics) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = runs.iter().filter_map(f).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+impl RunsSummary {
+    pub fn of(runs: &[RunMetrics]) -> Option<RunsSummary> {
+        let times: Vec<f64> = runs.iter().map(|r| r.exec_time_s).collect();
+        Some(RunsSummary {
+            runs: runs.len(),
+            exec_time_s: Summary::of(&times)?,
+            local_access_ratio: mean_opt(runs, |r| r.local_access_ratio),
+            node_imbalance: mean_opt(runs, |r| r.node_imbalance),
+            interconnect_load: mean_opt(runs, |r| r.interconnect_load),
+            first_touch_faults: mean_of(runs, |r| r.first_touch_faults as f64),
+            hint_faults: mean_of(runs, |r| r.hint_faults as f64),
+            page_migrations: mean_of(runs, |r| r.page_migrations as f64),
+            thread_migrations: mean_of(runs, |r| r.thread_migrations as f64),
+            tlb_shootdowns: mean_of(runs, |r| r.tlb_shootdowns as f64),
+            accesses: mean_of(runs, |r| r.accesses as f64),
+            replications: mean_of(runs, |r| r.replications as f64),
+            refused_decisions: mean_of(runs, |r| r.refused_decisions as f64),
+        })
+    }
+}

@@ -1,0 +1,380 @@
+//! A Linux-like scheduler: threads on CPUs, seeded background noise, idle and periodic load
+//! balancing with the NUMA imbalance threshold. It creates the run-to-run variation real
+//! machines show: a background task lands on a busy CPU, a CPU that goes idle at a barrier
+//! pulls the displaced thread across nodes, and that thread's pages are now remote.
+
+use crate::config::SchedConfig;
+use numalab_core::rng::StreamRng;
+use numalab_core::{CpuId, NodeId};
+use rand::Rng;
+use serde::Serialize;
+
+/// Why a thread changed CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A CPU that went idle pulled it (newidle balancing).
+    IdleBalance,
+    /// Periodic balancing between nodes or CPUs.
+    LoadBalance,
+    /// The placement policy asked for it.
+    Policy,
+}
+
+/// Thread migrations by cause, split into moves within a node and across nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MigrationCounts {
+    pub idle_balance: u64,
+    pub load_balance: u64,
+    pub policy: u64,
+    /// Of all the above, those that crossed nodes.
+    pub cross_node: u64,
+}
+
+impl MigrationCounts {
+    pub fn total(&self) -> u64 {
+        self.idle_balance + self.load_balance + self.policy
+    }
+    fn count(&mut self, cause: Cause, cross: bool) {
+        match cause {
+            Cause::IdleBalance => self.idle_balance += 1,
+            Cause::LoadBalance => self.load_balance += 1,
+            Cause::Policy => self.policy += 1,
+        }
+        self.cross_node += u64::from(cross);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Noise {
+    cpu: CpuId,
+    start_ns: f64,
+    end_ns: f64,
+}
+
+/// A completed move, for the engine to charge the cache refill.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Move {
+    pub thread: u32,
+    pub from: CpuId,
+    pub to: CpuId,
+    pub cross_node: bool,
+}
+
+pub struct Scheduler {
+    cfg: SchedConfig,
+    node_of_cpu: Vec<NodeId>,
+    core_of_cpu: Vec<u32>,
+    nodes: usize,
+    pub cpu_of: Vec<CpuId>,
+    pinned: bool,
+    noise: Vec<Noise>,
+    next_noise_ns: f64,
+    next_balance_ns: f64,
+    rng: StreamRng,
+    pub migrations: MigrationCounts,
+    /// Scratch: runnable threads per CPU.
+    load: Vec<u32>,
+}
+
+impl Scheduler {
+    pub fn new(cfg: SchedConfig, node_of_cpu: Vec<NodeId>, core_of_cpu: Vec<u32>, initial: Vec<CpuId>, pinned: bool, rng: StreamRng) -> Scheduler {
+        let nodes = node_of_cpu.iter().map(|&n| n as usize + 1).max().unwrap_or(1);
+        let cpus = node_of_cpu.len();
+        let mut s = Scheduler {
+            next_balance_ns: cfg.balance_interval_ms * 1e6,
+            cfg,
+            node_of_cpu,
+            core_of_cpu,
+            nodes,
+            cpu_of: initial,
+            pinned,
+            noise: Vec::new(),
+            next_noise_ns: 0.0,
+            rng,
+            migrations: MigrationCounts::default(),
+            load: vec![0; cpus],
+        };
+        s.next_noise_ns = s.draw_interarrival();
+        s
+    }
+
+    fn draw_interarrival(&mut self) -> f64 {
+        let rate_per_ns = self.cfg.noise_rate_per_cpu_hz * self.node_of_cpu.len() as f64 * 1e-9;
+        if rate_per_ns <= 0.0 || self.cfg.noise_mean_us <= 0.0 {
+            return f64::INFINITY;
+        }
+        let u: f64 = self.rng.random::<f64>();
+        -(1.0 - u).ln() / rate_per_ns
+    }
+
+    pub fn node_of_thread(&self, t: u32) -> NodeId {
+        self.node_of_cpu[self.cpu_of[t as usize] as usize]
+    }
+
+    fn recount(&mut self, runnable: &[bool]) {
+        self.load.iter_mut().for_each(|l| *l = 0);
+        for (t, &r) in runnable.iter().enumerate() {
+            if r {
+                self.load[self.cpu_of[t] as usize] += 1;
+            }
+        }
+    }
+
+    fn noise_on(&self, cpu: usize, at_ns: f64) -> bool {
+        self.noise.iter().any(|n| n.cpu as usize == cpu && n.start_ns <= at_ns && n.end_ns > at_ns)
+    }
+
+    /// Advance to the epoch `[start, end)`: start background tasks, balance load. Returns the
+    /// moves made; `share` receives each thread's CPU share for the epoch.
+    pub fn epoch(&mut self, start: f64, end: f64, runnable: &[bool], share: &mut [f64], moves: &mut Vec<Move>) {
+        moves.clear();
+        self.noise.retain(|n| n.end_ns > start);
+        self.recount(runnable);
+        // New background tasks; one waking on a busy CPU goes to an idle CPU of the same node
+        // if there is one (Linux wakes tasks on idle siblings).
+        while self.next_noise_ns < end {
+            let at = self.next_noise_ns;
+            let cpus = self.node_of_cpu.len();
+            let mut cpu = self.rng.random_range(0..cpus);
+            let dur = -(1.0 - self.rng.random::<f64>()).ln() * self.cfg.noise_mean_us * 1e3;
+            if self.load[cpu] > 0 {
+                let node = self.node_of_cpu[cpu];
+                if let Some(idle) = (0..cpus).find(|&c| self.node_of_cpu[c] == node && self.load[c] == 0 && !self.noise_on(c, at)) {
+                    cpu = idle;
+                }
+            }
+            self.noise.push(Noise { cpu: cpu as CpuId, start_ns: at, end_ns: at + dur });
+            self.next_noise_ns = at + self.draw_interarrival();
+        }
+        if !self.pinned {
+            if self.cfg.idle_balance {
+                self.idle_balance(runnable, start, moves);
+            }
+            if start >= self.next_balance_ns {
+                self.next_balance_ns = start + self.cfg.balance_interval_ms * 1e6;
+                self.periodic_balance(runnable, start, moves);
+            }
+        }
+        // Shares: time-slice with the other runnable threads and the noise on the CPU.
+        self.recount(runnable);
+        let len = end - start;
+        let mut noise_frac = vec![0.0f64; self.node_of_cpu.len()];
+        for n in &self.noise {
+            let overlap = (n.end_ns.min(end) - n.start_ns.max(start)).max(0.0);
+            noise_frac[n.cpu as usize] = (noise_frac[n.cpu as usize] + overlap / len).min(1.0);
+        }
+        // Busy SMT siblings share a core; the engine applies smt_share to compute only, so
+        // here we only count who shares a CPU.
+        for (t, s) in share.iter_mut().enumerate() {
+            if !runnable[t] {
+                *s = 0.0;
+                continue;
+            }
+            let cpu = self.cpu_of[t] as usize;
+            let k = self.load[cpu] as f64;
+            let o = noise_frac[cpu];
+            *s = (1.0 - o) / k + o / (k + 1.0);
+        }
+    }
+
+    /// Whether thread `t`'s core has another busy hardware thread.
+    pub fn smt_busy(&self, t: u32) -> bool {
+        let cpu = self.cpu_of[t as usize] as usize;
+        let core = self.core_of_cpu[cpu];
+        self.core_of_cpu.iter().enumerate().any(|(c, &k)| k == core && c != cpu && self.load[c] > 0)
+    }
+
+    fn busy(&self, cpu: usize, at: f64) -> u32 {
+        self.load[cpu] + u32::from(self.noise_on(cpu, at))
+    }
+
+    fn node_load(&self, node: usize, at: f64) -> (u32, u32) {
+        let mut load = 0;
+        let mut cpus = 0;
+        for c in 0..self.node_of_cpu.len() {
+            if self.node_of_cpu[c] as usize == node {
+                load += self.busy(c, at);
+                cpus += 1;
+            }
+        }
+        (load, cpus)
+    }
+
+    /// A queued (not running) thread of `cpu`: with two tasks on a CPU one waits, and Linux
+    /// migrates only waiting tasks. The highest-numbered thread is taken [ours].
+    fn movable_thread(&self, cpu: usize, runnable: &[bool]) -> Option<u32> {
+        (0..self.cpu_of.len()).rev().find(|&t| runnable[t] && self.cpu_of[t] as usize == cpu).map(|t| t as u32)
+    }
+
+    fn do_move(&mut self, t: u32, to: usize, cause: Cause, moves: &mut Vec<Move>) {
+        let from = self.cpu_of[t as usize] as usize;
+        let cross = self.node_of_cpu[from] != self.node_of_cpu[to];
+        self.cpu_of[t as usize] = to as CpuId;
+        self.load[from] -= 1;
+        self.load[to] += 1;
+        self.migrations.count(cause, cross);
+        moves.push(Move { thread: t, from: from as CpuId, to: to as CpuId, cross_node: cross });
+    }
+
+    fn idle_balance(&mut self, runnable: &[bool], at: f64, moves: &mut Vec<Move>) {
+        let cpus = self.node_of_cpu.len();
+        for idle in 0..cpus {
+            if self.busy(idle, at) > 0 {
+                continue;
+            }
+            let node = self.node_of_cpu[idle] as usize;
+            // Same node first, then the busiest other node if the NUMA threshold allows.
+            let local = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == node && self.load[c] > 0 && self.busy(c, at) >= 2).max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
+            let src = local.or_else(|| {
+                let (dl, dc) = self.node_load(node, at);
+                (0..cpus)
+                    .filter(|&c| self.node_of_cpu[c] as usize != node && self.load[c] > 0 && self.busy(c, at) >= 2)
+                    .filter(|&c| {
+                        let (sl, sc) = self.node_load(self.node_of_cpu[c] as usize, at);
+                        (sl as u64) * 100 * dc as u64 > (dl as u64 + 1) * self.cfg.imbalance_pct as u64 * sc as u64
+                    })
+                    .max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)))
+            });
+            if let Some(src) = src {
+                if let Some(t) = self.movable_thread(src, runnable) {
+                    self.do_move(t, idle, Cause::IdleBalance, moves);
+                }
+            }
+        }
+    }
+
+    fn periodic_balance(&mut self, runnable: &[bool], at: f64, moves: &mut Vec<Move>) {
+        let cpus = self.node_of_cpu.len();
+        // Between nodes: busiest vs least loaded (per CPU), Linux's imbalance_pct rule.
+        let loads: Vec<(u32, u32)> = (0..self.nodes).map(|n| self.node_load(n, at)).collect();
+        let per_cpu = |n: usize| if loads[n].1 == 0 { f64::NAN } else { loads[n].0 as f64 / loads[n].1 as f64 };
+        let nodes_with_cpus: Vec<usize> = (0..self.nodes).filter(|&n| loads[n].1 > 0).collect();
+        if let (Some(&busiest), Some(&idlest)) = (
+            nodes_with_cpus.iter().max_by(|&&a, &&b| per_cpu(a).total_cmp(&per_cpu(b)).then(b.cmp(&a))),
+            nodes_with_cpus.iter().min_by(|&&a, &&b| per_cpu(a).total_cmp(&per_cpu(b)).then(a.cmp(&b))),
+        ) {
+            if busiest != idlest && per_cpu(busiest) * 100.0 > per_cpu(idlest) * self.cfg.imbalance_pct as f64 {
+                let src = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == busiest && self.load[c] > 0 && self.busy(c, at) >= 2).max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
+                let dst = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == idlest).min_by_key(|&c| (self.busy(c, at), c));
+                if let (Some(src), Some(dst)) = (src, dst) {
+                    if self.busy(dst, at) + 1 < self.busy(src, at) {
+                        if let Some(t) = self.movable_thread(src, runnable) {
+                            self.do_move(t, dst, Cause::LoadBalance, moves);
+                        }
+                    }
+                }
+            }
+        }
+        // Within each node: spread CPUs with two or more threads onto idle CPUs.
+        for src in 0..cpus {
+            while self.load[src] >= 2 {
+                let node = self.node_of_cpu[src];
+                let Some(dst) = (0..cpus).find(|&c| self.node_of_cpu[c] == node && self.busy(c, at) == 0) else { break };
+                let Some(t) = self.movable_thread(src, runnable) else { break };
+                self.do_move(t, dst, Cause::LoadBalance, moves);
+            }
+        }
+    }
+
+    /// Move a thread to the least busy CPU of `node` (a policy decision).
+    pub fn move_to_node(&mut self, t: u32, node: NodeId, runnable: &[bool], at: f64) -> Option<Move> {
+        if self.pinned {
+            return None;
+        }
+        self.recount(runnable);
+        let cpus = self.node_of_cpu.len();
+        let dst = (0..cpus).filter(|&c| self.node_of_cpu[c] == node).min_by_key(|&c| (self.busy(c, at), c))?;
+        if dst == self.cpu_of[t as usize] as usize {
+            return None;
+        }
+        let from = self.cpu_of[t as usize];
+        let cross = self.node_of_cpu[from as usize] != node;
+        self.cpu_of[t as usize] = dst as CpuId;
+        self.migrations.count(Cause::Policy, cross);
+        Some(Move { thread: t, from, to: dst as CpuId, cross_node: cross })
+    }
+
+    /// Exchange the CPUs of two threads (a policy decision).
+    pub fn swap(&mut self, a: u32, b: u32) -> Option<(Move, Move)> {
+        if self.pinned || a == b {
+            return None;
+        }
+        let (ca, cb) = (self.cpu_of[a as usize], self.cpu_of[b as usize]);
+        let cross = self.node_of_cpu[ca as usize] != self.node_of_cpu[cb as usize];
+        self.cpu_of.swap(a as usize, b as usize);
+        self.migrations.count(Cause::Policy, cross);
+        self.migrations.count(Cause::Policy, cross);
+        Some((Move { thread: a, from: ca, to: cb, cross_node: cross }, Move { thread: b, from: cb, to: ca, cross_node: cross }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sched(cfg: SchedConfig, initial: Vec<CpuId>) -> Scheduler {
+        // 2 nodes x 2 CPUs.
+        Scheduler::new(cfg, vec![0, 0, 1, 1], vec![0, 1, 2, 3], initial, false, numalab_core::rng::stream(1, "t", 0))
+    }
+
+    fn quiet() -> SchedConfig {
+        SchedConfig { noise_rate_per_cpu_hz: 0.0, ..SchedConfig::default() }
+    }
+
+    #[test]
+    fn an_idle_cpu_pulls_a_doubled_up_thread_on_its_node_first() {
+        let mut s = sched(quiet(), vec![0, 0, 2, 3]);
+        let mut share = vec![0.0; 4];
+        let mut moves = Vec::new();
+        s.epoch(0.0, 1000.0, &[true; 4], &mut share, &mut moves);
+        assert_eq!(moves, vec![Move { thread: 1, from: 0, to: 1, cross_node: false }]);
+        assert_eq!(share, vec![1.0; 4]);
+        assert_eq!(s.migrations.idle_balance, 1);
+    }
+
+    #[test]
+    fn cross_node_pull_respects_the_imbalance_threshold() {
+        // Node 0 has 3 threads on 2 CPUs, node 1 one idle CPU: 3*100*2 > (1+1)*117*2 -> pull.
+        let mut s = sched(quiet(), vec![0, 0, 1, 2]);
+        let mut share = vec![0.0; 4];
+        let mut moves = Vec::new();
+        s.epoch(0.0, 1000.0, &[true; 4], &mut share, &mut moves);
+        assert_eq!(moves.len(), 1);
+        assert!(moves[0].cross_node);
+        assert_eq!(moves[0].to, 3);
+        // Blocked threads free their CPUs: nothing to balance.
+        let mut s = sched(quiet(), vec![0, 0, 2, 3]);
+        s.epoch(0.0, 1000.0, &[true, false, true, true], &mut share, &mut moves);
+        assert!(moves.is_empty());
+        assert_eq!(share[1], 0.0);
+    }
+
+    #[test]
+    fn pinned_threads_never_move_and_share_cpus() {
+        let mut s = Scheduler::new(quiet(), vec![0, 0, 1, 1], vec![0, 1, 2, 3], vec![0, 0], true, numalab_core::rng::stream(1, "t", 0));
+        let mut share = vec![0.0; 2];
+        let mut moves = Vec::new();
+        s.epoch(0.0, 1000.0, &[true, true], &mut share, &mut moves);
+        assert!(moves.is_empty());
+        assert_eq!(share, vec![0.5, 0.5]);
+    }
+
+    #[test]
+    fn noise_is_seeded_and_takes_cpu_time() {
+        let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e5, noise_mean_us: 5.0, idle_balance: false, ..SchedConfig::default() };
+        let run = || {
+            let mut s = sched(cfg.clone(), vec![0, 1, 2, 3]);
+            let mut share = vec![0.0; 4];
+            let mut moves = Vec::new();
+            let mut total = 0.0;
+            for e in 0..100 {
+                s.epoch(e as f64 * 1e4, (e + 1) as f64 * 1e4, &[true; 4], &mut share, &mut moves);
+                total += share.iter().sum::<f64>();
+            }
+            total
+        };
+        let a = run();
+        assert_eq!(a, run());
+        assert!(a < 400.0 * 0.99, "noise must steal time: {a}");
+    }
+}
