@@ -45,6 +45,9 @@ pub struct SessionConfig {
     pub counters_per_group: usize,
     /// Root for procfs/sysfs reads (the host in production).
     pub root: FsRoot,
+    /// Send the launched command's standard output to standard error, so a report printed on
+    /// standard output stays parseable.
+    pub child_stdout_to_stderr: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +165,7 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), SessionError> {
 
 /// Fork a child that waits for one byte on a pipe before `execvp`, so counters can be opened
 /// on its pid first (std's `Command` waits for the exec and cannot be gated like this).
-fn launch(argv: &[String]) -> Result<Launched, SessionError> {
+fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionError> {
     let command = argv.join(" ");
     let spawn_err = |message: String| SessionError::Spawn { command: command.clone(), message };
     let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|_| spawn_err("argument contains a NUL byte".into()))).collect::<Result<_, _>>()?;
@@ -184,6 +187,9 @@ fn launch(argv: &[String]) -> Result<Launched, SessionError> {
         unsafe {
             let mut b = 0u8;
             libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
+            if stdout_to_stderr {
+                libc::dup2(2, 1);
+            }
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(st_w.as_raw_fd(), &errno as *const i32 as *const libc::c_void, 4);
@@ -424,7 +430,7 @@ fn run_once(cfg: &SessionConfig, events: &[String], base_opts: OpenOpts, collect
     let encodings: Vec<_> = events.iter().filter_map(|e| encode(e)).collect();
     let thread_scope = cfg.scope == Scope::Thread;
     let launch_cmd = match &cfg.target {
-        TargetSpec::Command(argv) => Some((launch(argv)?, argv.join(" "))),
+        TargetSpec::Command(argv) => Some((launch(argv, cfg.child_stdout_to_stderr)?, argv.join(" "))),
         TargetSpec::Pid(pid) => {
             if !process_alive(*pid) {
                 return Err(SessionError::NoSuchProcess(*pid));
@@ -504,6 +510,7 @@ fn run_once(cfg: &SessionConfig, events: &[String], base_opts: OpenOpts, collect
                         set.disable();
                         enabled = false;
                     }
+                    label = None;
                 }
             }
         }
