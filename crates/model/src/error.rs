@@ -54,6 +54,14 @@ pub enum ModelError {
     #[error("machine '{machine}': {problem}")]
     Machine { machine: String, problem: String },
 
+    /// A machine lacks a figure a model needs and no explicit value was given.
+    #[error("machine '{machine}': no {what} ({field}); give it explicitly")]
+    MachineLacks {
+        machine: String,
+        field: &'static str,
+        what: &'static str,
+    },
+
     /// A `--sweep` specification could not be parsed.
     #[error("bad sweep '{spec}': {problem}")]
     Sweep { spec: String, problem: String },

@@ -117,12 +117,17 @@ impl Hardware {
         }
         let (c_mig, c_rep, c_coh) = match (m.costs_ms, costs_us) {
             (_, Some([a, b, c])) => (a, b, c),
-            (Some(c), None) => (c.migrate * 1000.0, c.replicate * 1000.0, c.coherency_fault * 1000.0),
+            (Some(c), None) => (
+                c.migrate * 1000.0,
+                c.replicate * 1000.0,
+                c.coherency_fault * 1000.0,
+            ),
             (None, None) => {
-                return Err(err(
-                    "no page-operation costs (costs_ms); give the migration, replication and coherency-fault costs explicitly"
-                        .to_string(),
-                ))
+                return Err(ModelError::MachineLacks {
+                    machine: m.name.clone(),
+                    field: "costs_ms",
+                    what: "migration, replication and coherency-fault costs",
+                })
             }
         };
         let hw = Hardware {
@@ -537,7 +542,10 @@ mod tests {
     fn machine_without_costs_needs_explicit_costs() {
         let m = numalab_core::machine::presets::load("amd48").unwrap();
         let e = Hardware::from_machine(&m, None).unwrap_err();
-        assert!(e.to_string().contains("no page-operation costs"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "machine 'amd48': no migration, replication and coherency-fault costs (costs_ms); give it explicitly"
+        );
         let (hw, notes) = Hardware::from_machine(&m, Some([10.0, 11.0, 5.0])).unwrap();
         assert_eq!(hw.nodes, 8);
         assert!(

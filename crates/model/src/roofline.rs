@@ -119,10 +119,10 @@ impl Roofline {
     ) -> Result<Roofline, ModelError> {
         let peak = peak_override
             .or(m.peak_gflops_dp)
-            .ok_or_else(|| ModelError::Machine {
+            .ok_or_else(|| ModelError::MachineLacks {
                 machine: m.name.clone(),
-                problem: "no compute ceiling (peak_gflops_dp); give the peak GFLOP/s explicitly"
-                    .to_string(),
+                field: "peak_gflops_dp",
+                what: "compute ceiling",
             })?;
         let mut tiers: Vec<TierCeiling> = Vec::new();
         for (i, node) in m.nodes.iter().enumerate() {
@@ -243,10 +243,9 @@ mod tests {
     fn tiers_sum_their_nodes() {
         let m = numalab_core::machine::presets::load("gp1000").unwrap();
         let e = Roofline::from_machine(&m, BandwidthKind::Peak, None).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("no compute ceiling (peak_gflops_dp)"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "machine 'gp1000': no compute ceiling (peak_gflops_dp); give it explicitly"
         );
         let r = Roofline::from_machine(&m, BandwidthKind::Peak, Some(0.1)).unwrap();
         assert_eq!(r.tiers.len(), 1);
