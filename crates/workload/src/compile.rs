@@ -129,6 +129,15 @@ pub(crate) struct Internals {
     pub(crate) synth_k: Vec<Option<u64>>,
 }
 
+/// Lines of one plane at this scale: a grid scaled by `s` in volume has planes scaled by
+/// `s^(2/3)` (at least one line when the region has planes at all).
+fn plane_lines(plane_bytes: u64, scale: f64, ab: u64) -> u64 {
+    if plane_bytes == 0 {
+        return 0;
+    }
+    ((plane_bytes as f64 * scale.powf(2.0 / 3.0) / ab as f64).ceil() as u64).max(1)
+}
+
 fn split_even(total: u64, k: u64, i: u64) -> u64 {
     total / k + u64::from(i < total % k)
 }
@@ -389,7 +398,7 @@ pub fn compile(
                     pages,
                     lpp,
                     partition,
-                    plane_lines: r.plane_bytes.div_ceil(ab),
+                    plane_lines: plane_lines(r.plane_bytes, opts.scale, ab),
                 });
                 init_by.push(Some(u32::MAX));
                 next_page += pages;
@@ -408,7 +417,7 @@ pub fn compile(
             pages,
             lpp,
             partition,
-            plane_lines: r.plane_bytes.div_ceil(ab),
+            plane_lines: plane_lines(r.plane_bytes, opts.scale, ab),
         });
         init_by.push(ib);
         next_page += pages;
@@ -600,10 +609,9 @@ pub fn compile(
             let writes = a.read_frac < 1.0 && !matches!(pat, Pattern::Gather | Pattern::Chase);
             if writes && matches!(fr.sharing, Sharing::SharedRo | Sharing::Replicated) && !ph.once {
                 return Err(eb(format!(
-                    "writes to a {:?} region outside a once phase",
-                    fr.sharing
-                )
-                .to_lowercase()));
+                    "writes to a {} region outside a once phase",
+                    fr.sharing.as_str()
+                )));
             }
             let partition = geos[li].partition;
             if matches!(a.who, Who::Owner | Who::Neighbours) && partition == Partition::None {
@@ -849,7 +857,17 @@ impl Program {
             };
             let g = &self.internals.geos[ce.region];
             let off = self.internals.offsets.get(s).map_or(0, |o| o[ce.region]);
-            let own = || g.block_segs(t, tt, off);
+            // A thread whose block is empty (fewer pages than threads) works on the page at t/T
+            // of the region, so no reference is lost.
+            let own = || {
+                let v = g.block_segs(t, tt, off);
+                if v.is_empty() {
+                    let page = (t as u128 * g.pages as u128 / tt as u128) as u64;
+                    vec![Seg::contiguous(g.first_line + page * g.lpp, g.lpp)]
+                } else {
+                    v
+                }
+            };
             let from_block_start = |rng: &mut R| -> Vec<Seg> {
                 // `all` streams start at the start of block t (t/T of an unpartitioned region),
                 // `any` at a random line; both wrap over the whole region.

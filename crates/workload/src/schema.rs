@@ -131,6 +131,19 @@ pub enum Sharing {
     Replicated,
 }
 
+impl Sharing {
+    /// The name used in workload files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sharing::Private => "private",
+            Sharing::Partitioned => "partitioned",
+            Sharing::SharedRo => "shared_ro",
+            Sharing::SharedRw => "shared_rw",
+            Sharing::Replicated => "replicated",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Partition {
