@@ -13,7 +13,8 @@ use std::time::Duration;
 
 extern "C" {
     fn sched_setaffinity(pid: i32, cpusetsize: usize, mask: *const u64) -> i32;
-    fn mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut c_void;
+    fn mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off: i64)
+        -> *mut c_void;
     fn syscall(number: i64, ...) -> i64;
     fn getpid() -> i32;
 }
@@ -52,7 +53,9 @@ fn cpus_of_node(node: u32) -> Vec<u32> {
 fn pin_to_node(node: u32) {
     let cpus = cpus_of_node(node);
     if cpus.is_empty() {
-        die(&format!("node {node} has no CPUs: cannot first-touch from it"));
+        die(&format!(
+            "node {node} has no CPUs: cannot first-touch from it"
+        ));
     }
     let mut mask = [0u64; 16];
     for c in cpus {
@@ -66,9 +69,20 @@ fn pin_to_node(node: u32) {
 
 fn map_anon(bytes: usize, extra_flags: i32) -> *mut u8 {
     // SAFETY: anonymous mapping, no file descriptor; the result is checked against MAP_FAILED.
-    let p = unsafe { mmap(std::ptr::null_mut(), bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0) };
+    let p = unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            bytes,
+            PROT_READ | PROT_WRITE,
+            MAP_PRIVATE | MAP_ANONYMOUS | extra_flags,
+            -1,
+            0,
+        )
+    };
     if p as isize == -1 {
-        die(&format!("mmap of {bytes} bytes (flags {extra_flags:#x}) failed"));
+        die(&format!(
+            "mmap of {bytes} bytes (flags {extra_flags:#x}) failed"
+        ));
     }
     p as *mut u8
 }
@@ -83,16 +97,32 @@ fn touch(p: *mut u8, bytes: usize, step: usize) {
 fn mbind(p: *mut u8, bytes: usize, mode: i64, nodes: u64) {
     let mask = [nodes];
     // SAFETY: raw mbind(2) on a mapping we own; the mask buffer outlives the call.
-    let r = unsafe { syscall(SYS_MBIND, p as i64, bytes as i64, mode, mask.as_ptr() as i64, 64i64, 0i64) };
+    let r = unsafe {
+        syscall(
+            SYS_MBIND,
+            p as i64,
+            bytes as i64,
+            mode,
+            mask.as_ptr() as i64,
+            64i64,
+            0i64,
+        )
+    };
     if r != 0 {
         die(&format!("mbind mode {mode} nodes {nodes:#x} failed"));
     }
 }
 
 fn parse_node_mib(s: &str) -> (u32, usize) {
-    let (n, m) = s.split_once(':').unwrap_or_else(|| die(&format!("expected NODE:MIB, got {s:?}")));
-    let n = n.parse().unwrap_or_else(|_| die(&format!("bad node in {s:?}")));
-    let m = m.parse().unwrap_or_else(|_| die(&format!("bad MiB in {s:?}")));
+    let (n, m) = s
+        .split_once(':')
+        .unwrap_or_else(|| die(&format!("expected NODE:MIB, got {s:?}")));
+    let n = n
+        .parse()
+        .unwrap_or_else(|_| die(&format!("bad node in {s:?}")));
+    let m = m
+        .parse()
+        .unwrap_or_else(|_| die(&format!("bad MiB in {s:?}")));
     (n, m)
 }
 
@@ -111,7 +141,11 @@ fn main() {
     let mut busy = false;
     let mut i = 0;
     while i < args.len() {
-        let val = || args.get(i + 1).cloned().unwrap_or_else(|| die(&format!("{} needs a value", args[i])));
+        let val = || {
+            args.get(i + 1)
+                .cloned()
+                .unwrap_or_else(|| die(&format!("{} needs a value", args[i])))
+        };
         match args[i].as_str() {
             "--touch" => touches.push(parse_node_mib(&val())),
             "--hold-ms" => hold_ms = val().parse().unwrap_or_else(|_| die("bad --hold-ms")),
@@ -128,9 +162,17 @@ fn main() {
             // MASK:MIB, MASK a hexadecimal node mask such as 3 for nodes 0 and 1.
             "--interleave" => {
                 let v = val();
-                let (mask, m) = v.split_once(':').unwrap_or_else(|| die("--interleave needs MASK:MIB"));
-                let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| die("bad interleave mask"));
-                policies.push(("interleave", MPOL_INTERLEAVE, mask, m.parse().unwrap_or_else(|_| die("bad MiB"))));
+                let (mask, m) = v
+                    .split_once(':')
+                    .unwrap_or_else(|| die("--interleave needs MASK:MIB"));
+                let mask =
+                    u64::from_str_radix(mask, 16).unwrap_or_else(|_| die("bad interleave mask"));
+                policies.push((
+                    "interleave",
+                    MPOL_INTERLEAVE,
+                    mask,
+                    m.parse().unwrap_or_else(|_| die("bad MiB")),
+                ));
             }
             "--file" => file = Some(val()),
             // Keep re-touching the regions while holding, so NUMA balancing scans the task
@@ -157,7 +199,12 @@ fn main() {
             let bytes = mib * MIB;
             let p = map_anon(bytes, 0);
             touch(p, bytes, PAGE_BYTES);
-            tx.send(Region { kind: "anon", node: Some(node), bytes }).ok();
+            tx.send(Region {
+                kind: "anon",
+                node: Some(node),
+                bytes,
+            })
+            .ok();
             // The main thread prints once every sender is gone.
             drop(tx);
             while busy && !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -172,23 +219,46 @@ fn main() {
         let bytes = count * 2 * MIB;
         let p = map_anon(bytes, MAP_HUGETLB);
         touch(p, bytes, 2 * MIB);
-        done_tx.send(Region { kind: "hugetlb", node: Some(node), bytes }).ok();
+        done_tx
+            .send(Region {
+                kind: "hugetlb",
+                node: Some(node),
+                bytes,
+            })
+            .ok();
     }
     for (kind, mode, mask, mib) in policies {
         let bytes = mib * MIB;
         let p = map_anon(bytes, 0);
         mbind(p, bytes, mode, mask);
         touch(p, bytes, PAGE_BYTES);
-        let node = if mask.count_ones() == 1 { Some(mask.trailing_zeros()) } else { None };
+        let node = if mask.count_ones() == 1 {
+            Some(mask.trailing_zeros())
+        } else {
+            None
+        };
         done_tx.send(Region { kind, node, bytes }).ok();
     }
     let mut _file_keepalive = None;
     if let Some(path) = file {
         use std::os::fd::AsRawFd;
         let f = std::fs::File::open(&path).unwrap_or_else(|e| die(&format!("{path}: {e}")));
-        let len = f.metadata().map(|m| m.len() as usize).unwrap_or(0).max(PAGE_BYTES);
+        let len = f
+            .metadata()
+            .map(|m| m.len() as usize)
+            .unwrap_or(0)
+            .max(PAGE_BYTES);
         // SAFETY: read-only shared mapping of an open file; checked against MAP_FAILED.
-        let p = unsafe { mmap(std::ptr::null_mut(), len, PROT_READ, MAP_SHARED, f.as_raw_fd(), 0) };
+        let p = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                PROT_READ,
+                MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         if p as isize == -1 {
             die(&format!("mmap of {path} failed"));
         }
@@ -198,13 +268,22 @@ fn main() {
             sum += unsafe { std::ptr::read_volatile((p as *const u8).add(off)) } as u64;
         }
         std::hint::black_box(sum);
-        done_tx.send(Region { kind: "file", node: None, bytes: len }).ok();
+        done_tx
+            .send(Region {
+                kind: "file",
+                node: None,
+                bytes: len,
+            })
+            .ok();
         _file_keepalive = Some(f);
     }
     drop(done_tx);
     for r in done_rx {
         let node = r.node.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-        println!("numa_touch: placed kind={} node={} bytes={}", r.kind, node, r.bytes);
+        println!(
+            "numa_touch: placed kind={} node={} bytes={}",
+            r.kind, node, r.bytes
+        );
     }
     // SAFETY: getpid has no preconditions.
     println!("numa_touch: ready pid={}", unsafe { getpid() });

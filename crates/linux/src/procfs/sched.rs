@@ -6,7 +6,14 @@ use numalab_core::profile::{NodeFaults, SchedNuma};
 use std::path::Path;
 
 fn int(path: &Path, line: usize, field: &str, v: &str) -> Result<i64> {
-    v.trim().parse::<i64>().map_err(|_| LinuxError::parse(path, line, field, format!("`{}` is not an integer", v.trim())))
+    v.trim().parse::<i64>().map_err(|_| {
+        LinuxError::parse(
+            path,
+            line,
+            field,
+            format!("`{}` is not an integer", v.trim()),
+        )
+    })
 }
 
 /// Parse the NUMA statistics; `Ok(None)` when the text has none (no NUMA balancing support).
@@ -22,7 +29,11 @@ pub fn parse_sched_numa(text: &str, path: &Path) -> Result<Option<SchedNuma>> {
                     return Err(LinuxError::parse(path, n, kv, "expected key=value"));
                 };
                 match k {
-                    "node" => f.node = int(path, n, k, v)?.try_into().map_err(|_| LinuxError::parse(path, n, k, "negative node"))?,
+                    "node" => {
+                        f.node = int(path, n, k, v)?
+                            .try_into()
+                            .map_err(|_| LinuxError::parse(path, n, k, "negative node"))?
+                    }
                     "task_private" => f.task_private = int(path, n, k, v)?,
                     "task_shared" => f.task_shared = int(path, n, k, v)?,
                     "group_private" => f.group_private = int(path, n, k, v)?,
@@ -36,7 +47,9 @@ pub fn parse_sched_numa(text: &str, path: &Path) -> Result<Option<SchedNuma>> {
         }
         if line.starts_with("current_node=") {
             for kv in line.split(',') {
-                let Some((k, v)) = kv.trim().split_once('=') else { continue };
+                let Some((k, v)) = kv.trim().split_once('=') else {
+                    continue;
+                };
                 match k {
                     "current_node" => s.current_node = Some(int(path, n, k, v)?),
                     "numa_group_id" => s.numa_group_id = Some(int(path, n, k, v)?),
@@ -46,7 +59,9 @@ pub fn parse_sched_numa(text: &str, path: &Path) -> Result<Option<SchedNuma>> {
             any = true;
             continue;
         }
-        let Some((k, v)) = line.split_once(':') else { continue };
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
         let key = k.trim();
         let slot = match key {
             "mm->numa_scan_seq" => &mut s.numa_scan_seq,
