@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 pub enum ModelCmd {
     /// Local/remote NUMA model: mean time per reference and predicted run time of a page-class
     /// workload under a placement policy (approximate MVA, mva-model.md).
-    Mva(MvaArgs),
+    Mva(Box<MvaArgs>),
     /// Roofline: attainable GFLOP/s per memory tier for given arithmetic intensities.
     Roofline(RooflineArgs),
     /// Print a built-in page-class set as TOML (a starting point for --classes files).
