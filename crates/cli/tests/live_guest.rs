@@ -43,7 +43,13 @@ fn placed_anon(touch_out: &str) -> Vec<(u32, u64)> {
 #[test]
 fn two_node_guest_pages_per_node_match_placement() {
     if std::env::var("NUMALAB_GUEST_TESTS").ok().as_deref() != Some("1") {
-        eprintln!("SKIPPED two_node_guest_pages_per_node_match_placement: set NUMALAB_GUEST_TESTS=1 to boot the qemu guest (needs qemu-system-x86, linux-image-amd64, busybox-static)");
+        // Written to the stderr handle directly: libtest captures eprintln!, and a skip must
+        // be visible in a normal `cargo test` run.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED two_node_guest_pages_per_node_match_placement: set NUMALAB_GUEST_TESTS=1 to boot the qemu guest (needs qemu-system-x86, linux-image-amd64, busybox-static)"
+        );
         return;
     }
     let root = repo_root();
