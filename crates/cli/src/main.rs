@@ -2,6 +2,7 @@
 
 mod cmd;
 mod output;
+mod scenario;
 
 use clap::{Parser, Subcommand};
 use output::OutputOpts;

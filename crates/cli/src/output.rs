@@ -67,13 +67,19 @@ impl Table {
                 width[i] = width[i].max(c.chars().count());
             }
         }
+        // Numbers right-aligned, text left-aligned.
+        let numeric: Vec<bool> = (0..cols)
+            .map(|i| self.rows.iter().all(|r| r.get(i).is_none_or(|c| c == "n/a" || c.parse::<f64>().is_ok())))
+            .collect();
         let mut out = String::new();
         let line = |cells: &[String], out: &mut String| {
             let mut s = String::new();
             for (i, c) in cells.iter().enumerate().take(cols) {
                 let pad = width[i] - c.chars().count();
-                // First column left-aligned (names), the rest right-aligned (numbers).
-                if i == 0 {
+                if i > 0 && !numeric[i] {
+                    s.push_str("  ");
+                }
+                if !numeric[i] {
                     s.push_str(c);
                     s.push_str(&" ".repeat(pad));
                 } else {

@@ -61,15 +61,13 @@ pub struct MemoryConfig {
     /// Share of sustained bandwidth a controller delivers for random lines (row-buffer misses)
     /// [calibrated: amd48's contended local latency, 316.8 ns with 48 threads; see docs].
     pub random_efficiency: f64,
-    /// Utilisation cap inside the queueing formula, so the wait stays finite.
-    pub max_utilisation: f64,
-    /// Fixed-point iterations per epoch (warm-started from the previous epoch).
+    /// Approximate-MVA iterations per epoch (warm-started from the previous epoch) [ours].
     pub solver_iterations: u32,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.7, max_utilisation: 0.99, solver_iterations: 4 }
+        MemoryConfig { random_efficiency: 0.7, solver_iterations: 8 }
     }
 }
 
@@ -142,8 +140,8 @@ impl SimConfig {
         if !(self.memory.random_efficiency > 0.0 && self.memory.random_efficiency <= 1.0) {
             return Err(format!("sim.memory.random_efficiency = {} must lie in (0, 1]", self.memory.random_efficiency));
         }
-        if !(self.memory.max_utilisation > 0.0 && self.memory.max_utilisation < 1.0) {
-            return Err(format!("sim.memory.max_utilisation = {} must lie in (0, 1)", self.memory.max_utilisation));
+        if self.memory.solver_iterations == 0 {
+            return Err("sim.memory.solver_iterations must be at least 1".into());
         }
         if self.sched.noise_rate_per_cpu_hz < 0.0 || self.sched.noise_mean_us < 0.0 {
             return Err("sim.sched noise rate and duration must not be negative".into());

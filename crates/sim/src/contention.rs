@@ -1,16 +1,22 @@
-//! Load-dependent latency: queueing at memory controllers and interconnect links.
+//! Load-dependent latency: queueing at memory controllers and interconnect links, solved as
+//! a closed queueing network with Schweitzer–Bard approximate mean-value analysis.
 //!
-//! Each memory controller and each direction of a link is a single-server queue. A line
-//! transfer occupies it for `S = access_bytes / bandwidth` (random lines for `S /
-//! random_efficiency`). With utilisation `ρ = X·S` (X = lines per ns), the mean wait is the
-//! M/M/1 waiting time `W = S·ρ/(1−ρ)`: 0 at idle, `S` at half load, unbounded at saturation.
-//! The latency of an access from CPU node i to memory node j is
-//! `L0[i][j] + W_mc[j] + Σ W_link` over the links the data crosses.
+//! Every thread is a customer class. A thread with memory-level parallelism `m` keeps `m`
+//! misses in flight, so its class has population `N_t = m·share` (a descheduled thread has
+//! fewer misses in flight) and, per access, a pure delay of `m·compute + Σ_j f_j·L0[i][j]`
+//! minus the service it receives at the queues, so an idle machine shows exactly the idle
+//! latency `L0`. Queue stations are the memory controllers (a line occupies one for
+//! `S = access_bytes / bandwidth`, random lines `S / random_efficiency`) and each direction of
+//! each limited link (`S = access_bytes / capacity`; reads load memory → CPU, writes CPU →
+//! memory). Schweitzer's approximation gives the response time at station k,
+//! `R_tk = D_tk (1 + Q_k − Q_tk / N_t)`; throughputs follow from `X_t = N_t / (Z_t + Σ_k R_tk)`.
+//! The loaded latency of an access of thread t to node j is `L0[i][j]` plus its queueing
+//! waits `S·(Q − Q_t/N_t)` at the controller and on the links of its route.
 //!
-//! Threads form a closed system: a thread issues its next access only when it has budget, so
-//! its rate is `share / (compute + Σ_j f_j·L[i][j] / MLP)`. Rates and latencies are solved
-//! as a damped fixed point, warm-started each epoch from the previous one; the fixed point
-//! has ρ < 1, so throughput never exceeds a controller's or link's bandwidth.
+//! Properties that follow (and are tested): an idle machine has idle latency; a controller's
+//! throughput never exceeds its bandwidth; with N threads saturating one controller the
+//! latency tends to `N·S` (the closed-system asymptote), which is how the contended figures of
+//! machines.md arise. The solve is warm-started each epoch from the previous one.
 
 use numalab_core::machine::{Interconnect, LinkId};
 use numalab_core::Machine;
@@ -33,35 +39,31 @@ pub struct Demand {
     pub write_frac: f64,
 }
 
-/// Waiting time of a single-server queue with service time `s_ns` at utilisation `rho`.
-pub fn queue_wait_ns(s_ns: f64, rho: f64, max_rho: f64) -> f64 {
-    let r = rho.clamp(0.0, max_rho);
-    s_ns * r / (1.0 - r)
-}
-
 pub struct Contention {
     n: usize,
+    /// Stations: controllers 0..n, then links.
+    k: usize,
     l0: Vec<f64>,
-    /// Service time of one line at each controller, ns.
-    svc_mc: Vec<f64>,
-    /// Service time of one line on each link direction, ns.
-    svc_link: Vec<f64>,
+    /// Service time of one line at each station, ns.
+    svc: Vec<f64>,
     /// Links crossed by data from memory node j to CPU node i (reads): `routes_rd[i*n + j]`.
     routes_rd: Vec<Vec<LinkId>>,
     /// Links crossed by data from CPU node i to memory node j (writes).
     routes_wr: Vec<Vec<LinkId>>,
-    /// Current loaded latency, `lat[i*n + j]`.
-    pub lat: Vec<f64>,
-    pub wait_mc: Vec<f64>,
-    pub wait_link: Vec<f64>,
-    x_mc: Vec<f64>,
-    x_mc_weighted: Vec<f64>,
-    x_link: Vec<f64>,
-    max_rho: f64,
+    /// Per thread and station: queue length contributed (warm start across epochs).
+    q_t: Vec<f64>,
+    /// Per station: total queue length.
+    q: Vec<f64>,
+    /// Per thread and station: service demand per access (scratch).
+    d_t: Vec<f64>,
+    /// Per thread: loaded latency to each memory node, ns.
+    lat_t: Vec<f64>,
+    /// Per thread: throughput, accesses per ns.
+    x_t: Vec<f64>,
 }
 
 impl Contention {
-    pub fn new(m: &Machine, ic: &Interconnect, access_bytes: u64, max_rho: f64) -> Contention {
+    pub fn new(m: &Machine, ic: &Interconnect, access_bytes: u64, threads: usize) -> Contention {
         let n = m.node_count();
         let mut l0 = vec![0.0; n * n];
         for i in 0..n {
@@ -69,8 +71,8 @@ impl Contention {
                 l0[i * n + j] = m.latency_ns[i][j];
             }
         }
-        let svc_mc = m.nodes.iter().map(|node| if node.mem_bw_gbps > 0.0 { access_bytes as f64 / node.mem_bw_gbps } else { 0.0 }).collect();
-        let svc_link = ic.links.iter().map(|l| access_bytes as f64 / l.capacity_gbps).collect();
+        let mut svc: Vec<f64> = m.nodes.iter().map(|node| if node.mem_bw_gbps > 0.0 { access_bytes as f64 / node.mem_bw_gbps } else { 0.0 }).collect();
+        svc.extend(ic.links.iter().map(|l| access_bytes as f64 / l.capacity_gbps));
         let mut routes_rd = vec![Vec::new(); n * n];
         let mut routes_wr = vec![Vec::new(); n * n];
         for i in 0..n {
@@ -79,26 +81,16 @@ impl Contention {
                 routes_wr[i * n + j] = ic.route(i as u16, j as u16).to_vec();
             }
         }
-        let links = ic.links.len();
-        Contention {
-            n,
-            lat: l0.clone(),
-            l0,
-            svc_mc,
-            svc_link,
-            routes_rd,
-            routes_wr,
-            wait_mc: vec![0.0; n],
-            wait_link: vec![0.0; links],
-            x_mc: vec![0.0; n],
-            x_mc_weighted: vec![0.0; n],
-            x_link: vec![0.0; links],
-            max_rho,
+        let k = svc.len();
+        let mut lat_t = Vec::with_capacity(threads * n);
+        for _ in 0..threads {
+            lat_t.extend_from_slice(&l0[..n]);
         }
+        Contention { n, k, l0, svc, routes_rd, routes_wr, q_t: vec![0.0; threads * k], q: vec![0.0; k], d_t: vec![0.0; threads * k], lat_t, x_t: vec![0.0; threads] }
     }
 
     pub fn links(&self) -> usize {
-        self.svc_link.len()
+        self.k - self.n
     }
 
     pub fn route_rd(&self, cpu_node: usize, mem_node: usize) -> &[LinkId] {
@@ -109,65 +101,112 @@ impl Contention {
         &self.routes_wr[cpu_node * self.n + mem_node]
     }
 
-    /// Access rate (per ns) of a demand under the current latencies.
-    pub fn rate(&self, d: &Demand) -> f64 {
-        if d.share <= 0.0 {
-            return 0.0;
-        }
-        let row = &self.lat[d.node * self.n..(d.node + 1) * self.n];
-        let mem_ns: f64 = d.frac.iter().zip(row).map(|(f, l)| f * l).sum();
-        d.share / (d.compute_ns + mem_ns * d.inv_mlp).max(1e-9)
+    /// Loaded latency of thread t's accesses to each memory node, from the last solve.
+    pub fn latency(&self, t: usize) -> &[f64] {
+        &self.lat_t[t * self.n..(t + 1) * self.n]
     }
 
-    /// Run `iterations` damped fixed-point steps for these demands.
+    /// Throughput of thread t in the last solve, accesses per ns.
+    pub fn rate(&self, t: usize) -> f64 {
+        self.x_t[t]
+    }
+
+    /// Utilisation of station k (controller j = station j) implied by the last solve.
+    pub fn utilisation(&self, station: usize) -> f64 {
+        (0..self.x_t.len()).map(|t| self.x_t[t] * self.d_t[t * self.k + station]).sum()
+    }
+
+    /// Run `iterations` Schweitzer steps for these demands (warm-started).
     pub fn solve(&mut self, demands: &[Demand], iterations: u32) {
-        let n = self.n;
-        for _ in 0..iterations {
-            self.x_mc.iter_mut().for_each(|x| *x = 0.0);
-            self.x_mc_weighted.iter_mut().for_each(|x| *x = 0.0);
-            self.x_link.iter_mut().for_each(|x| *x = 0.0);
-            for d in demands {
-                let r = self.rate(d);
-                if r == 0.0 {
+        let (n, k) = (self.n, self.k);
+        // Service demand per access at every station, and the pure delay per access.
+        let mut z = vec![0.0; demands.len()];
+        let mut pop = vec![0.0; demands.len()];
+        for (t, d) in demands.iter().enumerate() {
+            let dt = &mut self.d_t[t * k..(t + 1) * k];
+            dt.iter_mut().for_each(|x| *x = 0.0);
+            if d.share <= 0.0 {
+                self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
+                continue;
+            }
+            let m = 1.0 / d.inv_mlp.max(1e-9);
+            pop[t] = m * d.share;
+            let i = d.node;
+            let mut delay = m * d.compute_ns;
+            for (j, &f) in d.frac.iter().enumerate() {
+                if f == 0.0 {
                     continue;
                 }
-                for (j, &f) in d.frac.iter().enumerate() {
-                    if f == 0.0 {
-                        continue;
-                    }
-                    let a = r * f;
-                    self.x_mc[j] += a;
-                    self.x_mc_weighted[j] += a * d.svc_mult;
-                    for &l in &self.routes_rd[d.node * n + j] {
-                        self.x_link[l as usize] += a * (1.0 - d.write_frac);
-                    }
-                    for &l in &self.routes_wr[d.node * n + j] {
-                        self.x_link[l as usize] += a * d.write_frac;
+                let mut served = self.svc[j] * d.svc_mult;
+                dt[j] += f * self.svc[j] * d.svc_mult;
+                for &l in &self.routes_rd[i * n + j] {
+                    let s = self.svc[n + l as usize];
+                    dt[n + l as usize] += f * (1.0 - d.write_frac) * s;
+                    served += (1.0 - d.write_frac) * s;
+                }
+                for &l in &self.routes_wr[i * n + j] {
+                    let s = self.svc[n + l as usize];
+                    dt[n + l as usize] += f * d.write_frac * s;
+                    served += d.write_frac * s;
+                }
+                delay += f * (self.l0[i * n + j] - served).max(0.0);
+            }
+            z[t] = delay;
+        }
+        for _ in 0..iterations {
+            for t in 0..demands.len() {
+                if pop[t] == 0.0 {
+                    self.x_t[t] = 0.0;
+                    continue;
+                }
+                let (dt, qt) = (&self.d_t[t * k..(t + 1) * k], &self.q_t[t * k..(t + 1) * k]);
+                let mut r_sum = 0.0;
+                for s in 0..k {
+                    if dt[s] > 0.0 {
+                        r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] / pop[t]).max(0.0));
                     }
                 }
+                self.x_t[t] = pop[t] / (z[t] + r_sum).max(1e-12);
             }
-            for j in 0..n {
-                let s = self.svc_mc[j];
-                let rho = self.x_mc_weighted[j] * s;
-                let s_eff = if self.x_mc[j] > 0.0 { s * self.x_mc_weighted[j] / self.x_mc[j] } else { s };
-                self.wait_mc[j] = queue_wait_ns(s_eff, rho, self.max_rho);
+            // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
+            // overshoot together and oscillate.
+            for t in 0..demands.len() {
+                let x = self.x_t[t];
+                for s in 0..k {
+                    let d = self.d_t[t * k + s];
+                    let cur = self.q_t[t * k + s];
+                    let target = if d > 0.0 { x * d * (1.0 + (self.q[s] - cur / pop[t].max(1e-12)).max(0.0)) } else { 0.0 };
+                    self.q_t[t * k + s] = 0.5 * cur + 0.5 * target;
+                }
             }
-            for (l, w) in self.wait_link.iter_mut().enumerate() {
-                *w = queue_wait_ns(self.svc_link[l], self.x_link[l] * self.svc_link[l], self.max_rho);
-            }
-            for i in 0..n {
-                for j in 0..n {
-                    let target = self.l0[i * n + j] + self.wait_mc[j] + self.routes_rd[i * n + j].iter().map(|&l| self.wait_link[l as usize]).sum::<f64>();
-                    let cur = &mut self.lat[i * n + j];
-                    *cur = 0.5 * *cur + 0.5 * target;
+            self.q.iter_mut().for_each(|x| *x = 0.0);
+            for t in 0..demands.len() {
+                for s in 0..k {
+                    self.q[s] += self.q_t[t * k + s];
                 }
             }
         }
-    }
-
-    /// Controller utilisation implied by the last solve.
-    pub fn utilisation(&self, node: usize) -> f64 {
-        self.x_mc_weighted[node] * self.svc_mc[node]
+        // Loaded latency per thread: idle latency plus queueing waits on the way.
+        for (t, d) in demands.iter().enumerate() {
+            let i = d.node;
+            for j in 0..n {
+                let mut w = 0.0;
+                if pop[t] > 0.0 {
+                    let own = |s: usize| self.q_t[t * k + s] / pop[t];
+                    w += self.svc[j] * d.svc_mult * (self.q[j] - own(j)).max(0.0);
+                    for &l in &self.routes_rd[i * n + j] {
+                        let s = n + l as usize;
+                        w += self.svc[s] * (self.q[s] - own(s)).max(0.0);
+                    }
+                } else {
+                    w += self.svc[j] * self.q[j];
+                    for &l in &self.routes_rd[i * n + j] {
+                        w += self.svc[n + l as usize] * self.q[n + l as usize];
+                    }
+                }
+                self.lat_t[t * n + j] = self.l0[i * n + j] + w;
+            }
+        }
     }
 }
 
@@ -177,11 +216,54 @@ mod tests {
     use numalab_core::machine::presets;
 
     #[test]
-    fn queue_wait_at_the_edges() {
-        assert_eq!(queue_wait_ns(4.0, 0.0, 0.99), 0.0);
-        assert!((queue_wait_ns(4.0, 0.5, 0.99) - 4.0).abs() < 1e-12, "half load waits one service time");
-        assert!((queue_wait_ns(4.0, 0.9, 0.99) - 36.0).abs() < 1e-9);
-        assert!((queue_wait_ns(4.0, 5.0, 0.99) - 396.0).abs() < 1e-9, "capped at max utilisation");
+    fn half_load_waits_about_one_service_time() {
+        // Two streaming threads on one server-a-2n node, each alone would use 60% of the
+        // controller: together the controller is the bottleneck and latency rises.
+        let m = presets::load("server-a-2n").unwrap();
+        let mut d = chase_demands(&m, 1, 0);
+        d[0].inv_mlp = 1.0 / 8.0;
+        d[0].svc_mult = 1.0;
+        let alone = solved(&m, &d, 200);
+        let x1 = alone.rate(0);
+        d.push(d[0].clone());
+        let two = solved(&m, &d, 200);
+        assert!(two.latency(0)[0] > alone.latency(0)[0]);
+        assert!(two.rate(0) < x1 && 2.0 * two.rate(0) > x1, "sharing a controller: each slower, together faster");
+    }
+
+    /// Single class, single controller: Schweitzer against exact MVA (Reiser–Lavenberg) from
+    /// one miss in flight (exact) through half load to saturation.
+    #[test]
+    fn one_class_tracks_exact_mva_from_idle_to_saturation() {
+        let m = presets::load("server-a-2n").unwrap();
+        let s = 64.0 / 100.0; // server-a-2n controller: 100 GB/s
+        for n in [1usize, 2, 4, 8, 16, 64, 256] {
+            let mut d = chase_demands(&m, 1, 0);
+            d[0].inv_mlp = 1.0 / n as f64;
+            d[0].svc_mult = 1.0;
+            d[0].compute_ns = 0.5;
+            let c = solved(&m, &d, 2000);
+            // Exact MVA with think time Z = n*compute + (L0 - S) and one queue of service S.
+            let z = n as f64 * 0.5 + (85.0 - s);
+            let (mut q, mut x) = (0.0, 0.0);
+            for k in 1..=n {
+                let r = s * (1.0 + q);
+                x = k as f64 / (z + r);
+                q = x * r;
+            }
+            let err = (c.rate(0) - x).abs() / x;
+            assert!(err < 0.05, "n = {n}: Schweitzer {} vs exact {x} ({:.1}%)", c.rate(0), 100.0 * err);
+            assert!(c.rate(0) * s <= 1.0 + 1e-9, "utilisation above 1 at n = {n}");
+            if n == 1 {
+                assert!((c.latency(0)[0] - 85.0).abs() < 1e-9);
+            }
+        }
+    }
+
+    fn solved(m: &Machine, d: &[Demand], iters: u32) -> Contention {
+        let mut c = Contention::new(m, &m.interconnect(), 64, d.len());
+        c.solve(d, iters);
+        c
     }
 
     fn chase_demands(m: &Machine, threads: usize, target: usize) -> Vec<Demand> {
@@ -198,12 +280,14 @@ mod tests {
     #[test]
     fn idle_machine_has_idle_latency() {
         let m = presets::load("amd48").unwrap();
-        let mut c = Contention::new(&m, &m.interconnect(), 64, 0.99);
-        c.solve(&[], 10);
-        assert_eq!(c.lat[0], 70.9);
-        let one = chase_demands(&m, 1, 0);
-        c.solve(&one, 50);
-        assert!(c.lat[0] < 72.0, "one chasing thread barely loads a controller: {}", c.lat[0]);
+        let mut idle = chase_demands(&m, 2, 0);
+        idle[1].share = 0.0;
+        idle[0].share = 0.0;
+        let c = solved(&m, &idle, 10);
+        assert_eq!(c.latency(0)[0], 70.9);
+        let c = solved(&m, &chase_demands(&m, 1, 0), 50);
+        assert!((c.latency(0)[0] - 70.9).abs() < 1e-9, "a lone thread waits for nobody: {}", c.latency(0)[0]);
+        assert!((c.rate(0) - 1.0 / 70.9).abs() < 1e-9);
     }
 
     /// machines.md: 48 threads hitting one amd48 node see about 316.8 ns locally, 336.4 ns at
@@ -211,31 +295,40 @@ mod tests {
     #[test]
     fn amd48_contended_latency_lands_near_the_measured_figures() {
         let m = presets::load("amd48").unwrap();
-        let mut c = Contention::new(&m, &m.interconnect(), 64, 0.99);
         let d = chase_demands(&m, 48, 0);
-        c.solve(&d, 400);
-        let local = c.lat[0];
-        assert!((local - 316.8).abs() / 316.8 < 0.10, "local contended {local}");
-        let one_hop = c.lat[m.node_count()]; // CPU node 1 -> memory node 0
-        let two_hop = c.lat[3 * m.node_count()]; // CPU node 3 -> memory node 0
+        let c = solved(&m, &d, 500);
+        // The mean over the 48 loading threads lands at the measured figure (the calibration
+        // of random_efficiency); per source, the arrival theorem gives a local thread (whose
+        // own requests are a larger share of the queue) a shorter wait than a remote one, a
+        // wider spread than measured (docs/simulator.md).
+        let mean: f64 = (0..48).map(|t| c.latency(t)[0]).sum::<f64>() / 48.0;
+        assert!((mean - 316.8).abs() / 316.8 < 0.05, "mean contended latency {mean}");
+        let local = c.latency(0)[0]; // a thread of node 0
+        assert!(local > 3.0 * 70.9, "saturation raises even local latency: {local}");
+        let one_hop = c.latency(6)[0]; // a thread of node 1 -> memory node 0
+        let two_hop = c.latency(18)[0]; // a thread of node 3 -> memory node 0
         assert!(one_hop > local && two_hop > one_hop, "{local} {one_hop} {two_hop}");
         // Throughput never exceeds the controller's random-line bandwidth.
-        let x: f64 = d.iter().map(|d| c.rate(d)).sum();
+        let x: f64 = (0..48).map(|t| c.rate(t)).sum();
         assert!(x * 64.0 <= 13.96 * 0.7 * 1.0001, "{} GB/s", x * 64.0);
+        assert!(c.utilisation(0) <= 1.0 + 1e-9);
     }
 
     #[test]
     fn streaming_saturates_at_the_controller_bandwidth() {
         let m = presets::load("server-a-4n").unwrap();
-        let mut c = Contention::new(&m, &m.interconnect(), 64, 0.99);
         let mut d = chase_demands(&m, 32, 0);
         for x in &mut d {
             x.inv_mlp = 1.0 / 8.0;
             x.svc_mult = 1.0;
         }
-        c.solve(&d, 400);
-        let gbps: f64 = d.iter().map(|d| c.rate(d)).sum::<f64>() * 64.0;
+        let c = solved(&m, &d, 500);
+        let gbps: f64 = (0..32).map(|t| c.rate(t)).sum::<f64>() * 64.0;
         assert!(gbps <= 50.0 && gbps > 45.0, "{gbps} GB/s against a 50 GB/s controller");
-        assert!(c.utilisation(0) <= 0.99 + 1e-9);
+        assert!(c.utilisation(0) <= 1.0 + 1e-9);
+        // Half the threads are on the other socket: their reads load the shared UPI link,
+        // which is not the bottleneck here (41.6 GB/s for at most 25 GB/s).
+        let link = c.utilisation(m.node_count());
+        assert!(link < 1.0);
     }
 }

@@ -148,7 +148,7 @@ impl<'a> Engine<'a> {
             }
         }
         let ic = m.interconnect();
-        let cont = Contention::new(m, &ic, p.access_bytes, cfg.memory.max_utilisation);
+        let cont = Contention::new(m, &ic, p.access_bytes, p.threads as usize);
         let sched = Scheduler::new(cfg.sched.clone(), cpus.node_of_cpu.clone(), cpus.core_of_cpu.clone(), p.initial_cpus.clone(), p.pinned, stream(seed, "sched", 0));
         let threads = (0..p.threads)
             .map(|t| {
@@ -308,13 +308,12 @@ impl<'a> Engine<'a> {
         }
         self.cont.solve(&self.demands, self.cfg.memory.solver_iterations);
         for t in 0..self.threads.len() {
-            let node = self.demands[t].node;
             let share = self.share[t].max(1e-3);
             let compute = self.compute_ns(t, &self.threads[t]);
             let th = &mut self.threads[t];
             for k in 0..3 {
                 for j in 0..n {
-                    th.cost[k * n + j] = (compute + self.cont.lat[node * n + j] / self.mlp[k]) / share;
+                    th.cost[k * n + j] = (compute + self.cont.latency(t)[j] / self.mlp[k]) / share;
                 }
             }
         }
@@ -804,6 +803,7 @@ impl<'a> Engine<'a> {
             access_matrix: (0..n).map(|i| self.access_matrix[i * n..(i + 1) * n].to_vec()).collect(),
             thread_migrations_by_cause: self.sched.migrations,
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
+            pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
             replications: self.replications,
             replica_collapses: self.replica_collapses,
             refused_decisions: self.refused,

@@ -34,6 +34,8 @@ pub struct RunMetrics {
     pub thread_migrations_by_cause: MigrationCounts,
     /// Time each thread spent issuing accesses and computing (not waiting), seconds.
     pub thread_busy_s: BusySummary,
+    /// Resident pages on each node at the end of the run (home copies and replicas).
+    pub pages_per_node: Vec<u64>,
     pub replications: u64,
     pub replica_collapses: u64,
     /// Decisions the simulator could not carry out (e.g. migrating to a full node).

@@ -162,7 +162,10 @@ impl Entry {
         }
         let write = match w {
             Some(w) => w,
-            None => ((i + 1) as f64 * self.write_frac).floor() > (i as f64 * self.write_frac).floor(),
+            None if self.write_frac == 0.0 => false,
+            None if self.write_frac == 1.0 => true,
+            // Truncation is floor for non-negative values, and avoids a libm call per access.
+            None => ((i + 1) as f64 * self.write_frac) as u64 > (i as f64 * self.write_frac) as u64,
         };
         (line, write)
     }
@@ -176,14 +179,15 @@ impl Entry {
 /// (workloads.md §7.2: a triad alternates b, c, a rather than running entry after entry).
 #[derive(Clone, Debug, Default)]
 pub struct Swrr {
-    current: Vec<i128>,
-    weights: Vec<i128>,
-    total: i128,
+    current: Vec<i64>,
+    weights: Vec<i64>,
+    total: i64,
 }
 
 impl Swrr {
     pub fn new(counts: impl IntoIterator<Item = u64>) -> Swrr {
-        let weights: Vec<i128> = counts.into_iter().map(|c| c as i128).collect();
+        // Counts above i64::MAX / 4 would overflow the accumulators; no step issues that many.
+        let weights: Vec<i64> = counts.into_iter().map(|c| c.min(i64::MAX as u64 / 4) as i64).collect();
         let total = weights.iter().sum();
         Swrr { current: vec![0; weights.len()], weights, total }
     }

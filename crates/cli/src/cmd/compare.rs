@@ -1,9 +1,80 @@
-use crate::output::OutputOpts;
+//! `numalab compare`: several policies, same machine, workload and seeds.
+
+use super::sim::{fmt_opt, simulate};
+use crate::output::{emit, OutputOpts, Table};
+use crate::scenario::ScenarioArgs;
 use anyhow::{bail, Result};
+use serde_json::json;
 
 #[derive(clap::Args, Debug)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// Comma-separated policies; times are normalised to the first.
+    #[arg(long, value_delimiter = ',', default_value = "first-touch,round-4k,round-1g")]
+    pub policies: Vec<String>,
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+}
 
-pub fn run(_a: &CompareArgs, _out: &OutputOpts) -> Result<()> {
-    bail!("not implemented yet")
+pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
+    if a.policies.is_empty() {
+        bail!("--policies needs at least one policy");
+    }
+    if a.scenario.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    for (i, p) in a.policies.iter().enumerate() {
+        numalab_policy::find(p)?;
+        if a.policies[..i].contains(p) {
+            bail!("--policies lists '{p}' twice");
+        }
+    }
+    let mut results = Vec::new();
+    let mut rows = Vec::new();
+    for p in &a.policies {
+        let (doc, _runs, summary) = simulate(&a.scenario, p)?;
+        rows.push((p.clone(), summary));
+        results.push(doc);
+    }
+    let base = rows[0].1.exec_time_s.mean;
+    let mut t = Table::new([
+        "policy",
+        "mean_s",
+        "stddev_s",
+        "cv_%",
+        "nmmd_%",
+        "vs_first",
+        "local_ratio",
+        "imbalance_%",
+        "link_load_%",
+        "thread_migs",
+    ]);
+    for (p, s) in &rows {
+        let e = &s.exec_time_s;
+        t.row([
+            p.clone(),
+            format!("{:.6}", e.mean),
+            format!("{:.6}", e.stddev),
+            format!("{:.2}", 100.0 * e.cv),
+            format!("{:.2}", 100.0 * e.nmmd),
+            format!("{:.3}", e.mean / base),
+            fmt_opt(s.local_access_ratio, 3),
+            fmt_opt(s.node_imbalance, 1),
+            fmt_opt(s.interconnect_load, 1),
+            format!("{:.1}", s.thread_migrations),
+        ]);
+    }
+    t.notes.push(format!(
+        "{} on {}, scale {}, {} runs per policy, seed {}; vs_first = mean time / mean time of {}",
+        a.scenario.workload, a.scenario.machine, a.scenario.scale, a.scenario.runs, a.scenario.seed, a.policies[0]
+    ));
+    let normalised: Vec<f64> = rows.iter().map(|(_, s)| s.exec_time_s.mean / base).collect();
+    let doc = json!({
+        "schema": "numalab.compare/1",
+        "numalab_version": env!("CARGO_PKG_VERSION"),
+        "seed": a.scenario.seed,
+        "baseline": a.policies[0],
+        "normalised_exec_time": normalised,
+        "results": results,
+    });
+    emit(out, &doc, &t)
 }

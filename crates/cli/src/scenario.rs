@@ -1,0 +1,187 @@
+//! Building a simulation scenario from command-line choices: presets or files, `--set`
+//! overrides on the resolved TOML tree, and the resolved config every result file carries.
+
+use anyhow::{anyhow, bail, Context, Result};
+use numalab_core::machine::presets as machine_presets;
+use numalab_core::Machine;
+use numalab_sim::{Scenario, SimConfig};
+use numalab_workload::{presets as workload_presets, CompileOptions, WorkloadFile};
+use std::path::Path;
+use std::sync::Arc;
+use toml::Value;
+
+/// Options shared by `sim` and `compare`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ScenarioArgs {
+    /// Machine preset name (see `numalab list machines`) or a machine TOML file.
+    #[arg(long, default_value = "server-a-4n")]
+    pub machine: String,
+    /// Workload preset name (see `numalab list workloads`) or a workload TOML file.
+    #[arg(long, default_value = "cg-like")]
+    pub workload: String,
+    /// Threads (default: the workload's own, usually one per core of the machine).
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Multiply the footprint and access counts, e.g. 0.05 for a quick look.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Independent runs, each with its own seed derived from --seed.
+    #[arg(long, default_value_t = 10)]
+    pub runs: u32,
+    /// Master seed: same seed and inputs give bit-identical results.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Parallel runs (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Override any key of the resolved config, e.g. machine.nodes[2].mem_bw_gbps=40,
+    /// sim.epoch_us=10, policy.nodes=[0,1], workload.definition.workload.run.iterations=5.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// A preset name, or a path when it ends in .toml or names an existing file.
+fn is_path(s: &str) -> bool {
+    s.ends_with(".toml") || s.contains('/') || Path::new(s).is_file()
+}
+
+fn read(path: &str) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
+}
+
+pub fn load_machine(spec: &str) -> Result<Machine> {
+    if is_path(spec) {
+        Ok(Machine::from_toml_str(&read(spec)?, spec)?)
+    } else {
+        Ok(machine_presets::load(spec)?)
+    }
+}
+
+pub fn load_workload(spec: &str) -> Result<WorkloadFile> {
+    if is_path(spec) {
+        Ok(workload_presets::parse(&read(spec)?, spec)?)
+    } else {
+        Ok(workload_presets::load(spec)?)
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value> {
+    Value::try_from(v).map_err(|e| anyhow!("internal: cannot serialise config: {e}"))
+}
+
+/// The fully resolved configuration of a simulation: the tree users override and result
+/// files carry.
+pub struct Resolved {
+    pub tree: Value,
+    pub scenario: Scenario,
+}
+
+/// Resolve machine, workload, policy and simulator settings, apply `--set`, and compile.
+pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
+    let machine = load_machine(&args.machine)?;
+    let workload = load_workload(&args.workload)?;
+    numalab_policy::find(policy)?;
+    let mut policy_table = toml::Table::new();
+    policy_table.insert("name".into(), Value::String(policy.into()));
+    let mut wl = toml::Table::new();
+    wl.insert("source".into(), Value::String(args.workload.clone()));
+    wl.insert("scale".into(), Value::Float(args.scale));
+    if let Some(t) = args.threads {
+        wl.insert("threads".into(), Value::Integer(t as i64));
+    }
+    wl.insert("definition".into(), to_value(&workload)?);
+    let mut root = toml::Table::new();
+    root.insert("machine".into(), to_value(&machine)?);
+    root.insert("workload".into(), Value::Table(wl));
+    root.insert("policy".into(), Value::Table(policy_table));
+    root.insert("sim".into(), to_value(&SimConfig::default())?);
+    let mut tree = Value::Table(root);
+    for s in &args.set {
+        numalab_core::overrides::apply(&mut tree, s)?;
+    }
+    from_tree(tree)
+}
+
+fn take_table(tree: &Value, key: &str) -> Result<Value> {
+    tree.get(key).cloned().ok_or_else(|| anyhow!("the config has no [{key}] table"))
+}
+
+fn from_tree(tree: Value) -> Result<Resolved> {
+    if let Some(t) = tree.as_table() {
+        for k in t.keys() {
+            if !["machine", "workload", "policy", "sim"].contains(&k.as_str()) {
+                bail!("--set: unknown top-level key '{k}' (valid: machine, workload, policy, sim)");
+            }
+        }
+    }
+    let machine = Machine::from_toml_value(take_table(&tree, "machine")?, "machine (after --set)")?;
+    let wl = take_table(&tree, "workload")?;
+    let wl = wl.as_table().ok_or_else(|| anyhow!("[workload] must be a table"))?;
+    for k in wl.keys() {
+        if !["source", "scale", "threads", "definition"].contains(&k.as_str()) {
+            bail!("--set: unknown key 'workload.{k}' (valid: source, scale, threads, definition)");
+        }
+    }
+    let scale = match wl.get("scale") {
+        Some(Value::Float(f)) => *f,
+        Some(Value::Integer(i)) => *i as f64,
+        _ => bail!("workload.scale must be a number"),
+    };
+    let threads = match wl.get("threads") {
+        None => None,
+        Some(Value::Integer(i)) if *i >= 0 && *i <= u32::MAX as i64 => Some(*i as u32),
+        Some(v) => bail!("workload.threads = {v}: expected a whole number"),
+    };
+    let source = wl.get("source").and_then(Value::as_str).unwrap_or("workload").to_string();
+    let definition: WorkloadFile = wl
+        .get("definition")
+        .cloned()
+        .ok_or_else(|| anyhow!("[workload.definition] is missing"))?
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("workload {source} (after --set): {}", e.message().trim()))?;
+    let program = numalab_workload::compile(&definition, &source, &machine, &CompileOptions { threads, scale })?;
+    let mut policy =
+        take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
+    let name = policy
+        .remove("name")
+        .and_then(|v| v.as_str().map(String::from))
+        .ok_or_else(|| anyhow!("policy.name is missing"))?;
+    let entry = numalab_policy::find(&name)?;
+    let sim: SimConfig = take_table(&tree, "sim")?
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("[sim] (after --set): {}", e.message().trim()))?;
+    let scenario =
+        Scenario { machine: Arc::new(machine), program: Arc::new(program), policy: entry, policy_config: policy, sim };
+    scenario.check()?;
+    // Record the policy's resolved settings (defaults filled in) in the tree.
+    let mut tree = tree;
+    let mut resolved_policy = scenario.resolved_policy_config()?;
+    resolved_policy.insert("name".into(), Value::String(name));
+    tree.as_table_mut().expect("root is a table").insert("policy".into(), Value::Table(resolved_policy));
+    Ok(Resolved { tree, scenario })
+}
+
+/// A rayon pool of `--jobs` threads (default: all cores).
+pub fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
+    if jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build().context("cannot start worker threads")
+}
+
+/// A progress bar on standard error (hidden when it is not a terminal).
+pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(len);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// Tree to JSON for result files.
+pub fn tree_json(tree: &Value) -> serde_json::Value {
+    serde_json::to_value(tree).unwrap_or(serde_json::Value::Null)
+}

@@ -1,0 +1,132 @@
+//! Behaviour of whole simulated runs: determinism, conservation, placement effects.
+
+use numalab_core::machine::presets;
+use numalab_core::Machine;
+use numalab_sim::{run_many, run_one, RunMetrics, Scenario, SimConfig};
+use numalab_workload::{compile, presets as wp, CompileOptions};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn scenario(machine: &str, workload: &str, threads: Option<u32>, scale: f64, policy: &str, cfg: toml::Table) -> Scenario {
+    let m = Arc::new(presets::load(machine).unwrap());
+    let file = wp::load(workload).unwrap();
+    let program = compile(&file, workload, &m, &CompileOptions { threads, scale }).unwrap();
+    Scenario { machine: m, program: Arc::new(program), policy: numalab_policy::find(policy).unwrap(), policy_config: cfg, sim: SimConfig::default() }
+}
+
+fn quiet(mut s: Scenario) -> Scenario {
+    s.sim.sched.noise_rate_per_cpu_hz = 0.0;
+    s
+}
+
+#[test]
+fn same_seed_same_result_whatever_the_pool() {
+    let s = scenario("server-a-4n", "master-slave", Some(8), 0.002, "first-touch", Default::default());
+    let a = run_one(&s, 42).unwrap();
+    assert_eq!(a, run_one(&s, 42).unwrap());
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| run_many(&s, 3, 4, &|| ()).unwrap());
+    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap().install(|| run_many(&s, 3, 4, &|| ()).unwrap());
+    assert_eq!(one, two);
+    assert_ne!(one[0].seed, one[1].seed);
+}
+
+#[test]
+fn noise_makes_runs_differ_and_quiet_runs_do_not() {
+    let s = scenario("server-a-4n", "cg-like", Some(32), 0.001, "first-touch", Default::default());
+    let times: Vec<f64> = run_many(&s, 1, 4, &|| ()).unwrap().iter().map(|r| r.exec_time_s).collect();
+    assert!(times.windows(2).any(|w| w[0] != w[1]), "{times:?}");
+    // Without noise, a workload with no random pattern runs identically whatever the seed.
+    let q = quiet(scenario("server-a-4n", "stream-like", Some(16), 0.001, "first-touch", Default::default()));
+    let times: Vec<f64> = run_many(&q, 1, 3, &|| ()).unwrap().iter().map(|r| r.exec_time_s).collect();
+    assert!(times.windows(2).all(|w| w[0] == w[1]), "{times:?}");
+}
+
+fn check_conservation(r: &RunMetrics, m: &Machine, pages: u64) {
+    let resident: u64 = r.pages_per_node.iter().sum();
+    assert_eq!(resident, pages, "every page has exactly one home");
+    for (n, &used) in r.pages_per_node.iter().enumerate() {
+        assert!(used <= m.nodes[n].mem_bytes / 4096, "node {n} over capacity");
+    }
+}
+
+#[test]
+fn first_touch_keeps_streams_local_and_interleave_spreads_them() {
+    let s = quiet(scenario("server-a-4n", "stream-like", Some(16), 0.002, "first-touch", Default::default()));
+    let ft = run_one(&s, 1).unwrap();
+    check_conservation(&ft, &s.machine, s.program.total_pages);
+    assert_eq!(ft.first_touch_faults, s.program.total_pages);
+    assert!(ft.local_access_ratio.unwrap() > 0.99, "{:?}", ft.local_access_ratio);
+    let s4 = quiet(scenario("server-a-4n", "stream-like", Some(16), 0.002, "round-4k", Default::default()));
+    let r4 = run_one(&s4, 1).unwrap();
+    let lar = r4.local_access_ratio.unwrap();
+    assert!((lar - 0.25).abs() < 0.01, "address-indexed interleave over 4 nodes: {lar}");
+    assert!(r4.node_imbalance.unwrap() < 1.0);
+    assert!(r4.exec_time_s > ft.exec_time_s, "remote streaming is slower");
+    assert_eq!(ft.thread_migrations, 0);
+}
+
+#[test]
+fn master_initialisation_concentrates_accesses_under_first_touch() {
+    let ft = run_one(&scenario("server-a-4n", "master-slave", Some(32), 0.002, "first-touch", Default::default()), 1).unwrap();
+    let r4 = run_one(&scenario("server-a-4n", "master-slave", Some(32), 0.002, "round-4k", Default::default()), 1).unwrap();
+    // static-policies.md §9 classes: High above 130 %, Low below 85 %.
+    assert!(ft.node_imbalance.unwrap() > 130.0, "{:?}", ft.node_imbalance);
+    assert!(r4.node_imbalance.unwrap() < 85.0, "{:?}", r4.node_imbalance);
+    assert!(ft.controller_utilisation[0] > ft.controller_utilisation[1] * 5.0);
+}
+
+#[test]
+fn bind_limits_placement_and_runs_out_of_memory_cleanly() {
+    let mut cfg = toml::Table::new();
+    cfg.insert("nodes".into(), toml::Value::Array(vec![toml::Value::Integer(1)]));
+    let s = quiet(scenario("server-a-4n", "stream-like", Some(8), 0.002, "bind", cfg));
+    let r = run_one(&s, 1).unwrap();
+    assert_eq!(r.pages_per_node[1], s.program.total_pages);
+    let mut tiny = (*s.machine).clone();
+    tiny.nodes[1].mem_bytes = 4096 * 100;
+    let s = Scenario { machine: Arc::new(tiny), ..s };
+    let e = run_one(&s, 1).unwrap_err().to_string();
+    assert!(e.starts_with("out of memory: no allowed node could hold page"), "{e}");
+}
+
+#[test]
+fn barriers_make_the_slowest_thread_set_the_pace() {
+    let r = run_one(&scenario("server-a-2n", "cg-like", Some(8), 0.001, "first-touch", Default::default()), 1).unwrap();
+    assert!(r.exec_time_s >= r.thread_busy_s.max);
+    assert!(r.thread_busy_s.min <= r.thread_busy_s.max);
+}
+
+#[test]
+fn spilling_first_touch_never_exceeds_capacity() {
+    let mut m = presets::load("server-a-2n").unwrap();
+    // Node 0 holds a tenth of the stream arrays: the rest must spill to node 1.
+    m.nodes[0].mem_bytes = 4096 * 50;
+    let m = Arc::new(m);
+    let file = wp::load("stream-like").unwrap();
+    let program = Arc::new(compile(&file, "s", &m, &CompileOptions { threads: Some(4), scale: 0.001 }).unwrap());
+    let s = Scenario { machine: m.clone(), program: program.clone(), policy: numalab_policy::find("first-touch").unwrap(), policy_config: Default::default(), sim: SimConfig::default() };
+    let r = run_one(&s, 1).unwrap();
+    check_conservation(&r, &m, program.total_pages);
+    assert_eq!(r.pages_per_node[0], 50);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    /// Pages are conserved and capacity holds for every static policy, thread count and seed;
+    /// simulated time moves forward.
+    #[test]
+    fn invariants_hold_for_every_static_policy(policy_ix in 0usize..6, threads in 1u32..12, seed in 0u64..1000, wl in 0usize..3) {
+        let entry = &numalab_policy::REGISTRY[policy_ix];
+        let mut cfg = toml::Table::new();
+        if entry.name == "bind" || entry.name == "preferred" {
+            cfg.insert("nodes".into(), toml::Value::Array(vec![toml::Value::Integer(0), toml::Value::Integer(1)]));
+        }
+        let name = ["stream-like", "cg-like", "master-slave"][wl];
+        let s = scenario("server-a-4n", name, Some(threads), 0.0005, entry.name, cfg);
+        let r = run_one(&s, seed).unwrap();
+        check_conservation(&r, &s.machine, s.program.total_pages);
+        prop_assert!(r.exec_time_s > 0.0);
+        prop_assert_eq!(r.refused_decisions, 0);
+        prop_assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>());
+    }
+}
