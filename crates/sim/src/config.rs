@@ -21,7 +21,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            epoch_us: 20.0,
+            epoch_us: 50.0,
             core: CoreConfig::default(),
             memory: MemoryConfig::default(),
             sched: SchedConfig::default(),
@@ -67,7 +67,7 @@ pub struct MemoryConfig {
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.7, solver_iterations: 8 }
+        MemoryConfig { random_efficiency: 0.7, solver_iterations: 4 }
     }
 }
 

@@ -447,79 +447,55 @@ impl<'a> Engine<'a> {
                 }
             }
             let th = &mut self.threads[t];
-            // Pick the entry: main entries by smooth weighted round-robin, then the epilogue.
-            let (entry, in_main) = if th.left > 0 {
-                let i = if th.work.entries.len() == 1 { 0 } else { th.swrr.pick() };
-                (i, true)
-            } else if th.epilogue_idx < th.work.epilogue.len() {
+            // Main entries (interleaved by smooth weighted round-robin), then the epilogue.
+            let in_main = th.left > 0;
+            if !in_main {
+                if th.epilogue_idx >= th.work.epilogue.len() {
+                    // Step done.
+                    if self.p.steps[step].barrier_after {
+                        th.state = State::Barrier(step);
+                        return Ok(());
+                    }
+                    self.advance(t, step + 1);
+                    if self.threads[t].state == State::Done {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 if th.work.epilogue[th.epilogue_idx].remaining() == 0 {
                     th.epilogue_idx += 1;
                     continue;
                 }
-                (th.epilogue_idx, false)
-            } else {
-                // Step done.
-                let barrier = self.p.steps[step].barrier_after;
-                if barrier {
-                    th.state = State::Barrier(step);
-                    return Ok(());
-                }
-                self.advance(t, step + 1);
-                if self.threads[t].state == State::Done {
-                    return Ok(());
-                }
-                continue;
-            };
-            // The hot loop: issue up to the p2p boundary from this entry selection scheme.
+            }
             let limit = match p2p {
                 Some(pp) if th.stage < pp.chunks => Self::stage_end(th.total, pp.chunks, th.stage) - th.issued,
                 _ => u64::MAX,
             };
-            let mut issued = 0u64;
-            let mut clock = th.clock;
-            let mut busy = 0.0;
-            let start_clock = clock;
-            let mut slow: Option<(u64, bool, AccessKind)> = None;
-            let mut cur = entry;
-            loop {
-                let e = if in_main { &mut th.work.entries[cur] } else { &mut th.work.epilogue[cur] };
-                let (line, write) = e.next(&mut th.rng);
-                let kb = kind_index(e.kind) * n;
-                issued += 1;
-                let page = line >> shift;
-                let h = self.mem.home[page as usize];
-                if h >= SLOW {
-                    slow = Some((page, write, e.kind));
-                    break;
+            let start_clock = th.clock;
+            let lpp = self.p.lines_per_page;
+            let hot = Hot { home: &self.mem.home, shift, n, end, gap_exp_ns: th.gap_exp_ns };
+            let (issued, clock, slow) = if in_main {
+                let max = th.left.min(limit);
+                if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
+                    hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
+                } else if th.work.entries.len() == 1 {
+                    hot.issue(&mut th.work.entries, || 0, max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                } else {
+                    let swrr = &mut th.swrr;
+                    hot.issue(&mut th.work.entries, || swrr.pick(), max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
                 }
-                let j = h as usize;
-                th.acc[j] += 1;
-                th.wr[j] += u64::from(write);
-                let mut c = th.cost[kb + j];
-                if th.gap_exp_ns > 0.0 {
-                    c += -(1.0 - th.rng.random::<f64>()).ln() * th.gap_exp_ns;
-                }
-                clock += c;
-                if in_main {
-                    th.left -= 1;
-                    if th.left == 0 || clock >= end || issued >= limit {
-                        break;
-                    }
-                    if th.work.entries.len() > 1 {
-                        cur = th.swrr.pick();
-                    }
-                } else if e.remaining() == 0 || clock >= end || issued >= limit {
-                    break;
-                }
+            } else {
+                let idx = th.epilogue_idx;
+                let max = th.work.epilogue[idx].remaining().min(limit);
+                hot.issue(&mut th.work.epilogue, || idx, max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+            };
+            if in_main {
+                th.left -= issued;
             }
-            busy += clock - start_clock;
+            th.busy_ns += clock - start_clock;
             th.clock = clock;
-            th.busy_ns += busy;
             th.issued += issued;
             if let Some((page, write, kind)) = slow {
-                if in_main {
-                    self.threads[t].left -= 1;
-                }
                 self.slow_access(t, cpu, cpu_node, page, write, kind)?;
             }
             let th = &self.threads[t];
@@ -808,6 +784,94 @@ impl<'a> Engine<'a> {
             replica_collapses: self.replica_collapses,
             refused_decisions: self.refused,
         }
+    }
+}
+
+/// The per-access loop, with everything it reads held in locals.
+struct Hot<'m> {
+    home: &'m [u8],
+    shift: u32,
+    n: usize,
+    end: f64,
+    gap_exp_ns: f64,
+}
+
+impl Hot<'_> {
+    /// Issue up to `max` references, each from the entry `pick` names, until the clock passes
+    /// the epoch end or a page needs the slow path (that reference is counted as issued and
+    /// returned for `slow_access`). Returns (issued, clock, slow reference).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn issue(
+        &self,
+        entries: &mut [numalab_workload::Entry],
+        mut pick: impl FnMut() -> usize,
+        max: u64,
+        rng: &mut StreamRng,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let mut issued = 0;
+        while issued < max {
+            let e = &mut entries[pick()];
+            let (line, write) = e.next(rng);
+            issued += 1;
+            let page = line >> self.shift;
+            let h = self.home[page as usize];
+            if h >= SLOW {
+                return (issued, clock, Some((page, write, e.kind)));
+            }
+            let j = h as usize;
+            acc[j] += 1;
+            wr[j] += u64::from(write);
+            let mut c = cost[kind_index(e.kind) * self.n + j];
+            if self.gap_exp_ns > 0.0 {
+                c += -(1.0 - rng.random::<f64>()).ln() * self.gap_exp_ns;
+            }
+            clock += c;
+            if clock >= self.end {
+                break;
+            }
+        }
+        (issued, clock, None)
+    }
+}
+
+impl Hot<'_> {
+    /// `issue` for a single walking entry: consecutive references to one page are charged
+    /// together (same node, same cost), which is what makes streaming cheap to simulate.
+    /// Counts, writes and the point where the epoch ends are those of `issue`; only the
+    /// floating-point sum of the clock is formed as `k·c` instead of `c + c + ...`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn issue_runs(&self, e: &mut numalab_workload::Entry, max: u64, acc: &mut [u64], wr: &mut [u64], cost: &[f64], mut clock: f64, lpp: u64) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let kb = kind_index(e.kind) * self.n;
+        let mut issued = 0;
+        while issued < max {
+            let (line, avail) = e.peek_run(lpp, max - issued).expect("a walking entry");
+            let page = line >> self.shift;
+            let h = self.home[page as usize];
+            if h >= SLOW {
+                let write = e.take_run(1) > 0;
+                return (issued + 1, clock, Some((page, write, e.kind)));
+            }
+            let j = h as usize;
+            let c = cost[kb + j];
+            // References until the clock reaches the epoch end (the crossing one included).
+            let room = ((self.end - clock) / c).ceil().max(1.0);
+            let k = if room < avail as f64 { room as u64 } else { avail };
+            let writes = e.take_run(k);
+            acc[j] += k;
+            wr[j] += writes;
+            clock += k as f64 * c;
+            issued += k;
+            if clock >= self.end {
+                break;
+            }
+        }
+        (issued, clock, None)
     }
 }
 

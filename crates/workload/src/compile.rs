@@ -817,18 +817,11 @@ impl Program {
                 return ThreadWork::default();
             }
             let refs = segs.iter().map(|g| g.lines()).sum();
-            let e = Entry {
-                cursor: Cursor::Walk {
+            let e = Entry::new(Cursor::Walk {
                     segs: segs.clone(),
                     seg: 0,
                     pos: 0,
-                },
-                refs,
-                write_frac: 1.0,
-                kind: AccessKind::Stream,
-                escape: None,
-                issued: 0,
-            };
+                }, refs, 1.0, AccessKind::Stream, None);
             return ThreadWork {
                 entries: vec![e],
                 epilogue: vec![],
@@ -992,14 +985,7 @@ impl Program {
                     let line = g.first_line + t as u64 % g.lines();
                     if t == 0 && self.steps[s].barrier_after {
                         // At the closing barrier thread 0 reads every line once (extra volume).
-                        work.epilogue.push(Entry {
-                            cursor: walk(vec![g.whole()]),
-                            refs: g.lines(),
-                            write_frac: 0.0,
-                            kind: AccessKind::Stream,
-                            escape: None,
-                            issued: 0,
-                        });
+                        work.epilogue.push(Entry::new(walk(vec![g.whole()]), g.lines(), 0.0, AccessKind::Stream, None));
                     }
                     (Cursor::Fixed { line }, AccessKind::Stream)
                 }
@@ -1017,14 +1003,7 @@ impl Program {
                     .collect(),
             });
             let escape = escape.filter(|e| !e.others.is_empty());
-            work.entries.push(Entry {
-                cursor,
-                refs,
-                write_frac: ce.write_frac,
-                kind,
-                escape,
-                issued: 0,
-            });
+            work.entries.push(Entry::new(cursor, refs, ce.write_frac, kind, escape));
         }
         work
     }

@@ -62,8 +62,15 @@ pub enum Cursor {
 }
 
 impl Cursor {
+    /// `next_line` for cursors nested in `Alternate`: out of line, so that `next_line` itself
+    /// is not recursive and can be inlined into the simulator's hot loop.
+    #[inline(never)]
+    fn next_line_nested<R: Rng + ?Sized>(&mut self, rng: &mut R) -> (u64, Option<bool>) {
+        self.next_line(rng)
+    }
+
     /// Next line; for `Runs` also whether this reference is a write.
-    #[inline]
+    #[inline(always)]
     pub fn next_line<R: Rng + ?Sized>(&mut self, rng: &mut R) -> (u64, Option<bool>) {
         match self {
             Cursor::Walk { segs, seg, pos } => {
@@ -90,7 +97,7 @@ impl Cursor {
             }
             Cursor::Random { seg } => (seg.line_at(rng.random_range(0..seg.lines())), None),
             Cursor::Alternate { a, b, next_b } => {
-                let r = if *next_b { b.next_line(rng) } else { a.next_line(rng) };
+                let r = if *next_b { b.next_line_nested(rng) } else { a.next_line_nested(rng) };
                 *next_b = !*next_b;
                 r
             }
@@ -136,6 +143,8 @@ pub struct Entry {
     pub escape: Option<Escape>,
     /// References issued so far.
     pub issued: u64,
+    /// `write_frac` in 32-bit fixed point, for the per-reference write rule.
+    write_fp: u64,
 }
 
 /// Owner-share escapes (workloads.md: `who = "owner"` with `owner_share < 1`).
@@ -148,8 +157,23 @@ pub struct Escape {
 }
 
 impl Entry {
+    pub fn new(cursor: Cursor, refs: u64, write_frac: f64, kind: AccessKind, escape: Option<Escape>) -> Entry {
+        let write_fp = (write_frac.clamp(0.0, 1.0) * 4_294_967_296.0).round() as u64;
+        Entry { cursor, refs, write_frac, kind, escape, issued: 0, write_fp }
+    }
+
+    /// Is reference `i` a write? `floor((i+1)·w) > floor(i·w)` (workloads.md §7.2), with `w`
+    /// in 32-bit fixed point: integer arithmetic, exact for w = 0, 1 and binary fractions.
+    #[inline(always)]
+    pub fn is_write(&self, i: u64) -> bool {
+        // floor((i+1)w) > floor(iw) exactly when the fractional part of i·w plus w carries:
+        // only i·w mod 2^32 matters, which wrapping arithmetic gives exactly.
+        let w = self.write_fp;
+        ((i.wrapping_mul(w) & 0xFFFF_FFFF) + w) >> 32 != 0
+    }
+
     /// Next reference: `(line, is_write)`.
-    #[inline]
+    #[inline(always)]
     pub fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> (u64, bool) {
         let i = self.issued;
         self.issued += 1;
@@ -162,12 +186,47 @@ impl Entry {
         }
         let write = match w {
             Some(w) => w,
-            None if self.write_frac == 0.0 => false,
-            None if self.write_frac == 1.0 => true,
-            // Truncation is floor for non-negative values, and avoids a libm call per access.
-            None => ((i + 1) as f64 * self.write_frac) as u64 > (i as f64 * self.write_frac) as u64,
+            None => self.is_write(i),
         };
         (line, write)
+    }
+
+    /// For a walk without owner escapes (seq, stencil, transpose, first touches): the next
+    /// line and how many consecutive lines from it (at most `max`) stay inside one page of
+    /// `lines_per_page` lines and one chunk. `None` for other cursors. Lets the simulator
+    /// charge a run of references to one page at once; `take_run` consumes them.
+    #[inline(always)]
+    pub fn peek_run(&self, lines_per_page: u64, max: u64) -> Option<(u64, u64)> {
+        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
+        if self.escape.is_some() {
+            return None;
+        }
+        let s = &segs[*seg];
+        let line = s.line_at(*pos);
+        let in_page = lines_per_page - (line & (lines_per_page - 1));
+        let in_chunk = s.chunk - if s.chunks == 1 { *pos } else { *pos % s.chunk };
+        Some((line, in_page.min(in_chunk).min(max)))
+    }
+
+    /// Consume `k` references of the run `peek_run` described; returns how many are writes
+    /// (the floor rule over indices `issued .. issued + k`).
+    #[inline(always)]
+    pub fn take_run(&mut self, k: u64) -> u64 {
+        let i = self.issued;
+        let w = self.write_fp as u128;
+        let writes = (((i + k) as u128 * w) >> 32) - ((i as u128 * w) >> 32);
+        self.issued += k;
+        if let Cursor::Walk { segs, seg, pos } = &mut self.cursor {
+            *pos += k;
+            if *pos == segs[*seg].lines() {
+                *pos = 0;
+                *seg += 1;
+                if *seg == segs.len() {
+                    *seg = 0;
+                }
+            }
+        }
+        writes as u64
     }
 
     pub fn remaining(&self) -> u64 {
@@ -216,6 +275,29 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_a_walk_match_reference_by_reference() {
+        let segs = vec![Seg::contiguous(60, 10), Seg { start: 200, chunk: 3, step: 64, chunks: 2 }];
+        let mk = || Entry::new(Cursor::Walk { segs: segs.clone(), seg: 0, pos: 0 }, 40, 0.3, AccessKind::Stream, None);
+        let mut one = mk();
+        let singles: Vec<(u64, bool)> = (0..40).map(|_| one.next(&mut rng())).collect();
+        let mut batched = mk();
+        let mut got = Vec::new();
+        while got.len() < 40 {
+            let (line, k) = batched.peek_run(64, 40 - got.len() as u64).unwrap();
+            let i0 = got.len();
+            let writes = batched.take_run(k);
+            let expect: u64 = singles[i0..i0 + k as usize].iter().filter(|x| x.1).count() as u64;
+            assert_eq!(writes, expect);
+            for d in 0..k {
+                got.push((line + d, false));
+                assert_eq!(line + d, singles[i0 + d as usize].0, "run from {line} of {k}");
+                assert_eq!((line + d) >> 6, line >> 6, "a run stays in one page");
+            }
+        }
+        assert_eq!(batched.issued, one.issued);
+    }
+
+    #[test]
     fn swrr_interleaves_in_proportion() {
         let mut s = Swrr::new([1, 1, 1]);
         let seq: Vec<usize> = (0..6).map(|_| s.pick()).collect();
@@ -229,10 +311,10 @@ mod tests {
     #[test]
     fn write_rule_matches_the_spec() {
         // read_frac 0.5 -> every second reference is a write, starting with the second.
-        let mut e = Entry { cursor: Cursor::Fixed { line: 0 }, refs: 4, write_frac: 0.5, kind: AccessKind::Stream, escape: None, issued: 0 };
+        let mut e = Entry::new(Cursor::Fixed { line: 0 }, 4, 0.5, AccessKind::Stream, None);
         let w: Vec<bool> = (0..4).map(|_| e.next(&mut rng()).1).collect();
         assert_eq!(w, vec![false, true, false, true]);
-        let mut e = Entry { write_frac: 0.0, issued: 0, ..e };
+        let mut e = Entry::new(Cursor::Fixed { line: 0 }, 4, 0.0, AccessKind::Stream, None);
         assert!((0..10).all(|_| !e.next(&mut rng()).1));
     }
 

@@ -426,18 +426,11 @@ impl Synth {
                 compute,
             };
         }
-        let e = Entry {
-            cursor: Cursor::Runs {
+        let e = Entry::new(Cursor::Runs {
                 runs: items,
                 idx: 0,
                 pos: 0,
-            },
-            refs: total,
-            write_frac: 0.0,
-            kind: AccessKind::Dependent,
-            escape: None,
-            issued: 0,
-        };
+            }, total, 0.0, AccessKind::Dependent, None);
         ThreadWork {
             entries: vec![e],
             epilogue: vec![],
