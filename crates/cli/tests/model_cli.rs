@@ -392,3 +392,50 @@ fn bad_sweeps_and_values_are_rejected() {
         "node 1 lacks CPUs or memory",
     );
 }
+
+#[test]
+fn validate_small_instance_agrees_with_the_simulator() {
+    let doc = json_of(&[
+        "model",
+        "validate",
+        "--machine",
+        "gp1000",
+        "--instances",
+        "synth-sp",
+        "--seeds",
+        "2",
+    ]);
+    assert_eq!(doc["schema"], "numalab.model-validate/1");
+    let inst = &doc["instances"][0];
+    assert_eq!(inst["name"], "synth-sp");
+    let (pred, mean) = (
+        inst["predicted_s"].as_f64().unwrap(),
+        inst["simulated_mean_s"].as_f64().unwrap(),
+    );
+    let (lo, hi) = (
+        inst["ci99"][0].as_f64().unwrap(),
+        inst["ci99"][1].as_f64().unwrap(),
+    );
+    assert!(lo <= mean && mean <= hi);
+    assert!(close(&inst["rel_error"], (pred - mean) / mean, 1e-12));
+    // SP only: every synth phase is all-local or all-remote, so the barriers cost nothing the
+    // model misses; agreement within 2%.
+    assert!(inst["rel_error"].as_f64().unwrap().abs() < 0.02, "{inst}");
+    assert!(close(&inst["p_l_simulated"], 0.125, 1e-12));
+}
+
+#[test]
+fn validate_rejects_bad_arguments() {
+    fails_with(
+        &["model", "validate", "--instances", "bogus"],
+        "unknown instance 'bogus'; valid: synth, synth-5c",
+    );
+    fails_with(
+        &["model", "validate", "--seeds", "1"],
+        "--seeds must be at least 2",
+    );
+    fails_with(
+        &["model", "validate", "--machine", "amd48"],
+        "no migration, replication and coherency-fault costs",
+    );
+}
