@@ -49,9 +49,16 @@ fn read(path: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
 }
 
+/// The toml crate's parse messages can span lines ("invalid string\nexpected `\"`"); the CLI
+/// promises one-line `error: ...` messages, so join the lines with "; ".
+fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
+    let text = e.to_string();
+    anyhow!("{}", text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "))
+}
+
 pub fn load_machine(spec: &str) -> Result<Machine> {
     if is_path(spec) {
-        Ok(Machine::from_toml_str(&read(spec)?, spec)?)
+        Machine::from_toml_str(&read(spec)?, spec).map_err(one_line)
     } else {
         Ok(machine_presets::load(spec)?)
     }
@@ -59,7 +66,7 @@ pub fn load_machine(spec: &str) -> Result<Machine> {
 
 pub fn load_workload(spec: &str) -> Result<WorkloadFile> {
     if is_path(spec) {
-        Ok(workload_presets::parse(&read(spec)?, spec)?)
+        workload_presets::parse(&read(spec)?, spec).map_err(one_line)
     } else {
         Ok(workload_presets::load(spec)?)
     }
