@@ -14,7 +14,7 @@ use std::process::ExitCode;
     version,
     about = "NUMA and tiered-memory placement: simulate policies, model machines, observe Linux",
     long_about = "numalab evaluates page and thread placement policies (first-touch, interleave, \
-AutoNUMA-like and research policies) on NUMA and tiered-memory machines. `sim` and `compare` run \
+bind, preferred, weighted interleave, Xen's 1 GiB round-robin) on NUMA and tiered-memory machines. `sim` and `compare` run \
 the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host."
 )]
 struct Cli {

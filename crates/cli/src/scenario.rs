@@ -16,15 +16,17 @@ pub struct ScenarioArgs {
     /// Machine preset name (see `numalab list machines`) or a machine TOML file.
     #[arg(long, default_value = "server-a-4n")]
     pub machine: String,
-    /// Workload preset name (see `numalab list workloads`) or a workload TOML file.
-    #[arg(long, default_value = "cg-like")]
-    pub workload: String,
+    /// Workload preset name (see `numalab list workloads`) or a workload TOML file
+    /// [default: master-slave, at scale 0.02 unless --scale is given].
+    #[arg(long)]
+    pub workload: Option<String>,
     /// Threads (default: the workload's own, usually one per core of the machine).
     #[arg(long)]
     pub threads: Option<u32>,
-    /// Multiply the footprint and access counts, e.g. 0.05 for a quick look.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// Multiply the footprint and access counts, e.g. 0.05 for a quick look
+    /// [default: 1, or 0.02 for the built-in default workload].
+    #[arg(long)]
+    pub scale: Option<f64>,
     /// Independent runs, each with its own seed derived from --seed.
     #[arg(long, default_value_t = 10)]
     pub runs: u32,
@@ -36,8 +38,23 @@ pub struct ScenarioArgs {
     pub jobs: Option<usize>,
     /// Override any key of the resolved config, e.g. machine.nodes[2].mem_bw_gbps=40,
     /// sim.epoch_us=10, policy.nodes=[0,1], workload.definition.workload.run.iterations=5.
+    /// `policy.NAME.key=value` sets a key of one policy only (for `compare`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+}
+
+/// The workload of the built-in default comparison, and the scale that keeps it to seconds.
+pub const DEFAULT_WORKLOAD: &str = "master-slave";
+pub const DEFAULT_WORKLOAD_SCALE: f64 = 0.02;
+
+impl ScenarioArgs {
+    pub fn workload(&self) -> &str {
+        self.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD)
+    }
+
+    pub fn scale(&self) -> f64 {
+        self.scale.unwrap_or(if self.workload.is_some() { 1.0 } else { DEFAULT_WORKLOAD_SCALE })
+    }
 }
 
 /// A preset name, or a path when it ends in .toml or names an existing file.
@@ -49,16 +66,9 @@ fn read(path: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
 }
 
-/// The toml crate's parse messages can span lines ("invalid string\nexpected `\"`"); the CLI
-/// promises one-line `error: ...` messages, so join the lines with "; ".
-fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
-    let text = e.to_string();
-    anyhow!("{}", text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "))
-}
-
 pub fn load_machine(spec: &str) -> Result<Machine> {
     if is_path(spec) {
-        Machine::from_toml_str(&read(spec)?, spec).map_err(one_line)
+        Ok(Machine::from_toml_str(&read(spec)?, spec)?)
     } else {
         Ok(machine_presets::load(spec)?)
     }
@@ -66,7 +76,7 @@ pub fn load_machine(spec: &str) -> Result<Machine> {
 
 pub fn load_workload(spec: &str) -> Result<WorkloadFile> {
     if is_path(spec) {
-        workload_presets::parse(&read(spec)?, spec).map_err(one_line)
+        Ok(workload_presets::parse(&read(spec)?, spec)?)
     } else {
         Ok(workload_presets::load(spec)?)
     }
@@ -86,13 +96,13 @@ pub struct Resolved {
 /// Resolve machine, workload, policy and simulator settings, apply `--set`, and compile.
 pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
     let machine = load_machine(&args.machine)?;
-    let workload = load_workload(&args.workload)?;
+    let workload = load_workload(args.workload())?;
     numalab_policy::find(policy)?;
     let mut policy_table = toml::Table::new();
     policy_table.insert("name".into(), Value::String(policy.into()));
     let mut wl = toml::Table::new();
-    wl.insert("source".into(), Value::String(args.workload.clone()));
-    wl.insert("scale".into(), Value::Float(args.scale));
+    wl.insert("source".into(), Value::String(args.workload().to_string()));
+    wl.insert("scale".into(), Value::Float(args.scale()));
     if let Some(t) = args.threads {
         wl.insert("threads".into(), Value::Integer(t as i64));
     }
@@ -104,9 +114,23 @@ pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
     root.insert("sim".into(), to_value(&SimConfig::default())?);
     let mut tree = Value::Table(root);
     for s in &args.set {
-        numalab_core::overrides::apply(&mut tree, s)?;
+        if let Some(s) = policy_scoped(s, policy) {
+            numalab_core::overrides::apply(&mut tree, &s)?;
+        }
     }
     from_tree(tree)
+}
+
+/// `policy.NAME.key=v` applies to policy NAME only (so `compare` can configure each policy);
+/// `None` when it names another registered policy. Everything else applies as written.
+fn policy_scoped(set: &str, policy: &str) -> Option<String> {
+    let Some(rest) = set.strip_prefix("policy.") else { return Some(set.to_string()) };
+    let (first, tail) = rest.split_once('.').unwrap_or((rest, ""));
+    let first = first.split(['=', '[']).next().unwrap_or(first);
+    if numalab_policy::find(first).is_err() || tail.is_empty() {
+        return Some(set.to_string());
+    }
+    (first == policy).then(|| format!("policy.{tail}"))
 }
 
 fn take_table(tree: &Value, key: &str) -> Result<Value> {
@@ -145,7 +169,7 @@ fn from_tree(tree: Value) -> Result<Resolved> {
         .cloned()
         .ok_or_else(|| anyhow!("[workload.definition] is missing"))?
         .try_into()
-        .map_err(|e: toml::de::Error| anyhow!("workload {source} (after --set): {}", e.message().trim()))?;
+        .map_err(|e: toml::de::Error| anyhow!("workload {source} (after --set): {}", numalab_core::one_line(e.message())))?;
     let program = numalab_workload::compile(&definition, &source, &machine, &CompileOptions { threads, scale })?;
     let mut policy =
         take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
@@ -156,7 +180,7 @@ fn from_tree(tree: Value) -> Result<Resolved> {
     let entry = numalab_policy::find(&name)?;
     let sim: SimConfig = take_table(&tree, "sim")?
         .try_into()
-        .map_err(|e: toml::de::Error| anyhow!("[sim] (after --set): {}", e.message().trim()))?;
+        .map_err(|e: toml::de::Error| anyhow!("[sim] (after --set): {}", numalab_core::one_line(e.message())))?;
     let scenario =
         Scenario { machine: Arc::new(machine), program: Arc::new(program), policy: entry, policy_config: policy, sim };
     scenario.check()?;

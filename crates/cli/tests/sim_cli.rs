@@ -1058,3 +1058,19 @@ fn bench_quick_smoke() {
         );
     }
 }
+
+#[test]
+fn compare_scopes_policy_settings_by_name() {
+    let out = Command::cargo_bin("numalab")
+        .unwrap()
+        .args(["compare", "--policies", "first-touch,bind", "--set", "policy.bind.nodes=[0]", "--scale", "0.001", "--threads", "4", "--runs", "1", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results[1]["config"]["policy"]["nodes"], serde_json::json!([0]));
+    assert!(results[0]["config"]["policy"].get("nodes").is_none(), "first-touch has no node set");
+    let pages = results[1]["runs"][0]["pages_per_node"].as_array().unwrap();
+    assert!(pages[1..].iter().all(|p| p == 0), "bind to node 0 keeps every page there: {pages:?}");
+}

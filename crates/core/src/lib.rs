@@ -11,4 +11,10 @@ pub mod rng;
 pub mod stats;
 
 pub use ids::{CpuId, NodeId, PageIdx, ThreadId};
+
+/// Join a multi-line message (the toml crate's parse errors span lines) into one line, so
+/// every error the CLI prints stays one sentence.
+pub fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+}
 pub use machine::{Machine, MachineError, Tier};

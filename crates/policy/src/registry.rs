@@ -34,7 +34,7 @@ impl PolicyEntry {
 fn build_as<P: Policy>(config: toml::Table, env: &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError> {
     let cfg: P::Config = toml::Value::Table(config)
         .try_into()
-        .map_err(|e: toml::de::Error| PolicyError::Config { policy: P::NAME.into(), message: e.message().trim().to_string() })?;
+        .map_err(|e: toml::de::Error| PolicyError::Config { policy: P::NAME.into(), message: numalab_core::one_line(e.message()) })?;
     Ok(Box::new(P::new(cfg, env)?))
 }
 

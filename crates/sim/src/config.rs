@@ -61,13 +61,15 @@ pub struct MemoryConfig {
     /// Share of sustained bandwidth a controller delivers for random lines (row-buffer misses)
     /// [calibrated: amd48's contended local latency, 316.8 ns with 48 threads; see docs].
     pub random_efficiency: f64,
-    /// Approximate-MVA iterations per epoch (warm-started from the previous epoch) [ours].
+    /// Most approximate-MVA iterations per solve (warm-started from the previous one) [ours].
     pub solver_iterations: u32,
+    /// A solve stops when no thread's throughput changes by more than this share [ours].
+    pub solver_tolerance: f64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.7, solver_iterations: 4 }
+        MemoryConfig { random_efficiency: 0.7, solver_iterations: 200, solver_tolerance: 1e-4 }
     }
 }
 
@@ -139,6 +141,9 @@ impl SimConfig {
         }
         if !(self.memory.random_efficiency > 0.0 && self.memory.random_efficiency <= 1.0) {
             return Err(format!("sim.memory.random_efficiency = {} must lie in (0, 1]", self.memory.random_efficiency));
+        }
+        if !(self.memory.solver_tolerance >= 0.0) {
+            return Err(format!("sim.memory.solver_tolerance = {} must not be negative", self.memory.solver_tolerance));
         }
         if self.memory.solver_iterations == 0 {
             return Err("sim.memory.solver_iterations must be at least 1".into());

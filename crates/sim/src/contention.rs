@@ -116,8 +116,10 @@ impl Contention {
         (0..self.x_t.len()).map(|t| self.x_t[t] * self.d_t[t * self.k + station]).sum()
     }
 
-    /// Run `iterations` Schweitzer steps for these demands (warm-started).
-    pub fn solve(&mut self, demands: &[Demand], iterations: u32) {
+    /// Schweitzer steps for these demands, warm-started from the last solve, until no class's
+    /// throughput changes by more than `tolerance` (relative) or `max_iterations` are done.
+    /// Returns the iterations used.
+    pub fn solve(&mut self, demands: &[Demand], max_iterations: u32, tolerance: f64) -> u32 {
         let (n, k) = (self.n, self.k);
         // Service demand per access at every station, and the pure delay per access.
         let mut z = vec![0.0; demands.len()];
@@ -153,7 +155,10 @@ impl Contention {
             }
             z[t] = delay;
         }
-        for _ in 0..iterations {
+        let mut used = 0;
+        while used < max_iterations {
+            used += 1;
+            let mut change: f64 = 0.0;
             for t in 0..demands.len() {
                 if pop[t] == 0.0 {
                     self.x_t[t] = 0.0;
@@ -166,7 +171,9 @@ impl Contention {
                         r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] / pop[t]).max(0.0));
                     }
                 }
-                self.x_t[t] = pop[t] / (z[t] + r_sum).max(1e-12);
+                let x = pop[t] / (z[t] + r_sum).max(1e-12);
+                change = change.max((x - self.x_t[t]).abs() / x);
+                self.x_t[t] = x;
             }
             // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
             // overshoot together and oscillate.
@@ -184,6 +191,9 @@ impl Contention {
                 for s in 0..k {
                     self.q[s] += self.q_t[t * k + s];
                 }
+            }
+            if change <= tolerance {
+                break;
             }
         }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
@@ -207,6 +217,7 @@ impl Contention {
                 self.lat_t[t * n + j] = self.l0[i * n + j] + w;
             }
         }
+        used
     }
 }
 
@@ -262,7 +273,7 @@ mod tests {
 
     fn solved(m: &Machine, d: &[Demand], iters: u32) -> Contention {
         let mut c = Contention::new(m, &m.interconnect(), 64, d.len());
-        c.solve(d, iters);
+        c.solve(d, iters, 0.0);
         c
     }
 

@@ -306,7 +306,7 @@ impl<'a> Engine<'a> {
             d.frac.clone_from(&th.frac);
             d.write_frac = th.write_frac;
         }
-        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations);
+        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance);
         for t in 0..self.threads.len() {
             let share = self.share[t].max(1e-3);
             let compute = self.compute_ns(t, &self.threads[t]);
@@ -347,7 +347,14 @@ impl<'a> Engine<'a> {
                     _ => {}
                 }
             }
-            progressed |= self.release_barrier();
+            if self.release_barrier() {
+                // A new phase starts mid-epoch: its threads load memory from now on.
+                for (t, th) in self.threads.iter().enumerate() {
+                    self.runnable[t] = th.state == State::Run && th.clock < end;
+                }
+                self.update_costs();
+                progressed = true;
+            }
             if !progressed {
                 return Ok(());
             }

@@ -165,13 +165,11 @@ impl Scheduler {
         }
         // Busy SMT siblings share a core; the engine applies smt_share to compute only, so
         // here we only count who shares a CPU.
+        // A thread blocked now (at a barrier) may be released during the epoch; it then
+        // shares its CPU like a runnable thread, so it gets the share it would have.
         for (t, s) in share.iter_mut().enumerate() {
-            if !runnable[t] {
-                *s = 0.0;
-                continue;
-            }
             let cpu = self.cpu_of[t] as usize;
-            let k = self.load[cpu] as f64;
+            let k = (self.load[cpu] + u32::from(!runnable[t])) as f64;
             let o = noise_frac[cpu];
             *s = (1.0 - o) / k + o / (k + 1.0);
         }
@@ -346,7 +344,7 @@ mod tests {
         let mut s = sched(quiet(), vec![0, 0, 2, 3]);
         s.epoch(0.0, 1000.0, &[true, false, true, true], &mut share, &mut moves);
         assert!(moves.is_empty());
-        assert_eq!(share[1], 0.0);
+        assert_eq!(share[1], 0.5, "released mid-epoch, a blocked thread would share CPU 0 with thread 0");
     }
 
     #[test]

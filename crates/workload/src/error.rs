@@ -32,7 +32,7 @@ impl WorkloadError {
         WorkloadError::Parse {
             origin: origin.to_string(),
             line,
-            message: e.message().trim().to_string(),
+            message: numalab_core::one_line(e.message()),
         }
     }
     pub(crate) fn invalid(origin: &str, message: impl Into<String>) -> WorkloadError {

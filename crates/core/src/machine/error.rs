@@ -14,6 +14,6 @@ pub enum MachineError {
 impl MachineError {
     pub(crate) fn parse(origin: &str, text: &str, e: toml::de::Error) -> MachineError {
         let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-        MachineError::Parse { origin: origin.to_string(), line, message: e.message().trim().to_string() }
+        MachineError::Parse { origin: origin.to_string(), line, message: crate::one_line(e.message()) }
     }
 }

@@ -94,7 +94,7 @@ pub struct PageOpCostsMs {
 }
 
 /// Operating-system costs the simulator charges. Every default is an assumption [A] documented
-/// in docs/machines.md; presets override them where a source gives a figure.
+/// in docs/machines.md; tune them per machine with `--set machine.os_costs.NAME=...`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OsCosts {
@@ -103,13 +103,14 @@ pub struct OsCosts {
     /// NUMA hinting fault: trap, PTE restore and the policy hook, excluding any migration.
     pub hint_fault_ns: f64,
     /// Fixed part of migrating one 4 KiB page (unmap, allocate, remap); the copy is added at
-    /// the bandwidth of the slower of the two controllers.
+    /// the bandwidth of the slower of the two controllers (of the target for replicas).
     pub migrate_fixed_ns: f64,
     /// TLB shootdown charged to the migrating thread per migrated page.
     pub tlb_shootdown_ns: f64,
     /// Cache refill a thread pays after moving to another node.
     pub thread_migration_refill_ns: f64,
-    /// Cost of unmapping one page during a hinting scan (PTE change), charged to the scanner.
+    /// Cost of unmapping one page for hinting (PTE change) when a policy decides it; the
+    /// periodic scanner's own unmaps run in the background and are not charged.
     pub scan_unmap_ns: f64,
 }
 
@@ -189,7 +190,7 @@ impl Machine {
         let machine: Machine = value.try_into().map_err(|e: toml::de::Error| MachineError::Parse {
             origin: origin.to_string(),
             line: None,
-            message: e.message().to_string(),
+            message: crate::one_line(e.message()),
         })?;
         machine.validate().map_err(|problem| MachineError::Invalid {
             origin: origin.to_string(),
