@@ -68,9 +68,8 @@ impl Table {
             }
         }
         // Numbers right-aligned, text left-aligned.
-        let numeric: Vec<bool> = (0..cols)
-            .map(|i| self.rows.iter().all(|r| r.get(i).is_none_or(|c| c == "n/a" || c.parse::<f64>().is_ok())))
-            .collect();
+        let numeric: Vec<bool> =
+            (0..cols).map(|i| self.rows.iter().all(|r| r.get(i).is_none_or(|c| c == "n/a" || c.parse::<f64>().is_ok()))).collect();
         let mut out = String::new();
         let line = |cells: &[String], out: &mut String| {
             let mut s = String::new();

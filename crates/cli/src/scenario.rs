@@ -171,18 +171,13 @@ fn from_tree(tree: Value) -> Result<Resolved> {
         .try_into()
         .map_err(|e: toml::de::Error| anyhow!("workload {source} (after --set): {}", numalab_core::one_line(e.message())))?;
     let program = numalab_workload::compile(&definition, &source, &machine, &CompileOptions { threads, scale })?;
-    let mut policy =
-        take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
-    let name = policy
-        .remove("name")
-        .and_then(|v| v.as_str().map(String::from))
-        .ok_or_else(|| anyhow!("policy.name is missing"))?;
+    let mut policy = take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
+    let name = policy.remove("name").and_then(|v| v.as_str().map(String::from)).ok_or_else(|| anyhow!("policy.name is missing"))?;
     let entry = numalab_policy::find(&name)?;
     let sim: SimConfig = take_table(&tree, "sim")?
         .try_into()
         .map_err(|e: toml::de::Error| anyhow!("[sim] (after --set): {}", numalab_core::one_line(e.message())))?;
-    let scenario =
-        Scenario { machine: Arc::new(machine), program: Arc::new(program), policy: entry, policy_config: policy, sim };
+    let scenario = Scenario { machine: Arc::new(machine), program: Arc::new(program), policy: entry, policy_config: policy, sim };
     scenario.check()?;
     // Record the policy's resolved settings (defaults filled in) in the tree.
     let mut tree = tree;

@@ -15,13 +15,8 @@ fn numalab() -> Command {
 
 fn json_of(args: &[&str]) -> serde_json::Value {
     let out = numalab().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[test]
@@ -48,29 +43,13 @@ fn topo_table_and_export() {
     let dir = tempfile::tempdir().unwrap();
     let export = dir.path().join("m.toml");
     let out = numalab()
-        .args([
-            "--format",
-            "table",
-            "topo",
-            "--root",
-            root.to_str().unwrap(),
-            "--export",
-            export.to_str().unwrap(),
-            "--name",
-            "g2",
-        ])
+        .args(["--format", "table", "topo", "--root", root.to_str().unwrap(), "--export", export.to_str().unwrap(), "--name", "g2"])
         .output()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let row0 = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some("0"))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(
-        row0.contains("0-1") && row0.contains("10 21") && row0.contains("5845"),
-        "{row0}"
-    );
+    let row0 = text.lines().find(|l| l.split_whitespace().next() == Some("0")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row0.contains("0-1") && row0.contains("10 21") && row0.contains("5845"), "{row0}");
     assert!(text.contains("memory_tier4: nodes 0-1"), "{text}");
     let toml = std::fs::read_to_string(&export).unwrap();
     let m = Machine::from_toml_str(&toml, "export").unwrap();
@@ -82,42 +61,17 @@ fn topo_table_and_export() {
 #[test]
 fn machine_import_from_a_sysfs_tree() {
     let sys = fixtures().join("guest-4n/sys");
-    let out = numalab()
-        .args([
-            "machine",
-            "import",
-            "--sysfs",
-            sys.to_str().unwrap(),
-            "--name",
-            "g4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = numalab().args(["machine", "import", "--sysfs", sys.to_str().unwrap(), "--name", "g4"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let m = Machine::from_toml_str(&String::from_utf8(out.stdout).unwrap(), "import").unwrap();
     assert_eq!(m.nodes.len(), 4);
     assert_eq!(m.nodes[3].cores, 0);
     assert_eq!(m.hops[1][3], 2);
     // The one-node tree given as its parent directory works too.
-    let out = numalab()
-        .args([
-            "machine",
-            "import",
-            "--sysfs",
-            fixtures().join("guest-1n").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = numalab().args(["machine", "import", "--sysfs", fixtures().join("guest-1n").to_str().unwrap()]).output().unwrap();
     let m = Machine::from_toml_str(&String::from_utf8(out.stdout).unwrap(), "import").unwrap();
     assert_eq!(m.nodes.len(), 1);
-    let out = numalab()
-        .args(["machine", "import", "--sysfs", "/nonexistent"])
-        .output()
-        .unwrap();
+    let out = numalab().args(["machine", "import", "--sysfs", "/nonexistent"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no devices/system/node"));
 }
@@ -146,33 +100,16 @@ fn profile_counts_a_child_and_never_prints_zero_for_unsupported() {
         assert_eq!(e["value"].is_null(), !ok, "{e}");
         assert_eq!(e["scope"], "thread");
     }
-    let faults = events
-        .iter()
-        .find(|e| e["name"] == "sw.page_faults")
-        .unwrap();
+    let faults = events.iter().find(|e| e["name"] == "sw.page_faults").unwrap();
     assert_eq!(faults["status"], "ok");
-    assert!(
-        faults["value"].as_u64().unwrap() > 50,
-        "a shell start faults pages in: {faults}"
-    );
-    let clock = events
-        .iter()
-        .find(|e| e["name"] == "sw.task_clock")
-        .unwrap();
+    assert!(faults["value"].as_u64().unwrap() > 50, "a shell start faults pages in: {faults}");
+    let clock = events.iter().find(|e| e["name"] == "sw.task_clock").unwrap();
     assert!(clock["value"].as_u64().unwrap() > 1_000_000, "{clock}");
     if !Path::new("/sys/bus/event_source/devices/cpu").exists() {
         let cycles = events.iter().find(|e| e["name"] == "cpu.cycles").unwrap();
         assert_eq!(cycles["status"], "unsupported");
-        let ipc = v["derived"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["name"] == "cpu.ipc")
-            .unwrap();
-        assert!(
-            ipc["value"].is_null() && ipc["status"] == "unsupported",
-            "{ipc}"
-        );
+        let ipc = v["derived"].as_array().unwrap().iter().find(|d| d["name"] == "cpu.ipc").unwrap();
+        assert!(ipc["value"].is_null() && ipc["status"] == "unsupported", "{ipc}");
     }
     assert!(!v["timeline"].as_array().unwrap().is_empty());
     assert!(v["numa"]["vmstat"]["numa_hit"]["status"].is_string());
@@ -180,44 +117,18 @@ fn profile_counts_a_child_and_never_prints_zero_for_unsupported() {
 
 #[test]
 fn profile_csv_timeline_and_errors() {
-    let out = numalab()
-        .args([
-            "--format",
-            "csv",
-            "profile",
-            "--group",
-            "software",
-            "--interval",
-            "20",
-            "--",
-            "sleep",
-            "0.2",
-        ])
-        .output()
-        .unwrap();
+    let out =
+        numalab().args(["--format", "csv", "profile", "--group", "software", "--interval", "20", "--", "sleep", "0.2"]).output().unwrap();
     assert!(out.status.success());
     let csv = String::from_utf8(out.stdout).unwrap();
     let header = csv.lines().next().unwrap();
-    assert!(
-        header.starts_with("t_ms,enabled,label,sw.task_clock,sw.page_faults"),
-        "{header}"
-    );
+    assert!(header.starts_with("t_ms,enabled,label,sw.task_clock,sw.page_faults"), "{header}");
     assert!(csv.lines().count() >= 5, "{csv}");
-    let out = numalab()
-        .args(["profile", "--events", "bogus", "--", "true"])
-        .output()
-        .unwrap();
+    let out = numalab().args(["profile", "--events", "bogus", "--", "true"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown event `bogus`"));
-    let out = numalab()
-        .args(["profile", "--", "/nonexistent/cmd"])
-        .output()
-        .unwrap();
+    let out = numalab().args(["profile", "--", "/nonexistent/cmd"]).output().unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot start `/nonexistent/cmd`"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot start `/nonexistent/cmd`"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = numalab().args(["profile"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to profile"));
 }
@@ -242,33 +153,13 @@ fn profile_diff_of_two_runs() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
-    let d = json_of(&[
-        "--format",
-        "json",
-        "profile",
-        "diff",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-    ]);
+    let d = json_of(&["--format", "json", "profile", "diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(d["schema"], "numalab.profile-diff/1");
-    let e = d["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "sw.task_clock")
-        .unwrap();
+    let e = d["entries"].as_array().unwrap().iter().find(|e| e["name"] == "sw.task_clock").unwrap();
     let (va, vb) = (e["a"].as_f64().unwrap(), e["b"].as_f64().unwrap());
     assert!(vb > va, "20x the loop must take more CPU time: {e}");
     assert!((e["effect_pct"].as_f64().unwrap() - 100.0 * (vb - va) / va).abs() < 1e-6);
-    assert!(d["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|n| n.as_str().unwrap().contains("numa_balancing is the same")));
+    assert!(d["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("numa_balancing is the same")));
 }

@@ -11,14 +11,7 @@ fn numalab() -> Command {
 }
 
 fn json_of(args: &[&str]) -> Value {
-    let out = numalab()
-        .args(args)
-        .args(["--format", "json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = numalab().args(args).args(["--format", "json"]).assert().success().get_output().stdout.clone();
     serde_json::from_slice(&out).expect("valid JSON")
 }
 
@@ -29,14 +22,12 @@ fn close(v: &Value, want: f64, tol: f64) -> bool {
 
 fn write_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let path = dir.path().join(name);
-    std::fs::File::create(&path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
+    std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
     path.to_str().unwrap().to_string()
 }
 
-const SS_ONLY: &str = "name = \"ss-only\"\n[SS]\npages = 8\nreads = 5000\nwrites = 5000\nrun_granularity = 2500\nwrite_granularity = 2500\nsharers = 2\n";
+const SS_ONLY: &str =
+    "name = \"ss-only\"\n[SS]\npages = 8\nreads = 5000\nwrites = 5000\nrun_granularity = 2500\nwrite_granularity = 2500\nsharers = 2\n";
 
 #[test]
 fn mva_all_policies_reproduce_the_spec_table() {
@@ -85,16 +76,7 @@ fn mva_all_policies_reproduce_the_spec_table() {
 
 #[test]
 fn mva_error_sweep_prints_one_row_per_point() {
-    let doc = json_of(&[
-        "model",
-        "mva",
-        "--machine",
-        "gp1000",
-        "--policy",
-        "error",
-        "--sweep",
-        "e_sp=0:0.5:0.05",
-    ]);
+    let doc = json_of(&["model", "mva", "--machine", "gp1000", "--policy", "error", "--sweep", "e_sp=0:0.5:0.05"]);
     let points = doc["points"].as_array().unwrap();
     assert_eq!(points.len(), 11);
     let mut last_r = 0.0;
@@ -109,21 +91,10 @@ fn mva_error_sweep_prints_one_row_per_point() {
 
     // Table and CSV: a header and one line per point.
     numalab()
-        .args([
-            "model",
-            "mva",
-            "--policy",
-            "error",
-            "--sweep",
-            "e_sp=0:0.5:0.05",
-            "--format",
-            "csv",
-        ])
+        .args(["model", "mva", "--policy", "error", "--sweep", "e_sp=0:0.5:0.05", "--format", "csv"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with(
-            "policy,e_sp,p_l,q_m,q_r,q_c,w_l_us,w_r_us,r_us,predicted_s\n",
-        ))
+        .stdout(predicate::str::starts_with("policy,e_sp,p_l,q_m,q_r,q_c,w_l_us,w_r_us,r_us,predicted_s\n"))
         .stdout(predicate::function(|s: &str| s.lines().count() == 12))
         .stdout(predicate::str::contains("\nerror,0.15,0.919919,"));
     numalab()
@@ -132,25 +103,12 @@ fn mva_error_sweep_prints_one_row_per_point() {
         .success()
         .stdout(predicate::str::contains("ideal   0.905787"))
         .stdout(predicate::str::contains("3.63506"))
-        .stdout(predicate::str::contains(
-            "ideal treatments (first point): PR local, RO Rp, RM Rp, SS Mg, SP S",
-        ));
+        .stdout(predicate::str::contains("ideal treatments (first point): PR local, RO Rp, RM Rp, SS Mg, SP S"));
 }
 
 #[test]
 fn mva_grid_sweep_and_overrides() {
-    let doc = json_of(&[
-        "model",
-        "mva",
-        "--policy",
-        "static,ideal",
-        "--sweep",
-        "n=8,16",
-        "--sweep",
-        "tau=1,2",
-        "--network",
-        "queue",
-    ]);
+    let doc = json_of(&["model", "mva", "--policy", "static,ideal", "--sweep", "n=8,16", "--sweep", "tau=1,2", "--network", "queue"]);
     let points = doc["points"].as_array().unwrap();
     assert_eq!(points.len(), 8);
     assert_eq!(points[0]["n"], 8);
@@ -161,16 +119,7 @@ fn mva_grid_sweep_and_overrides() {
     // A file-based class set with an explicit node count of 16 and a class-parameter sweep.
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(&dir, "ss.toml", SS_ONLY);
-    let doc = json_of(&[
-        "model",
-        "mva",
-        "--classes",
-        &path,
-        "--policy",
-        "ideal",
-        "--sweep",
-        "SS.r=1200,2500",
-    ]);
+    let doc = json_of(&["model", "mva", "--classes", &path, "--policy", "ideal", "--sweep", "SS.r=1200,2500"]);
     let points = doc["points"].as_array().unwrap();
     assert_eq!(points[0]["SS.run_granularity"], 1200.0);
     // r = 1200 < k_mig,SS = 1304.35 keeps SS static; 2500 migrates it.
@@ -181,23 +130,12 @@ fn mva_grid_sweep_and_overrides() {
 
 #[test]
 fn roofline_knl_values() {
-    let doc = json_of(&[
-        "model",
-        "roofline",
-        "--machine",
-        "knl-7250-flat",
-        "--ai",
-        "0.1,1,10,20,50",
-    ]);
+    let doc = json_of(&["model", "roofline", "--machine", "knl-7250-flat", "--ai", "0.1,1,10,20,50"]);
     assert_eq!(doc["schema"], "numalab.model-roofline/1");
     assert!(close(&doc["peak_gflops"], 3046.4, 1e-12));
     assert_eq!(doc["tiers"][0]["tier"], "dram");
     assert_eq!(doc["tiers"][1]["tier"], "mcdram");
-    assert!(close(
-        &doc["tiers"][0]["ridge_flop_per_byte"],
-        30.464,
-        1e-12
-    ));
+    assert!(close(&doc["tiers"][0]["ridge_flop_per_byte"], 30.464, 1e-12));
     let p = doc["points"].as_array().unwrap();
     let att = |i: usize, t: usize| &p[i]["tiers"][t]["attainable_gflops"];
     assert!(close(att(1, 0), 100.0, 1e-9));
@@ -210,48 +148,20 @@ fn roofline_knl_values() {
     assert_eq!(p[2]["tiers"][0]["bound"], "memory");
 
     numalab()
-        .args([
-            "model",
-            "roofline",
-            "--machine",
-            "knl-7250-flat",
-            "--ai",
-            "0.1,1,10",
-            "--format",
-            "table",
-        ])
+        .args(["model", "roofline", "--machine", "knl-7250-flat", "--ai", "0.1,1,10", "--format", "table"])
         .assert()
         .success()
         .stdout(predicate::str::contains("gain_mcdram_over_dram"))
         .stdout(predicate::str::contains("ridge point I* = 7.616 flop/B"));
     // Sustained bandwidth and an explicit compute ceiling.
-    let doc = json_of(&[
-        "model",
-        "roofline",
-        "--ai",
-        "1",
-        "--bandwidth",
-        "sustained",
-        "--peak-gflops",
-        "1000",
-    ]);
-    assert!(close(
-        &doc["points"][0]["tiers"][0]["attainable_gflops"],
-        88.0,
-        1e-12
-    ));
+    let doc = json_of(&["model", "roofline", "--ai", "1", "--bandwidth", "sustained", "--peak-gflops", "1000"]);
+    assert!(close(&doc["points"][0]["tiers"][0]["attainable_gflops"], 88.0, 1e-12));
     assert!(close(&doc["peak_gflops"], 1000.0, 0.0));
 }
 
 #[test]
 fn classes_preset_prints_loadable_toml() {
-    let out = numalab()
-        .args(["model", "classes", "dunx-synth-8c"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = numalab().args(["model", "classes", "dunx-synth-8c"]).assert().success().get_output().stdout.clone();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("[SP]"));
     let dir = tempfile::tempdir().unwrap();
@@ -262,123 +172,49 @@ fn classes_preset_prints_loadable_toml() {
 
 #[track_caller]
 fn fails_with(args: &[&str], needle: &str) {
-    numalab()
-        .args(args)
-        .assert()
-        .failure()
-        .code(2)
-        .stderr(predicate::str::contains(needle));
+    numalab().args(args).assert().failure().code(2).stderr(predicate::str::contains(needle));
 }
 
 #[test]
 fn unknown_presets_are_rejected() {
-    fails_with(
-        &["model", "mva", "--machine", "nope"],
-        "unknown machine preset 'nope'; valid presets: amd48",
-    );
-    fails_with(
-        &["model", "mva", "--classes", "nope"],
-        "unknown page-class preset 'nope'; valid presets: dunx-synth-8c",
-    );
-    fails_with(
-        &["model", "roofline", "--machine", "nope", "--ai", "1"],
-        "unknown machine preset 'nope'",
-    );
-    fails_with(
-        &["model", "classes", "nope"],
-        "unknown page-class preset 'nope'",
-    );
-    fails_with(
-        &["model", "mva", "--classes", "/nonexistent/c.toml"],
-        "cannot read page-class file /nonexistent/c.toml",
-    );
-    fails_with(
-        &["model", "mva", "--policy", "first-touch"],
-        "unknown policy 'first-touch'; valid policies: static, cache",
-    );
+    fails_with(&["model", "mva", "--machine", "nope"], "unknown machine preset 'nope'; valid presets: amd48");
+    fails_with(&["model", "mva", "--classes", "nope"], "unknown page-class preset 'nope'; valid presets: dunx-synth-8c");
+    fails_with(&["model", "roofline", "--machine", "nope", "--ai", "1"], "unknown machine preset 'nope'");
+    fails_with(&["model", "classes", "nope"], "unknown page-class preset 'nope'");
+    fails_with(&["model", "mva", "--classes", "/nonexistent/c.toml"], "cannot read page-class file /nonexistent/c.toml");
+    fails_with(&["model", "mva", "--policy", "first-touch"], "unknown policy 'first-touch'; valid policies: static, cache");
 }
 
 #[test]
 fn malformed_class_files_name_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = write_file(
-        &dir,
-        "bad.toml",
-        &SS_ONLY.replace("reads = 5000", "reads = = 5000"),
-    );
+    let bad = write_file(&dir, "bad.toml", &SS_ONLY.replace("reads = 5000", "reads = = 5000"));
     fails_with(&["model", "mva", "--classes", &bad], &format!("{bad}:4:"));
-    let unknown = write_file(
-        &dir,
-        "unknown.toml",
-        &SS_ONLY.replace("sharers = 2", "sharers = 2\nshares = 3"),
-    );
-    fails_with(
-        &["model", "mva", "--classes", &unknown],
-        &format!("{unknown}:9: unknown field `shares`"),
-    );
+    let unknown = write_file(&dir, "unknown.toml", &SS_ONLY.replace("sharers = 2", "sharers = 2\nshares = 3"));
+    fails_with(&["model", "mva", "--classes", &unknown], &format!("{unknown}:9: unknown field `shares`"));
     let table = write_file(&dir, "table.toml", &SS_ONLY.replace("[SS]", "[XS]"));
-    fails_with(
-        &["model", "mva", "--classes", &table],
-        "unknown field `XS`, expected one of",
-    );
-    let rule = write_file(
-        &dir,
-        "rule.toml",
-        &SS_ONLY.replace("write_granularity = 2500", "write_granularity = 10"),
-    );
+    fails_with(&["model", "mva", "--classes", &table], "unknown field `XS`, expected one of");
+    let rule = write_file(&dir, "rule.toml", &SS_ONLY.replace("write_granularity = 2500", "write_granularity = 10"));
     fails_with(
         &["model", "mva", "--classes", &rule],
         &format!("{rule}:7: class SS, field 'write_granularity': 10 is below run_granularity 2500"),
     );
     let missing = write_file(&dir, "missing.toml", &SS_ONLY.replace("sharers = 2\n", ""));
-    fails_with(
-        &["model", "mva", "--classes", &missing],
-        "missing field `sharers`",
-    );
+    fails_with(&["model", "mva", "--classes", &missing], "missing field `sharers`");
 }
 
 #[test]
 fn bad_sweeps_and_values_are_rejected() {
-    fails_with(
-        &["model", "mva", "--sweep", "e_sp=0:0.5"],
-        "bad sweep 'e_sp=0:0.5': a range needs exactly START:END:STEP",
-    );
-    fails_with(
-        &["model", "mva", "--sweep", "e_sp"],
-        "bad sweep 'e_sp': expected NAME=START:END:STEP",
-    );
-    fails_with(
-        &["model", "mva", "--sweep", "e_sp=0:1:-0.1"],
-        "STEP must be > 0",
-    );
-    fails_with(
-        &["model", "mva", "--sweep", "bogus=1,2"],
-        "parameter 'bogus' = NaN: unknown parameter",
-    );
-    fails_with(
-        &["model", "mva", "--sweep", "e_sp=0,x"],
-        "'x' is not a number",
-    );
-    fails_with(
-        &["model", "mva", "--policy", "error", "--sweep", "e_sp=0:2:1"],
-        "parameter 'e_sp' = 2: must lie in [0, 1]",
-    );
-    fails_with(
-        &["model", "mva", "--sweep", "n=2,8"],
-        "class RO, field 'sharers': 8 sharers on a 2-node machine; need M <= n",
-    );
-    fails_with(
-        &["model", "mva", "--tau=-1"],
-        "parameter 'tau' = -1: must be finite and >= 0",
-    );
-    fails_with(
-        &["model", "roofline", "--ai", "1,x"],
-        "bad --ai value 'x': not a number",
-    );
-    fails_with(
-        &["model", "roofline", "--ai", "0"],
-        "bad --ai value '0': arithmetic intensity must be finite and > 0",
-    );
+    fails_with(&["model", "mva", "--sweep", "e_sp=0:0.5"], "bad sweep 'e_sp=0:0.5': a range needs exactly START:END:STEP");
+    fails_with(&["model", "mva", "--sweep", "e_sp"], "bad sweep 'e_sp': expected NAME=START:END:STEP");
+    fails_with(&["model", "mva", "--sweep", "e_sp=0:1:-0.1"], "STEP must be > 0");
+    fails_with(&["model", "mva", "--sweep", "bogus=1,2"], "parameter 'bogus' = NaN: unknown parameter");
+    fails_with(&["model", "mva", "--sweep", "e_sp=0,x"], "'x' is not a number");
+    fails_with(&["model", "mva", "--policy", "error", "--sweep", "e_sp=0:2:1"], "parameter 'e_sp' = 2: must lie in [0, 1]");
+    fails_with(&["model", "mva", "--sweep", "n=2,8"], "class RO, field 'sharers': 8 sharers on a 2-node machine; need M <= n");
+    fails_with(&["model", "mva", "--tau=-1"], "parameter 'tau' = -1: must be finite and >= 0");
+    fails_with(&["model", "roofline", "--ai", "1,x"], "bad --ai value 'x': not a number");
+    fails_with(&["model", "roofline", "--ai", "0"], "bad --ai value '0': arithmetic intensity must be finite and > 0");
     fails_with(
         &["model", "roofline", "--machine", "gp1000", "--ai", "1"],
         "machine 'gp1000': no compute ceiling (peak_gflops_dp); give it explicitly with --peak-gflops",
@@ -387,35 +223,17 @@ fn bad_sweeps_and_values_are_rejected() {
         &["model", "mva", "--machine", "amd48"],
         "no migration, replication and coherency-fault costs (costs_ms); give it explicitly with --c-mig",
     );
-    fails_with(
-        &["model", "mva", "--machine", "knl-7250-flat"],
-        "node 1 lacks CPUs or memory",
-    );
+    fails_with(&["model", "mva", "--machine", "knl-7250-flat"], "node 1 lacks CPUs or memory");
 }
 
 #[test]
 fn validate_small_instance_agrees_with_the_simulator() {
-    let doc = json_of(&[
-        "model",
-        "validate",
-        "--machine",
-        "gp1000",
-        "--instances",
-        "synth-sp",
-        "--seeds",
-        "2",
-    ]);
+    let doc = json_of(&["model", "validate", "--machine", "gp1000", "--instances", "synth-sp", "--seeds", "2"]);
     assert_eq!(doc["schema"], "numalab.model-validate/1");
     let inst = &doc["instances"][0];
     assert_eq!(inst["name"], "synth-sp");
-    let (pred, mean) = (
-        inst["predicted_s"].as_f64().unwrap(),
-        inst["simulated_mean_s"].as_f64().unwrap(),
-    );
-    let (lo, hi) = (
-        inst["ci99"][0].as_f64().unwrap(),
-        inst["ci99"][1].as_f64().unwrap(),
-    );
+    let (pred, mean) = (inst["predicted_s"].as_f64().unwrap(), inst["simulated_mean_s"].as_f64().unwrap());
+    let (lo, hi) = (inst["ci99"][0].as_f64().unwrap(), inst["ci99"][1].as_f64().unwrap());
     assert!(lo <= mean && mean <= hi);
     assert!(close(&inst["rel_error"], (pred - mean) / mean, 1e-12));
     // SP only: every synth phase is all-local or all-remote, so the barriers cost nothing the
@@ -426,16 +244,7 @@ fn validate_small_instance_agrees_with_the_simulator() {
 
 #[test]
 fn validate_rejects_bad_arguments() {
-    fails_with(
-        &["model", "validate", "--instances", "bogus"],
-        "unknown instance 'bogus'; valid: synth, synth-5c",
-    );
-    fails_with(
-        &["model", "validate", "--seeds", "1"],
-        "--seeds must be at least 2",
-    );
-    fails_with(
-        &["model", "validate", "--machine", "amd48"],
-        "no migration, replication and coherency-fault costs",
-    );
+    fails_with(&["model", "validate", "--instances", "bogus"], "unknown instance 'bogus'; valid: synth, synth-5c");
+    fails_with(&["model", "validate", "--seeds", "1"], "--seeds must be at least 2");
+    fails_with(&["model", "validate", "--machine", "amd48"], "no migration, replication and coherency-fault costs");
 }

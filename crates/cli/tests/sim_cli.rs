@@ -43,42 +43,13 @@ const WORKLOADS: [&str; 14] = [
     "dunx-synth",
 ];
 
-const POLICIES: [&str; 6] = [
-    "first-touch",
-    "round-4k",
-    "round-1g",
-    "bind",
-    "preferred",
-    "weighted-interleave",
-];
+const POLICIES: [&str; 6] = ["first-touch", "round-4k", "round-1g", "bind", "preferred", "weighted-interleave"];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.
-const SMALL: [&str; 10] = [
-    "--machine",
-    "amd48",
-    "--workload",
-    "stream-like",
-    "--scale",
-    "0.001",
-    "--threads",
-    "4",
-    "--runs",
-    "2",
-];
+const SMALL: [&str; 10] = ["--machine", "amd48", "--workload", "stream-like", "--scale", "0.001", "--threads", "4", "--runs", "2"];
 
 /// Fast and with run-to-run variation (scheduler noise), so quantiles and `--jobs` matter.
-const VARIED: [&str; 10] = [
-    "--machine",
-    "server-a-2n",
-    "--workload",
-    "is-like",
-    "--scale",
-    "0.0005",
-    "--threads",
-    "4",
-    "--runs",
-    "3",
-];
+const VARIED: [&str; 10] = ["--machine", "server-a-2n", "--workload", "is-like", "--scale", "0.0005", "--threads", "4", "--runs", "3"];
 
 fn stdout_of(args: &[&str]) -> String {
     let out = numalab().args(args).assert().success().get_output().clone();
@@ -94,17 +65,10 @@ fn json_of(args: &[&str]) -> Value {
 /// `error: ...` on stderr. Returns that line without the trailing newline.
 fn error_of(args: &[&str]) -> String {
     let out = numalab().args(args).assert().code(2).get_output().clone();
-    assert!(
-        out.stdout.is_empty(),
-        "stdout not empty: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.stdout.is_empty(), "stdout not empty: {}", String::from_utf8_lossy(&out.stdout));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("error: "), "stderr: {err:?}");
-    assert!(
-        err.ends_with('\n') && err.matches('\n').count() == 1,
-        "error is not one line: {err:?}"
-    );
+    assert!(err.ends_with('\n') && err.matches('\n').count() == 1, "error is not one line: {err:?}");
     err.trim_end().to_string()
 }
 
@@ -139,10 +103,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
         }
     }
     assert!(!quoted, "unterminated quote in CSV:\n{text}");
-    assert!(
-        field.is_empty() && row.is_empty(),
-        "CSV does not end with a newline"
-    );
+    assert!(field.is_empty() && row.is_empty(), "CSV does not end with a newline");
     rows
 }
 
@@ -166,9 +127,7 @@ fn table_first_column(text: &str, header_start: &str) -> Vec<String> {
     assert!(header.starts_with(header_start), "header: {header:?}");
     let rule = lines.next().expect("a rule line");
     assert!(rule.chars().all(|c| c == '-' || c == ' '), "rule: {rule:?}");
-    lines
-        .filter_map(|l| l.split_whitespace().next().map(String::from))
-        .collect()
+    lines.filter_map(|l| l.split_whitespace().next().map(String::from)).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -178,18 +137,7 @@ fn table_first_column(text: &str, header_start: &str) -> Vec<String> {
 fn list_machines_table_and_json_name_every_preset() {
     let text = stdout_of(&["list", "machines", "--format", "table"]);
     let header = text.lines().next().unwrap();
-    assert_eq!(
-        header.split_whitespace().collect::<Vec<_>>(),
-        [
-            "name",
-            "nodes",
-            "sockets",
-            "cores",
-            "memory_gib",
-            "tiers",
-            "description"
-        ]
-    );
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["name", "nodes", "sockets", "cores", "memory_gib", "tiers", "description"]);
     assert_eq!(table_first_column(&text, "name"), MACHINES);
 
     let doc = json_of(&["list", "machines"]);
@@ -234,21 +182,12 @@ fn list_policies_table_json_and_csv_name_every_policy() {
         assert_eq!(row.len(), 3, "{row:?}");
         assert_eq!(row[0], name);
     }
-    assert_eq!(
-        rows[2][2],
-        "interleave every 4 KiB page over the nodes, whoever touches it (numactl --interleave)"
-    );
+    assert_eq!(rows[2][2], "interleave every 4 KiB page over the nodes, whoever touches it (numactl --interleave)");
 }
 
 #[test]
 fn list_rejects_an_unknown_category() {
-    numalab()
-        .args(["list", "gadgets"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "invalid value 'gadgets' for '<WHAT>'",
-        ));
+    numalab().args(["list", "gadgets"]).assert().code(2).stderr(predicates::str::contains("invalid value 'gadgets' for '<WHAT>'"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -289,10 +228,7 @@ fn machine_show_json_and_no_csv() {
     assert_eq!(f(&nodes[0]["mem_bw_gbps"]), 13.96);
     assert_eq!(m["latency_ns"].as_array().unwrap().len(), 8);
 
-    assert_eq!(
-        error_of(&["machine", "show", "amd48", "--format", "csv"]),
-        "error: machine show prints TOML or JSON, not CSV"
-    );
+    assert_eq!(error_of(&["machine", "show", "amd48", "--format", "csv"]), "error: machine show prints TOML or JSON, not CSV");
 }
 
 #[test]
@@ -311,17 +247,11 @@ fn workload_show_prints_the_preset_text_with_its_comments() {
 fn show_unknown_presets_list_the_valid_names() {
     assert_eq!(
         error_of(&["machine", "show", "nosuch"]),
-        format!(
-            "error: unknown machine preset 'nosuch'; valid presets: {}",
-            MACHINES.join(", ")
-        )
+        format!("error: unknown machine preset 'nosuch'; valid presets: {}", MACHINES.join(", "))
     );
     assert_eq!(
         error_of(&["workload", "show", "nosuch"]),
-        format!(
-            "error: unknown workload preset 'nosuch'; valid presets: {}",
-            WORKLOADS.join(", ")
-        )
+        format!("error: unknown workload preset 'nosuch'; valid presets: {}", WORKLOADS.join(", "))
     );
 }
 
@@ -349,12 +279,7 @@ fn sim_json_carries_schema_config_runs_and_summary() {
     assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
 
     let config = &doc["config"];
-    let mut keys: Vec<&str> = config
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let mut keys: Vec<&str> = config.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort();
     assert_eq!(keys, ["machine", "policy", "sim", "workload"]);
     assert_eq!(config["machine"]["name"], "amd48");
@@ -362,20 +287,11 @@ fn sim_json_carries_schema_config_runs_and_summary() {
     assert_eq!(config["workload"]["source"], "stream-like");
     assert_eq!(f(&config["workload"]["scale"]), 0.001);
     assert_eq!(config["workload"]["threads"], 4);
-    assert_eq!(
-        config["workload"]["definition"]["workload"]["name"],
-        "stream-like"
-    );
+    assert_eq!(config["workload"]["definition"]["workload"]["name"], "stream-like");
     // The policy's defaults are filled in.
-    assert_eq!(
-        config["policy"],
-        serde_json::json!({"name": "first-touch", "fallback": "next_round_robin"})
-    );
+    assert_eq!(config["policy"], serde_json::json!({"name": "first-touch", "fallback": "next_round_robin"}));
     // The simulator's defaults, all of them.
-    assert_eq!(
-        config["sim"],
-        serde_json::to_value(numalab_sim::SimConfig::default()).unwrap()
-    );
+    assert_eq!(config["sim"], serde_json::to_value(numalab_sim::SimConfig::default()).unwrap());
 
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
@@ -402,30 +318,14 @@ fn sim_json_carries_schema_config_runs_and_summary() {
 #[test]
 fn sim_summary_quantiles_are_ordered() {
     let doc = json_of(&[&["sim"][..], &VARIED].concat());
-    let runs: Vec<f64> = doc["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| f(&r["exec_time_s"]))
-        .collect();
+    let runs: Vec<f64> = doc["runs"].as_array().unwrap().iter().map(|r| f(&r["exec_time_s"])).collect();
     assert_eq!(runs.len(), 3);
     let e = &doc["summary"]["exec_time_s"];
-    for k in [
-        "mean", "median", "min", "max", "stddev", "cv", "nmmd", "q1", "q3",
-    ] {
+    for k in ["mean", "median", "min", "max", "stddev", "cv", "nmmd", "q1", "q3"] {
         assert!(e[k].is_f64(), "summary.exec_time_s.{k} missing: {e}");
     }
-    let (min, q1, median, q3, max) = (
-        f(&e["min"]),
-        f(&e["q1"]),
-        f(&e["median"]),
-        f(&e["q3"]),
-        f(&e["max"]),
-    );
-    assert!(
-        min <= q1 && q1 <= median && median <= q3 && q3 <= max,
-        "{e}"
-    );
+    let (min, q1, median, q3, max) = (f(&e["min"]), f(&e["q1"]), f(&e["median"]), f(&e["q3"]), f(&e["max"]));
+    assert!(min <= q1 && q1 <= median && median <= q3 && q3 <= max, "{e}");
     let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = runs.iter().copied().fold(0.0, f64::max);
     assert_eq!(min, lo);
@@ -456,12 +356,7 @@ fn different_seeds_give_different_run_seeds() {
     let seeds = |seed: &str| -> Vec<u64> {
         let doc = json_of(&[&["sim", "--seed", seed][..], &SMALL].concat());
         assert_eq!(doc["seed"], seed.parse::<u64>().unwrap());
-        doc["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["seed"].as_u64().unwrap())
-            .collect()
+        doc["runs"].as_array().unwrap().iter().map(|r| r["seed"].as_u64().unwrap()).collect()
     };
     let a = seeds("1");
     let b = seeds("2");
@@ -472,37 +367,17 @@ fn different_seeds_give_different_run_seeds() {
 
 #[test]
 fn sim_table_and_csv_have_the_header_and_one_row_per_run() {
-    let header = [
-        "run",
-        "seed",
-        "exec_time_s",
-        "local_ratio",
-        "imbalance_%",
-        "link_load_%",
-        "ft_faults",
-        "thread_migs",
-        "cross_node",
-    ];
+    let header = ["run", "seed", "exec_time_s", "local_ratio", "imbalance_%", "link_load_%", "ft_faults", "thread_migs", "cross_node"];
     let doc = json_of(&[&["sim"][..], &SMALL].concat());
-    let seeds: Vec<String> = doc["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["seed"].to_string())
-        .collect();
+    let seeds: Vec<String> = doc["runs"].as_array().unwrap().iter().map(|r| r["seed"].to_string()).collect();
 
     let text = stdout_of(&[&["sim", "--format", "table"][..], &SMALL].concat());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), header);
     assert_eq!(lines.len(), 2 + 2 + 1, "{text}");
-    assert!(
-        lines[4].starts_with("first-touch on amd48 (2 runs): exec time mean "),
-        "{text}"
-    );
+    assert!(lines[4].starts_with("first-touch on amd48 (2 runs): exec time mean "), "{text}");
 
-    let rows = parse_csv(&stdout_of(
-        &[&["sim", "--format", "csv"][..], &SMALL].concat(),
-    ));
+    let rows = parse_csv(&stdout_of(&[&["sim", "--format", "csv"][..], &SMALL].concat()));
     assert_eq!(rows[0], header);
     assert_eq!(rows.len(), 3, "{rows:?}");
     for (i, row) in rows[1..].iter().enumerate() {
@@ -527,22 +402,13 @@ fn default_format_is_json_when_piped() {
 
 #[test]
 fn compare_json_has_one_sim_result_per_policy_in_order() {
-    let doc = json_of(
-        &[
-            &["compare", "--policies", "round-4k,first-touch,round-1g"][..],
-            &SMALL,
-        ]
-        .concat(),
-    );
+    let doc = json_of(&[&["compare", "--policies", "round-4k,first-touch,round-1g"][..], &SMALL].concat());
     assert_eq!(doc["schema"], "numalab.compare/1");
     assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(doc["seed"], 1);
     assert_eq!(doc["baseline"], "round-4k");
     let results = doc["results"].as_array().unwrap();
-    let order: Vec<&str> = results
-        .iter()
-        .map(|r| r["config"]["policy"]["name"].as_str().unwrap())
-        .collect();
+    let order: Vec<&str> = results.iter().map(|r| r["config"]["policy"]["name"].as_str().unwrap()).collect();
     assert_eq!(order, ["round-4k", "first-touch", "round-1g"]);
     let norm = doc["normalised_exec_time"].as_array().unwrap();
     assert_eq!(norm.len(), 3);
@@ -553,10 +419,7 @@ fn compare_json_has_one_sim_result_per_policy_in_order() {
         assert_eq!(r["runs"].as_array().unwrap().len(), 2);
         // (Within an ulp or two: serde_json's default float parser is not exactly round-trip.)
         let want = f(&r["summary"]["exec_time_s"]["mean"]) / base;
-        assert!(
-            (f(n) - want).abs() <= 4.0 * f64::EPSILON * want,
-            "{n} vs {want}"
-        );
+        assert!((f(n) - want).abs() <= 4.0 * f64::EPSILON * want, "{n} vs {want}");
         // Same seeds for every policy.
         assert_eq!(r["runs"][0]["seed"], results[0]["runs"][0]["seed"]);
         assert_eq!(r["runs"][1]["seed"], results[0]["runs"][1]["seed"]);
@@ -571,37 +434,16 @@ fn compare_json_has_one_sim_result_per_policy_in_order() {
 
 #[test]
 fn compare_table_and_csv_have_one_row_per_policy() {
-    let args = [
-        &["compare", "--policies", "first-touch,round-4k,round-1g"][..],
-        &SMALL,
-    ]
-    .concat();
+    let args = [&["compare", "--policies", "first-touch,round-4k,round-1g"][..], &SMALL].concat();
     let text = stdout_of(&[&args[..], &["--format", "table"]].concat());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
-        [
-            "policy",
-            "mean_s",
-            "stddev_s",
-            "cv_%",
-            "nmmd_%",
-            "vs_first",
-            "local_ratio",
-            "imbalance_%",
-            "link_load_%",
-            "thread_migs"
-        ]
+        ["policy", "mean_s", "stddev_s", "cv_%", "nmmd_%", "vs_first", "local_ratio", "imbalance_%", "link_load_%", "thread_migs"]
     );
     assert_eq!(lines.len(), 2 + 3 + 1, "{text}");
-    let rows: Vec<Vec<&str>> = lines[2..5]
-        .iter()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(
-        rows.iter().map(|r| r[0]).collect::<Vec<_>>(),
-        ["first-touch", "round-4k", "round-1g"]
-    );
+    let rows: Vec<Vec<&str>> = lines[2..5].iter().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), ["first-touch", "round-4k", "round-1g"]);
     assert_eq!(rows[0][5], "1.000");
     assert!(lines[5].starts_with("stream-like on amd48, scale 0.001, 2 runs per policy, seed 1;"));
 
@@ -609,31 +451,19 @@ fn compare_table_and_csv_have_one_row_per_policy() {
     assert_eq!(csv.len(), 1 + 3, "{csv:?}");
     assert_eq!(csv[0][0], "policy");
     assert_eq!(csv[0].len(), 10);
-    assert_eq!(
-        csv[1..].iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
-        ["first-touch", "round-4k", "round-1g"]
-    );
+    assert_eq!(csv[1..].iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["first-touch", "round-4k", "round-1g"]);
     assert_eq!(csv[1][5], "1.000");
 }
 
 #[test]
 fn compare_rejects_bad_policy_lists() {
     assert_eq!(
-        error_of(
-            &[
-                &["compare", "--policies", "first-touch,round-4k,first-touch"][..],
-                &SMALL
-            ]
-            .concat()
-        ),
+        error_of(&[&["compare", "--policies", "first-touch,round-4k,first-touch"][..], &SMALL].concat()),
         "error: --policies lists 'first-touch' twice"
     );
     assert_eq!(
         error_of(&[&["compare", "--policies", "first-touch,nosuch"][..], &SMALL].concat()),
-        format!(
-            "error: unknown policy 'nosuch'; valid policies: {}",
-            POLICIES.join(", ")
-        )
+        format!("error: unknown policy 'nosuch'; valid policies: {}", POLICIES.join(", "))
     );
 }
 
@@ -643,22 +473,13 @@ fn compare_rejects_bad_policy_lists() {
 #[test]
 fn set_node_bandwidth_shows_in_config_and_slows_the_run() {
     let base = json_of(&[&["sim"][..], &SMALL].concat());
-    let slow = json_of(
-        &[
-            &["sim", "--set", "machine.nodes[1].mem_bw_gbps=5"][..],
-            &SMALL,
-        ]
-        .concat(),
-    );
+    let slow = json_of(&[&["sim", "--set", "machine.nodes[1].mem_bw_gbps=5"][..], &SMALL].concat());
     let nodes = slow["config"]["machine"]["nodes"].as_array().unwrap();
     assert_eq!(f(&nodes[1]["mem_bw_gbps"]), 5.0);
     assert_eq!(f(&nodes[0]["mem_bw_gbps"]), 13.96, "only node 1 changes");
     let t0 = f(&base["summary"]["exec_time_s"]["mean"]);
     let t1 = f(&slow["summary"]["exec_time_s"]["mean"]);
-    assert!(
-        t1 > 1.1 * t0,
-        "a 5 GB/s node should slow the stream: {t0} -> {t1}"
-    );
+    assert!(t1 > 1.1 * t0, "a 5 GB/s node should slow the stream: {t0} -> {t1}");
 }
 
 #[test]
@@ -670,32 +491,13 @@ fn set_sim_epoch() {
 
 #[test]
 fn set_policy_nodes_binds_every_page() {
-    let doc = json_of(
-        &[
-            &["sim", "--policy", "bind", "--set", "policy.nodes=[0]"][..],
-            &SMALL,
-        ]
-        .concat(),
-    );
-    assert_eq!(
-        doc["config"]["policy"],
-        serde_json::json!({"name": "bind", "nodes": [0]})
-    );
+    let doc = json_of(&[&["sim", "--policy", "bind", "--set", "policy.nodes=[0]"][..], &SMALL].concat());
+    assert_eq!(doc["config"]["policy"], serde_json::json!({"name": "bind", "nodes": [0]}));
     for r in doc["runs"].as_array().unwrap() {
-        let served: Vec<u64> = r["node_accesses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
+        let served: Vec<u64> = r["node_accesses"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert!(served[0] > 0);
         assert!(served[1..].iter().all(|&n| n == 0), "{served:?}");
-        let pages: Vec<u64> = r["pages_per_node"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
+        let pages: Vec<u64> = r["pages_per_node"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert!(pages[1..].iter().all(|&n| n == 0), "{pages:?}");
         // 1 of the 4 threads runs on node 0.
         let local = f(&r["local_access_ratio"]);
@@ -707,38 +509,14 @@ fn set_policy_nodes_binds_every_page() {
 fn set_unknown_keys_are_named() {
     let sim = |set: &str| error_of(&[&["sim", "--set", set][..], &SMALL].concat());
     let e = sim("machine.bogus=1");
-    assert!(
-        e.starts_with(
-            "error: machine (after --set): unknown field `bogus`, expected one of `name`"
-        ),
-        "{e}"
-    );
+    assert!(e.starts_with("error: machine (after --set): unknown field `bogus`, expected one of `name`"), "{e}");
     let e = sim("machine.nodes[0].bogus=1");
-    assert!(
-        e.starts_with(
-            "error: machine (after --set): unknown field `bogus`, expected one of `socket`"
-        ),
-        "{e}"
-    );
+    assert!(e.starts_with("error: machine (after --set): unknown field `bogus`, expected one of `socket`"), "{e}");
     let e = sim("sim.nope=1");
-    assert!(
-        e.starts_with(
-            "error: [sim] (after --set): unknown field `nope`, expected one of `epoch_us`"
-        ),
-        "{e}"
-    );
-    assert_eq!(
-        sim("nonsense=1"),
-        "error: --set: unknown top-level key 'nonsense' (valid: machine, workload, policy, sim)"
-    );
-    assert_eq!(
-        sim("workload.bogus=1"),
-        "error: --set: unknown key 'workload.bogus' (valid: source, scale, threads, definition)"
-    );
-    assert_eq!(
-        sim("policy.bogus=1"),
-        "error: policy 'first-touch': unknown field `bogus`, expected `fallback`"
-    );
+    assert!(e.starts_with("error: [sim] (after --set): unknown field `nope`, expected one of `epoch_us`"), "{e}");
+    assert_eq!(sim("nonsense=1"), "error: --set: unknown top-level key 'nonsense' (valid: machine, workload, policy, sim)");
+    assert_eq!(sim("workload.bogus=1"), "error: --set: unknown key 'workload.bogus' (valid: source, scale, threads, definition)");
+    assert_eq!(sim("policy.bogus=1"), "error: policy 'first-touch': unknown field `bogus`, expected `fallback`");
 }
 
 #[test]
@@ -748,18 +526,9 @@ fn set_errors_name_the_index_and_the_syntax() {
         sim("machine.nodes[9].mem_bw_gbps=1"),
         "error: override 'machine.nodes[9].mem_bw_gbps=1': index 9 is out of range (the array has 8 entries)"
     );
-    assert_eq!(
-        sim("machine.nodes[1].mem_bw_gbps"),
-        "error: override 'machine.nodes[1].mem_bw_gbps' is not of the form key=value"
-    );
-    assert_eq!(
-        sim("sim.epoch_us=-1"),
-        "error: invalid simulator setting: sim.epoch_us = -1 must be a positive number"
-    );
-    assert_eq!(
-        sim("sim.epoch_us=\"x\""),
-        "error: [sim] (after --set): invalid type: string \"x\", expected f64"
-    );
+    assert_eq!(sim("machine.nodes[1].mem_bw_gbps"), "error: override 'machine.nodes[1].mem_bw_gbps' is not of the form key=value");
+    assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 must be a positive number");
+    assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): invalid type: string \"x\", expected f64");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -772,12 +541,7 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
     let csv_path = dir.path().join("r.csv");
     let txt_path = dir.path().join("r.txt");
     for p in [&json_path, &csv_path, &txt_path] {
-        numalab()
-            .args([&["sim", "--out", p.to_str().unwrap()][..], &SMALL].concat())
-            .assert()
-            .success()
-            .stdout("")
-            .stderr("");
+        numalab().args([&["sim", "--out", p.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("").stderr("");
     }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema"], "numalab.sim/1");
@@ -791,31 +555,15 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
     assert!(table.starts_with("  run "), "{table}");
 
     // No temporary files are left behind.
-    let mut left: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     left.sort();
     assert_eq!(left, ["r.csv", "r.json", "r.txt"]);
 
     // An explicit --format wins over the extension.
     let p = dir.path().join("forced.csv");
     numalab()
-        .args(
-            [
-                &[
-                    "compare",
-                    "--policies",
-                    "first-touch,round-4k",
-                    "--format",
-                    "json",
-                    "--out",
-                    p.to_str().unwrap(),
-                ][..],
-                &SMALL,
-            ]
-            .concat(),
-        )
+        .args([&["compare", "--policies", "first-touch,round-4k", "--format", "json", "--out", p.to_str().unwrap()][..], &SMALL].concat())
         .assert()
         .success()
         .stdout("");
@@ -829,41 +577,16 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
 #[test]
 fn unknown_presets_and_policies_list_the_valid_names() {
     assert_eq!(
-        error_of(&[
-            "sim",
-            "--machine",
-            "nosuch",
-            "--scale",
-            "0.001",
-            "--runs",
-            "1"
-        ]),
-        format!(
-            "error: unknown machine preset 'nosuch'; valid presets: {}",
-            MACHINES.join(", ")
-        )
+        error_of(&["sim", "--machine", "nosuch", "--scale", "0.001", "--runs", "1"]),
+        format!("error: unknown machine preset 'nosuch'; valid presets: {}", MACHINES.join(", "))
     );
     assert_eq!(
-        error_of(&[
-            "sim",
-            "--workload",
-            "nosuch",
-            "--scale",
-            "0.001",
-            "--runs",
-            "1"
-        ]),
-        format!(
-            "error: unknown workload preset 'nosuch'; valid presets: {}",
-            WORKLOADS.join(", ")
-        )
+        error_of(&["sim", "--workload", "nosuch", "--scale", "0.001", "--runs", "1"]),
+        format!("error: unknown workload preset 'nosuch'; valid presets: {}", WORKLOADS.join(", "))
     );
     assert_eq!(
         error_of(&[&["sim", "--policy", "nosuch"][..], &SMALL].concat()),
-        format!(
-            "error: unknown policy 'nosuch'; valid policies: {}",
-            POLICIES.join(", ")
-        )
+        format!("error: unknown policy 'nosuch'; valid policies: {}", POLICIES.join(", "))
     );
 }
 
@@ -880,28 +603,14 @@ fn malformed_machine_toml_names_file_and_line() {
     let missing = dir.path().join("missing.toml");
     let missing = missing.to_str().unwrap();
     let e = error_of(&[&["sim", "--machine", missing][..], &SMALL[2..]].concat());
-    assert!(
-        e.starts_with(&format!("error: cannot read {missing}: ")),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("error: cannot read {missing}: ")), "{e}");
 }
 
 #[test]
 fn malformed_workload_toml_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(&dir, "w.toml", "[workload]\nname = \"x\"\nthreads = = 2\n");
-    let e = error_of(
-        &[&[
-            "sim",
-            "--workload",
-            &path,
-            "--machine",
-            "amd48",
-            "--runs",
-            "1",
-        ][..]]
-        .concat(),
-    );
+    let e = error_of(&[&["sim", "--workload", &path, "--machine", "amd48", "--runs", "1"][..]].concat());
     assert!(e.starts_with(&format!("error: {path}:3: ")), "{e}");
     assert_eq!(error_of(&["workload", "show", &path]), e);
 }
@@ -915,90 +624,40 @@ fn machine_toml_with_an_unknown_key_names_key_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(&dir, "unk.toml", &(lines.join("\n") + "\n"));
     let e = error_of(&[&["sim", "--machine", &path][..], &SMALL[2..]].concat());
-    assert!(
-        e.starts_with(&format!(
-            "error: {path}:{}: unknown field `frobnicate`, expected one of `name`",
-            smt + 2
-        )),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("error: {path}:{}: unknown field `frobnicate`, expected one of `name`", smt + 2)), "{e}");
 }
 
 #[test]
 fn zero_threads_runs_and_jobs_are_rejected() {
-    let base = [
-        "--machine",
-        "amd48",
-        "--workload",
-        "stream-like",
-        "--scale",
-        "0.001",
-    ];
+    let base = ["--machine", "amd48", "--workload", "stream-like", "--scale", "0.001"];
     let with = |cmd: &str, extra: &[&str]| error_of(&[&[cmd][..], &base, extra].concat());
-    assert_eq!(
-        with("sim", &["--threads", "0", "--runs", "1"]),
-        "error: stream-like: threads must be at least 1 (got 0)"
-    );
-    assert_eq!(
-        with("compare", &["--threads", "0", "--runs", "1"]),
-        "error: stream-like: threads must be at least 1 (got 0)"
-    );
+    assert_eq!(with("sim", &["--threads", "0", "--runs", "1"]), "error: stream-like: threads must be at least 1 (got 0)");
+    assert_eq!(with("compare", &["--threads", "0", "--runs", "1"]), "error: stream-like: threads must be at least 1 (got 0)");
     for cmd in ["sim", "compare"] {
-        assert_eq!(
-            with(cmd, &["--threads", "4", "--runs", "0"]),
-            "error: --runs must be at least 1"
-        );
-        assert_eq!(
-            with(cmd, &["--threads", "4", "--runs", "1", "--jobs", "0"]),
-            "error: --jobs must be at least 1"
-        );
+        assert_eq!(with(cmd, &["--threads", "4", "--runs", "0"]), "error: --runs must be at least 1");
+        assert_eq!(with(cmd, &["--threads", "4", "--runs", "1", "--jobs", "0"]), "error: --jobs must be at least 1");
     }
     assert_eq!(
-        error_of(&[
-            "sim",
-            "--workload",
-            "stream-like",
-            "--machine",
-            "amd48",
-            "--scale",
-            "0",
-            "--runs",
-            "1"
-        ]),
+        error_of(&["sim", "--workload", "stream-like", "--machine", "amd48", "--scale", "0", "--runs", "1"]),
         "error: stream-like: --scale 0 must be a positive number"
     );
 }
 
 #[test]
 fn oversize_footprint_says_by_how_much_and_suggests_a_scale() {
-    let e = error_of(&[
-        "sim",
-        "--machine",
-        "amd48",
-        "--workload",
-        "stream-like",
-        "--scale",
-        "100000",
-        "--runs",
-        "1",
-    ]);
+    let e = error_of(&["sim", "--machine", "amd48", "--workload", "stream-like", "--scale", "100000", "--runs", "1"]);
     // stream-like is 3 x 640 MB at scale 1; amd48 has 128 GiB.
     let need: u64 = 3 * 640_000_000 * 100_000;
     let have: u64 = 128 << 30;
-    let prefix = format!(
-        "error: stream-like: footprint {need} bytes exceeds the machine's memory ({have} bytes) by {} bytes (",
-        need - have
-    );
+    let prefix =
+        format!("error: stream-like: footprint {need} bytes exceeds the machine's memory ({have} bytes) by {} bytes (", need - have);
     assert!(e.starts_with(&prefix), "{e}");
     let pct = 100.0 * (need - have) as f64 / have as f64;
     assert!(e.contains(&format!("({pct:.1}%); try --scale ")), "{e}");
     let suggest: f64 = e.rsplit("try --scale ").next().unwrap().parse().unwrap();
     assert!(suggest > 0.0 && suggest < 100_000.0, "{e}");
     // The suggestion must actually fit.
-    assert!(
-        need as f64 / 100_000.0 * suggest <= have as f64,
-        "suggested scale {suggest} still does not fit: {e}"
-    );
+    assert!(need as f64 / 100_000.0 * suggest <= have as f64, "suggested scale {suggest} still does not fit: {e}");
 }
 
 #[test]
@@ -1008,13 +667,7 @@ fn bind_without_nodes_and_with_a_bad_node_are_rejected() {
         "error: policy 'bind': needs a node set, e.g. --set policy.nodes=[0,1]"
     );
     assert_eq!(
-        error_of(
-            &[
-                &["sim", "--policy", "bind", "--set", "policy.nodes=[99]"][..],
-                &SMALL
-            ]
-            .concat()
-        ),
+        error_of(&[&["sim", "--policy", "bind", "--set", "policy.nodes=[99]"][..], &SMALL].concat()),
         "error: policy 'bind' names node 99, but the machine has 8 nodes"
     );
     assert_eq!(
@@ -1032,10 +685,7 @@ fn bench_quick_smoke() {
     assert_eq!(doc["schema"], "numalab.bench/1");
     assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(doc["quick"], true);
-    assert!(
-        doc["bytes_per_page"].is_number() || doc["bytes_per_page"].is_null(),
-        "{doc}"
-    );
+    assert!(doc["bytes_per_page"].is_number() || doc["bytes_per_page"].is_null(), "{doc}");
     let scenarios = doc["scenarios"].as_array().unwrap();
     assert!(!scenarios.is_empty());
     for s in scenarios {
@@ -1043,19 +693,11 @@ fn bench_quick_smoke() {
         assert!(POLICIES.contains(&s["policy"].as_str().unwrap()), "{s}");
         assert!(s["events"].as_u64().unwrap() > 0);
         assert!(s["simulated_pages"].as_u64().unwrap() > 0);
-        for k in [
-            "seconds",
-            "events_per_s",
-            "bare_loop_events_per_s",
-            "ratio_to_bare",
-        ] {
+        for k in ["seconds", "events_per_s", "bare_loop_events_per_s", "ratio_to_bare"] {
             assert!(f(&s[k]) > 0.0, "{k}: {s}");
         }
         let ratio = f(&s["events_per_s"]) / f(&s["bare_loop_events_per_s"]);
-        assert!(
-            (f(&s["ratio_to_bare"]) - ratio).abs() <= 1e-9 * ratio,
-            "{s}"
-        );
+        assert!((f(&s["ratio_to_bare"]) - ratio).abs() <= 1e-9 * ratio, "{s}");
     }
 }
 
@@ -1063,7 +705,21 @@ fn bench_quick_smoke() {
 fn compare_scopes_policy_settings_by_name() {
     let out = Command::cargo_bin("numalab")
         .unwrap()
-        .args(["compare", "--policies", "first-touch,bind", "--set", "policy.bind.nodes=[0]", "--scale", "0.001", "--threads", "4", "--runs", "1", "--format", "json"])
+        .args([
+            "compare",
+            "--policies",
+            "first-touch,bind",
+            "--set",
+            "policy.bind.nodes=[0]",
+            "--scale",
+            "0.001",
+            "--threads",
+            "4",
+            "--runs",
+            "1",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

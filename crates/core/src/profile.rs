@@ -64,60 +64,20 @@ pub struct EventDef {
 /// The event catalogue (perfutil §1.2 plus `sw.task_clock`). Open: backends may report other
 /// IDs (e.g. `imc.read[2]`), which [`lookup`] does not know.
 pub const CATALOGUE: &[EventDef] = &[
-    EventDef {
-        id: "sw.task_clock",
-        perf_name: "task-clock",
-        kind: EventKind::Software,
-        meaning: "CPU time of the monitored threads, ns",
-    },
-    EventDef {
-        id: "sw.page_faults",
-        perf_name: "page-faults",
-        kind: EventKind::Software,
-        meaning: "page faults of the monitored context",
-    },
-    EventDef {
-        id: "sw.page_faults.minor",
-        perf_name: "minor-faults",
-        kind: EventKind::Software,
-        meaning: "faults served without I/O",
-    },
-    EventDef {
-        id: "sw.page_faults.major",
-        perf_name: "major-faults",
-        kind: EventKind::Software,
-        meaning: "faults that needed I/O",
-    },
-    EventDef {
-        id: "sw.context_switches",
-        perf_name: "context-switches",
-        kind: EventKind::Software,
-        meaning: "context switches",
-    },
+    EventDef { id: "sw.task_clock", perf_name: "task-clock", kind: EventKind::Software, meaning: "CPU time of the monitored threads, ns" },
+    EventDef { id: "sw.page_faults", perf_name: "page-faults", kind: EventKind::Software, meaning: "page faults of the monitored context" },
+    EventDef { id: "sw.page_faults.minor", perf_name: "minor-faults", kind: EventKind::Software, meaning: "faults served without I/O" },
+    EventDef { id: "sw.page_faults.major", perf_name: "major-faults", kind: EventKind::Software, meaning: "faults that needed I/O" },
+    EventDef { id: "sw.context_switches", perf_name: "context-switches", kind: EventKind::Software, meaning: "context switches" },
     EventDef {
         id: "sw.cpu_migrations",
         perf_name: "cpu-migrations",
         kind: EventKind::Software,
         meaning: "moves of a thread from one CPU to another",
     },
-    EventDef {
-        id: "cpu.cycles",
-        perf_name: "cycles",
-        kind: EventKind::FixedCore,
-        meaning: "core cycles",
-    },
-    EventDef {
-        id: "cpu.instructions",
-        perf_name: "instructions",
-        kind: EventKind::FixedCore,
-        meaning: "instructions retired",
-    },
-    EventDef {
-        id: "cpu.ref_cycles",
-        perf_name: "ref-cycles",
-        kind: EventKind::FixedCore,
-        meaning: "reference (constant-rate) cycles",
-    },
+    EventDef { id: "cpu.cycles", perf_name: "cycles", kind: EventKind::FixedCore, meaning: "core cycles" },
+    EventDef { id: "cpu.instructions", perf_name: "instructions", kind: EventKind::FixedCore, meaning: "instructions retired" },
+    EventDef { id: "cpu.ref_cycles", perf_name: "ref-cycles", kind: EventKind::FixedCore, meaning: "reference (constant-rate) cycles" },
     EventDef {
         id: "llc.read.access",
         perf_name: "LLC-loads",
@@ -172,39 +132,11 @@ pub const CATALOGUE: &[EventDef] = &[
 pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "software",
-        &[
-            "sw.task_clock",
-            "sw.page_faults",
-            "sw.page_faults.minor",
-            "sw.page_faults.major",
-            "sw.context_switches",
-            "sw.cpu_migrations",
-        ],
+        &["sw.task_clock", "sw.page_faults", "sw.page_faults.minor", "sw.page_faults.major", "sw.context_switches", "sw.cpu_migrations"],
     ),
-    (
-        "core",
-        &["cpu.cycles", "cpu.instructions", "cpu.ref_cycles"],
-    ),
-    (
-        "llc",
-        &[
-            "llc.read.access",
-            "llc.read.miss",
-            "llc.write.access",
-            "llc.write.miss",
-        ],
-    ),
-    (
-        "node",
-        &[
-            "node.read.local",
-            "node.read.remote",
-            "node.write.local",
-            "node.write.remote",
-            "llc.read.miss",
-            "llc.write.miss",
-        ],
-    ),
+    ("core", &["cpu.cycles", "cpu.instructions", "cpu.ref_cycles"]),
+    ("llc", &["llc.read.access", "llc.read.miss", "llc.write.access", "llc.write.miss"]),
+    ("node", &["node.read.local", "node.read.remote", "node.write.local", "node.write.remote", "llc.read.miss", "llc.write.miss"]),
 ];
 
 /// Default event set: every software event plus the hardware events of the derived metrics.
@@ -225,9 +157,7 @@ pub const DEFAULT_EVENTS: &[&str] = &[
 
 /// Catalogue entry by ID or `perf` alias.
 pub fn lookup(name: &str) -> Option<&'static EventDef> {
-    CATALOGUE
-        .iter()
-        .find(|d| d.id == name || d.perf_name == name)
+    CATALOGUE.iter().find(|d| d.id == name || d.perf_name == name)
 }
 
 /// Events of a named group.
@@ -317,20 +247,9 @@ pub struct EventReading {
 impl EventReading {
     /// A counted value. `running_ns == 0` with `enabled_ns > 0` is not a value: the counter
     /// never ran, so it becomes `NotCounted` (perfutil §8).
-    pub fn ok(
-        name: &str,
-        scope: Scope,
-        raw: u64,
-        enabled_ns: u64,
-        running_ns: u64,
-    ) -> EventReading {
+    pub fn ok(name: &str, scope: Scope, raw: u64, enabled_ns: u64, running_ns: u64) -> EventReading {
         if enabled_ns > 0 && running_ns == 0 {
-            return EventReading::not_ok(
-                name,
-                scope,
-                EventStatus::NotCounted,
-                "never ran (time_running = 0)",
-            );
+            return EventReading::not_ok(name, scope, EventStatus::NotCounted, "never ran (time_running = 0)");
         }
         let multiplexed = running_ns < enabled_ns;
         let scaled_value = multiplexed.then(|| raw as f64 * enabled_ns as f64 / running_ns as f64);
@@ -348,12 +267,7 @@ impl EventReading {
         }
     }
 
-    pub fn not_ok(
-        name: &str,
-        scope: Scope,
-        status: EventStatus,
-        reason: impl Into<String>,
-    ) -> EventReading {
+    pub fn not_ok(name: &str, scope: Scope, status: EventStatus, reason: impl Into<String>) -> EventReading {
         EventReading {
             name: name.to_string(),
             scope,
@@ -388,18 +302,10 @@ pub struct Counter {
 
 impl Counter {
     pub fn ok(value: i64) -> Counter {
-        Counter {
-            value: Some(value),
-            status: EventStatus::Ok,
-            reason: None,
-        }
+        Counter { value: Some(value), status: EventStatus::Ok, reason: None }
     }
     pub fn unsupported(reason: impl Into<String>) -> Counter {
-        Counter {
-            value: None,
-            status: EventStatus::Unsupported,
-            reason: Some(reason.into()),
-        }
+        Counter { value: None, status: EventStatus::Unsupported, reason: Some(reason.into()) }
     }
 }
 
@@ -549,20 +455,10 @@ pub struct Derived {
 
 impl Derived {
     fn ok(name: &str, v: f64) -> Derived {
-        Derived {
-            name: name.into(),
-            value: Some(v),
-            status: EventStatus::Ok,
-            reason: None,
-        }
+        Derived { name: name.into(), value: Some(v), status: EventStatus::Ok, reason: None }
     }
     fn not_ok(name: &str, status: EventStatus, reason: String) -> Derived {
-        Derived {
-            name: name.into(),
-            value: None,
-            status,
-            reason: Some(reason),
-        }
+        Derived { name: name.into(), value: None, status, reason: Some(reason) }
     }
 }
 
@@ -617,19 +513,10 @@ pub type Operand = Result<f64, (EventStatus, String)>;
 
 fn operand(events: &[EventReading], name: &str) -> Operand {
     match events.iter().find(|e| e.name == name) {
-        None => Err((
-            EventStatus::Unsupported,
-            format!("{name} was not requested"),
-        )),
-        Some(e) => e.estimate().ok_or_else(|| {
-            (
-                e.status,
-                format!(
-                    "{name}: {}",
-                    e.reason.clone().unwrap_or_else(|| e.status.as_str().into())
-                ),
-            )
-        }),
+        None => Err((EventStatus::Unsupported, format!("{name} was not requested"))),
+        Some(e) => {
+            e.estimate().ok_or_else(|| (e.status, format!("{name}: {}", e.reason.clone().unwrap_or_else(|| e.status.as_str().into()))))
+        }
     }
 }
 
@@ -637,9 +524,7 @@ fn operand(events: &[EventReading], name: &str) -> Operand {
 pub fn ratio_pct(name: &str, num: Operand, den: Operand) -> Derived {
     match (num, den) {
         (Err((s, r)), _) | (_, Err((s, r))) => Derived::not_ok(name, s, r),
-        (Ok(_), Ok(0.0)) => {
-            Derived::not_ok(name, EventStatus::Undefined, "denominator is 0".into())
-        }
+        (Ok(_), Ok(0.0)) => Derived::not_ok(name, EventStatus::Undefined, "denominator is 0".into()),
         (Ok(n), Ok(d)) => Derived::ok(name, 100.0 * n / d),
     }
 }
@@ -659,42 +544,18 @@ fn sum_operands(a: Operand, b: Operand) -> Operand {
 pub fn derive_all(events: &[EventReading]) -> Vec<Derived> {
     let op = |n: &str| operand(events, n);
     let mut out = vec![
-        ratio_pct(
-            "llc.read.miss_rate_pct",
-            op("llc.read.miss"),
-            op("llc.read.access"),
-        ),
-        ratio_pct(
-            "llc.write.miss_rate_pct",
-            op("llc.write.miss"),
-            op("llc.write.access"),
-        ),
+        ratio_pct("llc.read.miss_rate_pct", op("llc.read.miss"), op("llc.read.access")),
+        ratio_pct("llc.write.miss_rate_pct", op("llc.write.miss"), op("llc.write.access")),
         ratio_pct(
             "llc.miss_rate_pct",
             sum_operands(op("llc.read.miss"), op("llc.write.miss")),
             sum_operands(op("llc.read.access"), op("llc.write.access")),
         ),
         // May exceed 100: the operands count in different domains; reported, never clamped.
-        ratio_pct(
-            "node.read.miss_rate_pct",
-            op("node.read.remote"),
-            op("llc.read.miss"),
-        ),
-        ratio_pct(
-            "node.write.miss_rate_pct",
-            op("node.write.remote"),
-            op("llc.write.miss"),
-        ),
-        ratio_pct(
-            "node.read.remote_share_pct",
-            op("node.read.remote"),
-            sum_operands(op("node.read.local"), op("node.read.remote")),
-        ),
-        ratio_pct(
-            "node.write.remote_share_pct",
-            op("node.write.remote"),
-            sum_operands(op("node.write.local"), op("node.write.remote")),
-        ),
+        ratio_pct("node.read.miss_rate_pct", op("node.read.remote"), op("llc.read.miss")),
+        ratio_pct("node.write.miss_rate_pct", op("node.write.remote"), op("llc.write.miss")),
+        ratio_pct("node.read.remote_share_pct", op("node.read.remote"), sum_operands(op("node.read.local"), op("node.read.remote"))),
+        ratio_pct("node.write.remote_share_pct", op("node.write.remote"), sum_operands(op("node.write.local"), op("node.write.remote"))),
         ratio("cpu.ipc", op("cpu.instructions"), op("cpu.cycles")),
     ];
     // Controller shares, when the backend reports imc.read[c] / imc.write[c].
@@ -702,24 +563,15 @@ pub fn derive_all(events: &[EventReading]) -> Vec<Derived> {
     channels.sort_unstable();
     channels.dedup();
     if !channels.is_empty() {
-        let per_channel: Vec<Operand> = channels
-            .iter()
-            .map(|c| {
-                sum_operands(
-                    op(&format!("imc.read[{c}]")),
-                    op(&format!("imc.write[{c}]")),
-                )
-            })
-            .collect();
+        let per_channel: Vec<Operand> =
+            channels.iter().map(|c| sum_operands(op(&format!("imc.read[{c}]")), op(&format!("imc.write[{c}]")))).collect();
         out.extend(share_metrics("imc", &per_channel));
     }
     out
 }
 
 fn channel_of(name: &str) -> Option<u32> {
-    let rest = name
-        .strip_prefix("imc.read[")
-        .or_else(|| name.strip_prefix("imc.write["))?;
+    let rest = name.strip_prefix("imc.read[").or_else(|| name.strip_prefix("imc.write["))?;
     rest.strip_suffix(']')?.parse().ok()
 }
 
@@ -730,19 +582,10 @@ pub fn share_metrics(prefix: &str, counts: &[Operand]) -> Vec<Derived> {
     let names = |what: &str| format!("{prefix}.{what}");
     let failing = counts.iter().find_map(|c| c.clone().err());
     let mut out = Vec::new();
-    let summary = [
-        "uniform_pct",
-        "max_share_pct",
-        "max_abs_dev_pct",
-        "share_rsd_pct",
-    ];
+    let summary = ["uniform_pct", "max_share_pct", "max_abs_dev_pct", "share_rsd_pct"];
     if let Some((s, r)) = failing {
         for (i, _) in counts.iter().enumerate() {
-            out.push(Derived::not_ok(
-                &format!("{prefix}.share_pct[{i}]"),
-                s,
-                r.clone(),
-            ));
+            out.push(Derived::not_ok(&format!("{prefix}.share_pct[{i}]"), s, r.clone()));
         }
         for what in summary {
             out.push(Derived::not_ok(&names(what), s, r.clone()));
@@ -753,18 +596,10 @@ pub fn share_metrics(prefix: &str, counts: &[Operand]) -> Vec<Derived> {
     match shares_pct(&values) {
         None => {
             for (i, _) in counts.iter().enumerate() {
-                out.push(Derived::not_ok(
-                    &format!("{prefix}.share_pct[{i}]"),
-                    EventStatus::Undefined,
-                    "all counts are 0".into(),
-                ));
+                out.push(Derived::not_ok(&format!("{prefix}.share_pct[{i}]"), EventStatus::Undefined, "all counts are 0".into()));
             }
             for what in summary {
-                out.push(Derived::not_ok(
-                    &names(what),
-                    EventStatus::Undefined,
-                    "all counts are 0".into(),
-                ));
+                out.push(Derived::not_ok(&names(what), EventStatus::Undefined, "all counts are 0".into()));
             }
         }
         Some(sh) => {
@@ -776,11 +611,7 @@ pub fn share_metrics(prefix: &str, counts: &[Operand]) -> Vec<Derived> {
             out.push(Derived::ok(&names("max_abs_dev_pct"), sh.max_abs_dev_pct));
             match sh.rsd_pct {
                 Some(r) => out.push(Derived::ok(&names("share_rsd_pct"), r)),
-                None => out.push(Derived::not_ok(
-                    &names("share_rsd_pct"),
-                    EventStatus::Undefined,
-                    "fewer than 2 parts".into(),
-                )),
+                None => out.push(Derived::not_ok(&names("share_rsd_pct"), EventStatus::Undefined, "fewer than 2 parts".into())),
             }
         }
     }
@@ -807,10 +638,7 @@ pub fn shares_pct(counts: &[f64]) -> Option<Shares> {
     let shares: Vec<f64> = counts.iter().map(|c| 100.0 * c / total).collect();
     let uniform = 100.0 / counts.len() as f64;
     let max_share = shares.iter().copied().fold(f64::MIN, f64::max);
-    let max_dev = shares
-        .iter()
-        .map(|s| (s - uniform).abs())
-        .fold(0.0, f64::max);
+    let max_dev = shares.iter().map(|s| (s - uniform).abs()).fold(0.0, f64::max);
     Some(Shares {
         rsd_pct: rsd_sample_pct(&shares),
         shares_pct: shares,
@@ -875,32 +703,17 @@ fn diff_entry(name: String, a: Result<f64, String>, b: Result<f64, String>) -> D
                 b: Some(b),
                 delta: Some(b - a),
                 effect_pct: effect,
-                status: if effect.is_some() {
-                    EventStatus::Ok
-                } else {
-                    EventStatus::Undefined
-                },
+                status: if effect.is_some() { EventStatus::Ok } else { EventStatus::Undefined },
                 reason: effect.is_none().then(|| "baseline is 0".to_string()),
             }
         }
         (a, b) => {
-            let reason = [
-                a.err().map(|r| format!("a: {r}")),
-                b.err().map(|r| format!("b: {r}")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join("; ");
-            DiffEntry {
-                name,
-                a: None,
-                b: None,
-                delta: None,
-                effect_pct: None,
-                status: EventStatus::Unsupported,
-                reason: Some(reason),
-            }
+            let reason = [a.err().map(|r| format!("a: {r}")), b.err().map(|r| format!("b: {r}"))]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; ");
+            DiffEntry { name, a: None, b: None, delta: None, effect_pct: None, status: EventStatus::Unsupported, reason: Some(reason) }
         }
     }
 }
@@ -917,12 +730,7 @@ pub fn diff(a: &ProfileReport, b: &ProfileReport) -> ProfileDiff {
         }
     };
     let mut names: Vec<&str> = a.events.iter().map(|e| e.name.as_str()).collect();
-    names.extend(
-        b.events
-            .iter()
-            .map(|e| e.name.as_str())
-            .filter(|n| a.event(n).is_none()),
-    );
+    names.extend(b.events.iter().map(|e| e.name.as_str()).filter(|n| a.event(n).is_none()));
     for n in names {
         entries.push(diff_entry(n.to_string(), event_val(a, n), event_val(b, n)));
     }
@@ -933,43 +741,20 @@ pub fn diff(a: &ProfileReport, b: &ProfileReport) -> ProfileDiff {
         }
     };
     for d in &a.derived {
-        entries.push(diff_entry(
-            format!("derived.{}", d.name),
-            derived_val(a, &d.name),
-            derived_val(b, &d.name),
-        ));
+        entries.push(diff_entry(format!("derived.{}", d.name), derived_val(a, &d.name), derived_val(b, &d.name)));
     }
-    entries.push(diff_entry(
-        "target.duration_ms".into(),
-        Ok(a.target.duration_ms as f64),
-        Ok(b.target.duration_ms as f64),
-    ));
-    let mut nodes: Vec<u32> = a
-        .numa
-        .pages
-        .iter()
-        .chain(&b.numa.pages)
-        .map(|p| p.node)
-        .collect();
+    entries.push(diff_entry("target.duration_ms".into(), Ok(a.target.duration_ms as f64), Ok(b.target.duration_ms as f64)));
+    let mut nodes: Vec<u32> = a.numa.pages.iter().chain(&b.numa.pages).map(|p| p.node).collect();
     nodes.sort_unstable();
     nodes.dedup();
     let node_bytes = |r: &ProfileReport, n: u32| -> Result<f64, String> {
         if r.numa.pages.is_empty() {
             return Err("no pages sampled".into());
         }
-        Ok(r.numa
-            .pages
-            .iter()
-            .find(|p| p.node == n)
-            .map(|p| p.total_bytes as f64)
-            .unwrap_or(0.0))
+        Ok(r.numa.pages.iter().find(|p| p.node == n).map(|p| p.total_bytes as f64).unwrap_or(0.0))
     };
     for n in nodes {
-        entries.push(diff_entry(
-            format!("numa.pages.node{n}.total_bytes"),
-            node_bytes(a, n),
-            node_bytes(b, n),
-        ));
+        entries.push(diff_entry(format!("numa.pages.node{n}.total_bytes"), node_bytes(a, n), node_bytes(b, n)));
     }
     let mut keys: Vec<&String> = a.numa.vmstat.keys().chain(b.numa.vmstat.keys()).collect();
     keys.sort();
@@ -977,10 +762,7 @@ pub fn diff(a: &ProfileReport, b: &ProfileReport) -> ProfileDiff {
     let vm = |r: &ProfileReport, k: &str| -> Result<f64, String> {
         match r.numa.vmstat.get(k) {
             None => Err("not in profile".into()),
-            Some(c) => c
-                .value
-                .map(|v| v as f64)
-                .ok_or_else(|| c.status.as_str().to_string()),
+            Some(c) => c.value.map(|v| v as f64).ok_or_else(|| c.status.as_str().to_string()),
         }
     };
     for k in keys {
@@ -990,50 +772,27 @@ pub fn diff(a: &ProfileReport, b: &ProfileReport) -> ProfileDiff {
         notes.push("numa_balancing is the same in both profiles: effect_pct is not a page-migration effect".into());
     }
     if a.backend != b.backend {
-        notes.push(
-            format!(
-                "comparing a {:?} profile with a {:?} profile",
-                a.backend, b.backend
-            )
-            .to_lowercase(),
-        );
+        notes.push(format!("comparing a {:?} profile with a {:?} profile", a.backend, b.backend).to_lowercase());
     }
-    ProfileDiff {
-        schema: DIFF_SCHEMA.into(),
-        a_backend: a.backend,
-        b_backend: b.backend,
-        entries,
-        notes,
-    }
+    ProfileDiff { schema: DIFF_SCHEMA.into(), a_backend: a.backend, b_backend: b.backend, entries, notes }
 }
 
 /// Pack events into runs so that no group exceeds `budget` counters (perfutil §4.2 rule 1,
 /// §2): every pair in `together` (ratio operands) shares a group, opening a shared operand in
 /// several groups when needed. Software events have no budget and join the first group.
 /// Returns runs, each a list of groups; here each run holds one group (one PMU).
-pub fn plan_runs(
-    events: &[String],
-    budget: usize,
-    is_software: impl Fn(&str) -> bool,
-    together: &[(&str, &str)],
-) -> Vec<Vec<String>> {
+pub fn plan_runs(events: &[String], budget: usize, is_software: impl Fn(&str) -> bool, together: &[(&str, &str)]) -> Vec<Vec<String>> {
     let budget = budget.max(1);
     let hw: Vec<&String> = events.iter().filter(|e| !is_software(e)).collect();
     let sw: Vec<String> = events.iter().filter(|e| is_software(e)).cloned().collect();
     let mut groups: Vec<Vec<String>> = Vec::new();
     let place = |groups: &mut Vec<Vec<String>>, members: &[&str]| {
-        if groups
-            .iter()
-            .any(|g| members.iter().all(|m| g.iter().any(|x| x == m)))
-        {
+        if groups.iter().any(|g| members.iter().all(|m| g.iter().any(|x| x == m))) {
             return;
         }
         // Prefer a group already holding some members that has room for the rest.
         for g in groups.iter_mut() {
-            let missing: Vec<&&str> = members
-                .iter()
-                .filter(|m| !g.iter().any(|x| x == **m))
-                .collect();
+            let missing: Vec<&&str> = members.iter().filter(|m| !g.iter().any(|x| x == **m)).collect();
             if missing.len() < members.len() && g.len() + missing.len() <= budget {
                 g.extend(missing.into_iter().map(|m| m.to_string()));
                 return;
@@ -1084,17 +843,10 @@ mod tests {
         EventReading::ok(name, Scope::Thread, v, 1000, 1000)
     }
     fn unsupported(name: &str) -> EventReading {
-        EventReading::not_ok(
-            name,
-            Scope::Thread,
-            EventStatus::Unsupported,
-            "ENOENT: no encoding",
-        )
+        EventReading::not_ok(name, Scope::Thread, EventStatus::Unsupported, "ENOENT: no encoding")
     }
     fn derived<'a>(d: &'a [Derived], name: &str) -> &'a Derived {
-        d.iter()
-            .find(|x| x.name == name)
-            .unwrap_or_else(|| panic!("{name} missing"))
+        d.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("{name} missing"))
     }
 
     #[test]
@@ -1117,16 +869,9 @@ mod tests {
             ok("node.write.local", 7),
         ];
         let d = derive_all(&events);
-        assert_eq!(
-            derived(&d, "node.write.miss_rate_pct").status,
-            EventStatus::Unsupported
-        );
+        assert_eq!(derived(&d, "node.write.miss_rate_pct").status, EventStatus::Unsupported);
         assert_eq!(derived(&d, "node.write.miss_rate_pct").value, None);
-        assert!(derived(&d, "node.write.miss_rate_pct")
-            .reason
-            .as_deref()
-            .unwrap()
-            .contains("node.write.remote"));
+        assert!(derived(&d, "node.write.miss_rate_pct").reason.as_deref().unwrap().contains("node.write.remote"));
         assert_eq!(derived(&d, "node.read.miss_rate_pct").value, Some(25.0));
         // node.write.local unsupported instead: both miss rates stay numeric.
         let events = vec![
@@ -1137,25 +882,15 @@ mod tests {
             unsupported("node.write.local"),
         ];
         let d = derive_all(&events);
-        assert_eq!(
-            derived(&d, "node.write.miss_rate_pct").value,
-            Some(125.0),
-            "may exceed 100, never clamped"
-        );
+        assert_eq!(derived(&d, "node.write.miss_rate_pct").value, Some(125.0), "may exceed 100, never clamped");
         assert_eq!(derived(&d, "node.read.miss_rate_pct").value, Some(25.0));
-        assert_eq!(
-            derived(&d, "node.write.remote_share_pct").status,
-            EventStatus::Unsupported
-        );
+        assert_eq!(derived(&d, "node.write.remote_share_pct").status, EventStatus::Unsupported);
     }
 
     #[test]
     fn zero_denominator_is_undefined() {
         let d = derive_all(&[ok("llc.read.miss", 0), ok("llc.read.access", 0)]);
-        assert_eq!(
-            derived(&d, "llc.read.miss_rate_pct").status,
-            EventStatus::Undefined
-        );
+        assert_eq!(derived(&d, "llc.read.miss_rate_pct").status, EventStatus::Undefined);
         assert_eq!(derived(&d, "llc.read.miss_rate_pct").value, None);
     }
 
@@ -1214,10 +949,7 @@ mod tests {
         let runs = plan_runs(&events, 4, |e| e.starts_with("sw."), RATIO_PAIRS);
         assert!(runs.len() >= 2, "{runs:?}");
         for g in &runs {
-            assert!(
-                g.iter().filter(|e| !e.starts_with("sw.")).count() <= 4,
-                "{g:?}"
-            );
+            assert!(g.iter().filter(|e| !e.starts_with("sw.")).count() <= 4, "{g:?}");
         }
         for (x, y) in [
             ("node.read.remote", "llc.read.miss"),
@@ -1225,11 +957,7 @@ mod tests {
             ("llc.read.miss", "llc.read.access"),
             ("llc.write.miss", "llc.write.access"),
         ] {
-            assert!(
-                runs.iter()
-                    .any(|g| g.iter().any(|e| e == x) && g.iter().any(|e| e == y)),
-                "{x},{y} apart in {runs:?}"
-            );
+            assert!(runs.iter().any(|g| g.iter().any(|e| e == x) && g.iter().any(|e| e == y)), "{x},{y} apart in {runs:?}");
         }
         assert!(runs.iter().flatten().any(|e| e == "sw.page_faults"));
     }
@@ -1238,20 +966,12 @@ mod tests {
     fn diff_reports_effect_and_unsupported() {
         let mut a = ProfileReport::new(Backend::Sim, Target::default());
         a.events = vec![ok("sw.page_faults", 100), unsupported("node.read.remote")];
-        a.numa.pages = vec![NodePages {
-            node: 0,
-            total_bytes: 4096,
-            ..Default::default()
-        }];
+        a.numa.pages = vec![NodePages { node: 0, total_bytes: 4096, ..Default::default() }];
         a.environment.numa_balancing = Some(0);
         let mut b = a.clone();
         b.backend = Backend::Linux;
         b.events[0] = ok("sw.page_faults", 80);
-        b.numa.pages = vec![NodePages {
-            node: 1,
-            total_bytes: 8192,
-            ..Default::default()
-        }];
+        b.numa.pages = vec![NodePages { node: 1, total_bytes: 8192, ..Default::default() }];
         b.environment.numa_balancing = Some(1);
         a.finish();
         b.finish();
@@ -1261,27 +981,15 @@ mod tests {
         assert_eq!(get("node.read.remote").status, EventStatus::Unsupported);
         assert_eq!(get("numa.pages.node1.total_bytes").a, Some(0.0));
         assert_eq!(get("numa.pages.node0.total_bytes").effect_pct, Some(-100.0));
-        assert_eq!(
-            get("numa.pages.node1.total_bytes").status,
-            EventStatus::Undefined
-        );
+        assert_eq!(get("numa.pages.node1.total_bytes").status, EventStatus::Undefined);
         assert!(d.notes.iter().any(|n| n.contains("sim")));
     }
 
     #[test]
     fn report_roundtrips_through_json() {
-        let mut r = ProfileReport::new(
-            Backend::Linux,
-            Target {
-                pid: Some(7),
-                ..Default::default()
-            },
-        );
+        let mut r = ProfileReport::new(Backend::Linux, Target { pid: Some(7), ..Default::default() });
         r.events.push(ok("sw.page_faults", 3));
-        r.numa.vmstat.insert(
-            "numa_hint_faults".into(),
-            Counter::unsupported("no CONFIG_NUMA_BALANCING"),
-        );
+        r.numa.vmstat.insert("numa_hint_faults".into(), Counter::unsupported("no CONFIG_NUMA_BALANCING"));
         r.finish();
         let text = serde_json::to_string(&r).unwrap();
         let back: ProfileReport = serde_json::from_str(&text).unwrap();
@@ -1292,10 +1000,7 @@ mod tests {
     #[test]
     fn catalogue_lookup_by_id_and_perf_alias() {
         assert_eq!(lookup("node-load-misses").unwrap().id, "node.read.remote");
-        assert_eq!(
-            lookup("sw.cpu_migrations").unwrap().perf_name,
-            "cpu-migrations"
-        );
+        assert_eq!(lookup("sw.cpu_migrations").unwrap().perf_name, "cpu-migrations");
         assert!(lookup("bogus").is_none());
         for (_, evs) in GROUPS {
             for e in *evs {

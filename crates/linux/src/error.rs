@@ -11,31 +11,18 @@ pub enum LinuxError {
         source: std::io::Error,
     },
     #[error("{}:{line}: field `{field}`: {message}", path.display())]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        field: String,
-        message: String,
-    },
+    Parse { path: PathBuf, line: usize, field: String, message: String },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
 }
 
 impl LinuxError {
     pub fn io(path: &Path, source: std::io::Error) -> LinuxError {
-        LinuxError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        LinuxError::Io { path: path.to_path_buf(), source }
     }
 
     pub fn parse(path: &Path, line: usize, field: &str, message: impl Into<String>) -> LinuxError {
-        LinuxError::Parse {
-            path: path.to_path_buf(),
-            line,
-            field: field.to_string(),
-            message: message.into(),
-        }
+        LinuxError::Parse { path: path.to_path_buf(), line, field: field.to_string(), message: message.into() }
     }
 
     /// The file (or a directory on its path) does not exist: on Linux this means the kernel

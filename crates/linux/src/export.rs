@@ -31,13 +31,7 @@ pub struct ExportOptions {
 
 impl Default for ExportOptions {
     fn default() -> Self {
-        ExportOptions {
-            name: "host".into(),
-            local_latency_ns: 80.0,
-            mem_bw_gbps: 20.0,
-            link_bw_gbps: 20.0,
-            fallback_clock_ghz: 2.0,
-        }
+        ExportOptions { name: "host".into(), local_latency_ns: 80.0, mem_bw_gbps: 20.0, link_bw_gbps: 20.0, fallback_clock_ghz: 2.0 }
     }
 }
 
@@ -59,8 +53,7 @@ pub fn direct_links(slit: &[Vec<u32>]) -> Vec<Vec<bool>> {
             if i == j {
                 continue;
             }
-            let relayed =
-                (0..n).any(|k| k != i && k != j && slit[i][k] + slit[k][j] <= slit[i][j] + 10);
+            let relayed = (0..n).any(|k| k != i && k != j && slit[i][k] + slit[k][j] <= slit[i][j] + 10);
             direct[i][j] = !relayed;
         }
     }
@@ -104,26 +97,19 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         for j in 0..n {
             if i == j {
                 if topo.nodes[i].distances[i] != 10 {
-                    adjustments.push(format!(
-                        "slit[{i}][{i}] was {}, set to 10",
-                        topo.nodes[i].distances[i]
-                    ));
+                    adjustments.push(format!("slit[{i}][{i}] was {}, set to 10", topo.nodes[i].distances[i]));
                 }
                 continue;
             }
             let (a, b) = (topo.nodes[i].distances[j], topo.nodes[j].distances[i]);
             let mut d = a.max(b);
             if a != b && i < j {
-                adjustments.push(format!(
-                    "SLIT is asymmetric between nodes {i} and {j} ({a} vs {b}); using {d}"
-                ));
+                adjustments.push(format!("SLIT is asymmetric between nodes {i} and {j} ({a} vs {b}); using {d}"));
             }
             if !(11..=254).contains(&d) {
                 let clamped = d.clamp(11, 254);
                 if i < j {
-                    adjustments.push(format!(
-                        "slit[{i}][{j}] = {d} is outside 11..=254; using {clamped}"
-                    ));
+                    adjustments.push(format!("slit[{i}][{j}] = {d} is outside 11..=254; using {clamped}"));
                 }
                 d = clamped;
             }
@@ -142,11 +128,7 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         let Some(&first) = node.cpus.first() else {
             continue;
         };
-        let pkg = if package_known {
-            topo.cpu(first).and_then(|c| c.package).unwrap_or(0)
-        } else {
-            0
-        };
+        let pkg = if package_known { topo.cpu(first).and_then(|c| c.package).unwrap_or(0) } else { 0 };
         let s = match packages.iter().position(|&p| p == pkg) {
             Some(s) => s,
             None => {
@@ -157,40 +139,21 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         node_socket[i] = Some(s as u32);
     }
     if !package_known {
-        estimates.push(
-            "sockets: CPU package ids are not readable; every node is put on socket 0".into(),
-        );
+        estimates.push("sockets: CPU package ids are not readable; every node is put on socket 0".into());
     }
     if packages.is_empty() {
         return Err("no node has CPUs".into());
     }
     for i in 0..n {
         if node_socket[i].is_none() {
-            let nearest = (0..n)
-                .filter(|&j| !topo.nodes[j].cpus.is_empty())
-                .min_by_key(|&j| (slit[i][j], j))
-                .ok_or("no node has CPUs")?;
+            let nearest = (0..n).filter(|&j| !topo.nodes[j].cpus.is_empty()).min_by_key(|&j| (slit[i][j], j)).ok_or("no node has CPUs")?;
             node_socket[i] = node_socket[nearest];
         }
     }
 
     // SMT: hardware threads per core, if every node's CPU count divides by it.
-    let smt = topo
-        .cpus
-        .iter()
-        .filter_map(|c| c.siblings.as_ref().map(|s| s.len() as u32))
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let smt = if topo
-        .nodes
-        .iter()
-        .all(|node| node.cpus.len() as u32 % smt == 0)
-    {
-        smt
-    } else {
-        1
-    };
+    let smt = topo.cpus.iter().filter_map(|c| c.siblings.as_ref().map(|s| s.len() as u32)).max().unwrap_or(1).max(1);
+    let smt = if topo.nodes.iter().all(|node| (node.cpus.len() as u32).is_multiple_of(smt)) { smt } else { 1 };
     if topo.cpus.iter().any(|c| c.siblings.is_none()) {
         estimates.push("smt: thread siblings are not readable; assumed 1".into());
     }
@@ -198,10 +161,7 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
     let clock_ghz = match topo.cpus.iter().filter_map(|c| c.max_freq_khz).max() {
         Some(khz) => khz as f64 / 1e6,
         None => {
-            estimates.push(format!(
-                "clock_ghz: cpufreq is not readable; assumed {}",
-                opts.fallback_clock_ghz
-            ));
+            estimates.push(format!("clock_ghz: cpufreq is not readable; assumed {}", opts.fallback_clock_ghz));
             opts.fallback_clock_ghz
         }
     };
@@ -212,41 +172,19 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         opts.local_latency_ns
     ));
     let latency_ns: Vec<Vec<f64>> = (0..n)
-        .map(|i| {
-            (0..n)
-                .map(|j| {
-                    if topo.nodes[i].cpus.is_empty() {
-                        0.0
-                    } else {
-                        slit[i][j] as f64 * ns_per_unit
-                    }
-                })
-                .collect()
-        })
+        .map(|i| (0..n).map(|j| if topo.nodes[i].cpus.is_empty() { 0.0 } else { slit[i][j] as f64 * ns_per_unit }).collect())
         .collect();
     estimates.push("hops: a pair is direct unless a third node relays it at no extra SLIT cost (d(i,k) + d(k,j) - 10 <= d(i,j))".into());
-    estimates.push(format!(
-        "mem_bw_gbps: {} GB/s per node with memory (not readable from sysfs)",
-        opts.mem_bw_gbps
-    ));
-    estimates.push(format!(
-        "link_bw_gbps: {} GB/s per direction (not readable from sysfs)",
-        opts.link_bw_gbps
-    ));
+    estimates.push(format!("mem_bw_gbps: {} GB/s per node with memory (not readable from sysfs)", opts.mem_bw_gbps));
+    estimates.push(format!("link_bw_gbps: {} GB/s per direction (not readable from sysfs)", opts.link_bw_gbps));
     if topo.cpus.iter().any(|c| c.llc_bytes.is_none()) {
-        estimates
-            .push("llc_bytes: cache size is not readable for every CPU; 0 where missing".into());
+        estimates.push("llc_bytes: cache size is not readable for every CPU; 0 where missing".into());
     }
     estimates.push("os_costs: numalab defaults, not measured on this host".into());
 
     // Tier: the fastest kernel memory tier holding a CPU node is DRAM; CPU-less nodes in a
     // slower tier are taken as CXL-like expanders.
-    let cpu_tier = topo
-        .nodes
-        .iter()
-        .filter(|node| !node.cpus.is_empty())
-        .filter_map(|node| topo.tier_of(node.id))
-        .min();
+    let cpu_tier = topo.nodes.iter().filter(|node| !node.cpus.is_empty()).filter_map(|node| topo.tier_of(node.id)).min();
     let mut nodes = Vec::with_capacity(n);
     for (i, node) in topo.nodes.iter().enumerate() {
         let tier = match (topo.tier_of(node.id), cpu_tier) {
@@ -254,17 +192,9 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
             _ => Tier::Dram,
         };
         if node.cpus.is_empty() {
-            estimates.push(format!(
-                "nodes[{i}].tier: CPU-less node; `{}` inferred from the kernel memory tier",
-                tier.as_str()
-            ));
+            estimates.push(format!("nodes[{i}].tier: CPU-less node; `{}` inferred from the kernel memory tier", tier.as_str()));
         }
-        let llc_bytes = node
-            .cpus
-            .first()
-            .and_then(|&c| topo.cpu(c))
-            .and_then(|c| c.llc_bytes)
-            .unwrap_or(0);
+        let llc_bytes = node.cpus.first().and_then(|&c| topo.cpu(c)).and_then(|c| c.llc_bytes).unwrap_or(0);
         let cores = node.cpus.len() as u32 / smt;
         nodes.push(Node {
             socket: node_socket[i].unwrap_or(0),
@@ -272,29 +202,17 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
             mem_bytes: node.mem_total_bytes,
             tier,
             llc_bytes,
-            mem_bw_gbps: if node.mem_total_bytes > 0 {
-                opts.mem_bw_gbps
-            } else {
-                0.0
-            },
+            mem_bw_gbps: if node.mem_total_bytes > 0 { opts.mem_bw_gbps } else { 0.0 },
             mem_peak_gbps: None,
             mem_channels: None,
         });
     }
     let mut page_sizes = vec![4096u64];
-    page_sizes.extend(
-        topo.huge_page_bytes
-            .iter()
-            .copied()
-            .filter(|&b| b > 4096 && b.is_power_of_two()),
-    );
+    page_sizes.extend(topo.huge_page_bytes.iter().copied().filter(|&b| b > 4096 && b.is_power_of_two()));
     let ids: Vec<String> = topo.nodes.iter().map(|node| node.id.to_string()).collect();
     let machine = Machine {
         name: opts.name.clone(),
-        description: format!(
-            "imported from sysfs ({n} nodes; Linux node ids {})",
-            ids.join(",")
-        ),
+        description: format!("imported from sysfs ({n} nodes; Linux node ids {})", ids.join(",")),
         sockets: packages.len() as u32,
         smt,
         clock_ghz,
@@ -317,18 +235,11 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         os_costs: OsCosts::default(),
         nodes,
     };
-    machine
-        .validate()
-        .map_err(|e| format!("imported machine is invalid: {e}"))?;
+    machine.validate().map_err(|e| format!("imported machine is invalid: {e}"))?;
     let toml = annotate(&machine.to_toml_string(), &estimates, &adjustments);
-    Machine::from_toml_str(&toml, "sysfs import")
-        .map_err(|e| format!("exported TOML does not load back: {e}"))?;
+    Machine::from_toml_str(&toml, "sysfs import").map_err(|e| format!("exported TOML does not load back: {e}"))?;
     estimates.extend(adjustments);
-    Ok(Exported {
-        machine,
-        toml,
-        estimates,
-    })
+    Ok(Exported { machine, toml, estimates })
 }
 
 /// Header with every estimate, plus an `# estimate:` line before each estimated field.

@@ -12,29 +12,16 @@ pub fn parse_list(text: &str, path: &Path, field: &str) -> Result<Vec<u32>> {
         return Ok(out);
     }
     for part in line.split(',') {
-        let num = |s: &str| {
-            s.trim().parse::<u32>().map_err(|_| {
-                LinuxError::parse(path, 1, field, format!("`{part}` is not a number or range"))
-            })
-        };
+        let num =
+            |s: &str| s.trim().parse::<u32>().map_err(|_| LinuxError::parse(path, 1, field, format!("`{part}` is not a number or range")));
         match part.split_once('-') {
             Some((lo, hi)) => {
                 let (lo, hi) = (num(lo)?, num(hi)?);
                 if hi < lo {
-                    return Err(LinuxError::parse(
-                        path,
-                        1,
-                        field,
-                        format!("range `{part}` is descending"),
-                    ));
+                    return Err(LinuxError::parse(path, 1, field, format!("range `{part}` is descending")));
                 }
                 if hi - lo > 1 << 16 {
-                    return Err(LinuxError::parse(
-                        path,
-                        1,
-                        field,
-                        format!("range `{part}` is implausibly large"),
-                    ));
+                    return Err(LinuxError::parse(path, 1, field, format!("range `{part}` is implausibly large")));
                 }
                 out.extend(lo..=hi);
             }
@@ -53,11 +40,7 @@ pub fn format_list(items: &[u32]) -> String {
         while j + 1 < items.len() && items[j + 1] == items[j] + 1 {
             j += 1;
         }
-        out.push(if j == i {
-            items[i].to_string()
-        } else {
-            format!("{}-{}", items[i], items[j])
-        });
+        out.push(if j == i { items[i].to_string() } else { format!("{}-{}", items[i], items[j]) });
         i = j + 1;
     }
     out.join(",")
@@ -76,14 +59,7 @@ pub fn parse_key_values(text: &str, path: &Path) -> Result<BTreeMap<String, u64>
         let (Some(key), Some(val)) = (it.next(), it.next()) else {
             return Err(LinuxError::parse(path, i + 1, line, "expected `key value`"));
         };
-        let v = val.parse::<u64>().map_err(|_| {
-            LinuxError::parse(
-                path,
-                i + 1,
-                key,
-                format!("`{val}` is not an unsigned integer"),
-            )
-        })?;
+        let v = val.parse::<u64>().map_err(|_| LinuxError::parse(path, i + 1, key, format!("`{val}` is not an unsigned integer")))?;
         out.insert(key.to_string(), v);
     }
     Ok(out)

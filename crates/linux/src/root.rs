@@ -18,9 +18,7 @@ impl Default for FsRoot {
 impl FsRoot {
     /// The running system.
     pub fn host() -> FsRoot {
-        FsRoot {
-            root: PathBuf::from("/"),
-        }
+        FsRoot { root: PathBuf::from("/") }
     }
 
     /// A directory standing in for `/` (holds `sys/...`, `proc/...`).
@@ -53,10 +51,7 @@ impl FsRoot {
     pub fn list(&self, abs: &str) -> Result<Vec<String>> {
         let p = self.path(abs);
         let rd = std::fs::read_dir(&p).map_err(|e| LinuxError::io(&p, e))?;
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut names: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         Ok(names)
     }

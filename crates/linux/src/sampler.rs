@@ -38,9 +38,7 @@ pub fn target_sched(root: &FsRoot, pid: u32) -> Result<Option<SchedNuma>> {
 
 /// Thread ids of a process (`/proc/PID/task`); empty once it is gone.
 pub fn threads(root: &FsRoot, pid: u32) -> Vec<i32> {
-    root.list(&format!("/proc/{pid}/task"))
-        .map(|names| names.iter().filter_map(|n| n.parse().ok()).collect())
-        .unwrap_or_default()
+    root.list(&format!("/proc/{pid}/task")).map(|names| names.iter().filter_map(|n| n.parse().ok()).collect()).unwrap_or_default()
 }
 
 fn read_vmstat(root: &FsRoot) -> Result<BTreeMap<String, u64>> {
@@ -93,31 +91,14 @@ impl SystemBaseline {
     /// Deltas of the tracked vmstat counters since the previous call (for the timeline).
     pub fn interval_vmstat(&mut self, root: &FsRoot) -> Result<BTreeMap<String, i64>> {
         let now = read_vmstat(root)?;
-        let out = TRACKED
-            .iter()
-            .filter_map(|k| {
-                Some((
-                    k.to_string(),
-                    delta(*now.get(*k)?, *self.prev_vmstat.get(*k)?),
-                ))
-            })
-            .collect();
+        let out = TRACKED.iter().filter_map(|k| Some((k.to_string(), delta(*now.get(*k)?, *self.prev_vmstat.get(*k)?)))).collect();
         self.prev_vmstat = now;
         Ok(out)
     }
 
-    fn counter(
-        &self,
-        key: &str,
-        now: Option<u64>,
-        then: Option<u64>,
-        source: &str,
-        allocation: bool,
-    ) -> Counter {
+    fn counter(&self, key: &str, now: Option<u64>, then: Option<u64>, source: &str, allocation: bool) -> Counter {
         if self.numa_stat_off && allocation {
-            return Counter::unsupported(
-                "vm.numa_stat = 0: the kernel does not update allocation counters",
-            );
+            return Counter::unsupported("vm.numa_stat = 0: the kernel does not update allocation counters");
         }
         match (now, then) {
             (Some(n), Some(t)) => Counter::ok(delta(n, t)),
@@ -131,16 +112,7 @@ impl SystemBaseline {
         let vm = TRACKED
             .iter()
             .map(|k| {
-                (
-                    k.to_string(),
-                    self.counter(
-                        k,
-                        now.get(*k).copied(),
-                        self.vmstat.get(*k).copied(),
-                        "/proc/vmstat",
-                        ALLOCATION.contains(k),
-                    ),
-                )
+                (k.to_string(), self.counter(k, now.get(*k).copied(), self.vmstat.get(*k).copied(), "/proc/vmstat", ALLOCATION.contains(k)))
             })
             .collect();
         let now_ns = read_all_numastat(root)?;
@@ -149,21 +121,8 @@ impl SystemBaseline {
             let Some(cur) = now_ns.get(node) else {
                 continue;
             };
-            let per: BTreeMap<String, Counter> = then
-                .keys()
-                .map(|k| {
-                    (
-                        k.clone(),
-                        self.counter(
-                            k,
-                            cur.get(k).copied(),
-                            then.get(k).copied(),
-                            "numastat",
-                            true,
-                        ),
-                    )
-                })
-                .collect();
+            let per: BTreeMap<String, Counter> =
+                then.keys().map(|k| (k.clone(), self.counter(k, cur.get(k).copied(), then.get(k).copied(), "numastat", true))).collect();
             ns.insert(*node, per);
         }
         Ok((vm, ns))

@@ -11,8 +11,7 @@ use crate::root::FsRoot;
 use crate::sampler::{target_pages, target_sched, threads, SystemBaseline};
 use crate::topology::Topology;
 use numalab_core::profile::{
-    plan_runs, Backend, EventReading, EventStatus, NodePages, ProfileReport, RunPlan, Scope,
-    Target, TimelineSample, RATIO_PAIRS,
+    plan_runs, Backend, EventReading, EventStatus, NodePages, ProfileReport, RunPlan, Scope, Target, TimelineSample, RATIO_PAIRS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
@@ -119,19 +118,11 @@ impl ControlChannel {
                         .read(true)
                         .custom_flags(libc::O_NONBLOCK)
                         .open(p)
-                        .map_err(|e| {
-                            SessionError::Other(format!(
-                                "cannot open control FIFO {}: {e}",
-                                p.display()
-                            ))
-                        })?,
+                        .map_err(|e| SessionError::Other(format!("cannot open control FIFO {}: {e}", p.display())))?,
                 )
             }
         };
-        Ok(ControlChannel {
-            fifo,
-            pending: String::new(),
-        })
+        Ok(ControlChannel { fifo, pending: String::new() })
     }
 
     fn poll(&mut self, notes: &mut Vec<String>) -> Vec<Control> {
@@ -174,10 +165,7 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), SessionError> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid two-int array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(SessionError::Other(format!(
-            "pipe2: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(SessionError::Other(format!("pipe2: {}", std::io::Error::last_os_error())));
     }
     // SAFETY: both descriptors are new and owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -187,15 +175,10 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), SessionError> {
 /// on its pid first (std's `Command` waits for the exec and cannot be gated like this).
 fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionError> {
     let command = argv.join(" ");
-    let spawn_err = |message: String| SessionError::Spawn {
-        command: command.clone(),
-        message,
-    };
+    let spawn_err = |message: String| SessionError::Spawn { command: command.clone(), message };
     let cargs: Vec<CString> = argv
         .iter()
-        .map(|a| {
-            CString::new(a.as_bytes()).map_err(|_| spawn_err("argument contains a NUL byte".into()))
-        })
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| spawn_err("argument contains a NUL byte".into())))
         .collect::<Result<_, _>>()?;
     if cargs.is_empty() {
         return Err(spawn_err("empty command".into()));
@@ -208,10 +191,7 @@ fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionEr
     // on data prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(spawn_err(format!(
-            "fork: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(spawn_err(format!("fork: {}", std::io::Error::last_os_error())));
     }
     if pid == 0 {
         // SAFETY: see above; every pointer refers to memory owned by this (copied) process.
@@ -223,21 +203,13 @@ fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionEr
             }
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let errno = *libc::__errno_location();
-            libc::write(
-                st_w.as_raw_fd(),
-                &errno as *const i32 as *const libc::c_void,
-                4,
-            );
+            libc::write(st_w.as_raw_fd(), &errno as *const i32 as *const libc::c_void, 4);
             libc::_exit(127);
         }
     }
     drop(go_r);
     drop(st_w);
-    Ok(Launched {
-        pid,
-        go: go_w,
-        exec_status: st_r,
-    })
+    Ok(Launched { pid, go: go_w, exec_status: st_r })
 }
 
 impl Launched {
@@ -245,13 +217,7 @@ impl Launched {
     fn release(self, command: &str) -> Result<(), SessionError> {
         let b = 1u8;
         // SAFETY: writing one byte from a valid buffer.
-        unsafe {
-            libc::write(
-                self.go.as_raw_fd(),
-                &b as *const u8 as *const libc::c_void,
-                1,
-            )
-        };
+        unsafe { libc::write(self.go.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
         drop(self.go);
         let mut f = std::fs::File::from(self.exec_status);
         let mut errno = [0u8; 4];
@@ -260,8 +226,7 @@ impl Launched {
                 reap(self.pid);
                 Err(SessionError::Spawn {
                     command: command.into(),
-                    message: std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno))
-                        .to_string(),
+                    message: std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string(),
                 })
             }
             _ => Ok(()),
@@ -309,15 +274,11 @@ fn allowed_cpus(pid: i32) -> Vec<i32> {
     // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer and size.
-    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
-        != 0
-    {
+    if unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
         return Vec::new();
     }
     // SAFETY: CPU_ISSET reads the set we own.
-    (0..libc::CPU_SETSIZE)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) })
-        .collect()
+    (0..libc::CPU_SETSIZE).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) }).collect()
 }
 
 /// What one run measured.
@@ -341,58 +302,37 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     let topo = Topology::read(root).ok();
     let facts = settings::cpu_facts(root);
     let paranoid = settings::perf_event_paranoid(root)?;
-    let pv = Privilege {
-        paranoid,
-        per_cpu: cfg.scope != Scope::Thread,
-    };
+    let pv = Privilege { paranoid, per_cpu: cfg.scope != Scope::Thread };
 
     // Probe each event alone at a place of the run's scope (this thread, or CPU 0's node).
     let probe_place = match cfg.scope {
         Scope::Thread => Place::Thread(0),
-        _ => Place::Cpu(
-            topo.as_ref()
-                .and_then(|t| t.nodes.iter().flat_map(|n| n.cpus.first()).next().copied())
-                .unwrap_or(0) as i32,
-        ),
+        _ => Place::Cpu(topo.as_ref().and_then(|t| t.nodes.iter().flat_map(|n| n.cpus.first()).next().copied()).unwrap_or(0) as i32),
     };
     let probed = probe(&cfg.events, probe_place, pv);
     let user_only = probed.iter().any(|p| p.needs_user_only);
     if user_only {
-        notes.push(
-            "kernel-mode counting was refused: every event counts user mode only (user_only)"
-                .into(),
-        );
+        notes.push("kernel-mode counting was refused: every event counts user mode only (user_only)".into());
     }
     let mut readings: BTreeMap<String, EventReading> = BTreeMap::new();
     let mut countable = Vec::new();
     for p in &probed {
         match &p.problem {
             Some(Classified { status, reason, .. }) => {
-                readings.insert(
-                    p.id.clone(),
-                    EventReading::not_ok(&p.id, cfg.scope, *status, reason.clone()),
-                );
+                readings.insert(p.id.clone(), EventReading::not_ok(&p.id, cfg.scope, *status, reason.clone()));
             }
             None => countable.push(p.id.clone()),
         }
     }
     let is_sw = |e: &str| encode(e).map(|x| x.is_software()).unwrap_or(false);
-    let opts = OpenOpts {
-        inherit: cfg.scope == Scope::Thread,
-        enable_on_exec: false,
-        user_only,
-    };
+    let opts = OpenOpts { inherit: cfg.scope == Scope::Thread, enable_on_exec: false, user_only };
 
     // Fit groups: a member that cannot join a group its probe allowed means the events cannot
     // be counted together; split (with --repeat-split) or report it, never multiplex.
-    let planned: Vec<Vec<String>> = if cfg.repeat_split {
-        plan_runs(&countable, cfg.counters_per_group, is_sw, RATIO_PAIRS)
-    } else {
-        vec![countable.clone()]
-    };
+    let planned: Vec<Vec<String>> =
+        if cfg.repeat_split { plan_runs(&countable, cfg.counters_per_group, is_sw, RATIO_PAIRS) } else { vec![countable.clone()] };
     let mut runs: Vec<Vec<String>> = Vec::new();
-    let mut queue: std::collections::VecDeque<Vec<String>> =
-        planned.into_iter().filter(|g| !g.is_empty()).collect();
+    let mut queue: std::collections::VecDeque<Vec<String>> = planned.into_iter().filter(|g| !g.is_empty()).collect();
     while let Some(mut group) = queue.pop_front() {
         loop {
             let encs: Vec<_> = group.iter().filter_map(|e| encode(e)).collect();
@@ -405,7 +345,16 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
                     } else {
                         readings.insert(
                             ev.clone(),
-                            EventReading::not_ok(&ev, cfg.scope, EventStatus::NotCounted, format!("{} when added to a group with {}: cannot be counted together; rerun with --repeat-split", errno_name(f.errno), group.join(", "))),
+                            EventReading::not_ok(
+                                &ev,
+                                cfg.scope,
+                                EventStatus::NotCounted,
+                                format!(
+                                    "{} when added to a group with {}: cannot be counted together; rerun with --repeat-split",
+                                    errno_name(f.errno),
+                                    group.join(", ")
+                                ),
+                            ),
                         );
                     }
                 }
@@ -431,9 +380,7 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
         }
     }
     if runs.len() > 1 && !cfg.target_is_command() {
-        return Err(SessionError::Other(
-            "--repeat-split needs a command to rerun, not --pid".into(),
-        ));
+        return Err(SessionError::Other("--repeat-split needs a command to rerun, not --pid".into()));
     }
     if runs.is_empty() {
         runs.push(Vec::new());
@@ -447,11 +394,7 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
         for (i, ev) in events.iter().enumerate() {
             let mut r = match &result.readings {
                 SetReading::Values(t) => {
-                    let Total {
-                        value,
-                        enabled_ns,
-                        running_ns,
-                    } = t[i];
+                    let Total { value, enabled_ns, running_ns } = t[i];
                     EventReading::ok(ev, cfg.scope, value, enabled_ns, running_ns)
                 }
                 SetReading::NotSchedulable => EventReading::not_ok(
@@ -460,17 +403,12 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
                     EventStatus::NotCounted,
                     "the pinned group could not get its counters (not schedulable)",
                 ),
-                SetReading::Failed(m) => {
-                    EventReading::not_ok(ev, cfg.scope, EventStatus::Failed, m.clone())
-                }
+                SetReading::Failed(m) => EventReading::not_ok(ev, cfg.scope, EventStatus::Failed, m.clone()),
             };
             r.run = k as u32;
             readings.insert(ev.clone(), r);
         }
-        plans.push(RunPlan {
-            run: k as u32,
-            groups: vec![events.clone()],
-        });
+        plans.push(RunPlan { run: k as u32, groups: vec![events.clone()] });
         if k == 0 {
             first = Some(result);
         }
@@ -499,24 +437,19 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     report.environment.nodes = topo.as_ref().map(|t| t.nodes.len() as u32);
     report.environment.interval_ms = cfg.interval_ms;
     // Keep the requested order.
-    report.events = cfg
-        .events
-        .iter()
-        .filter_map(|e| readings.remove(e))
-        .collect();
+    report.events = cfg.events.iter().filter_map(|e| readings.remove(e)).collect();
     report.numa.pages = first.last_pages.unwrap_or_default();
     if report.numa.pages.is_empty() {
-        report.numa.notes.push(
-            "no numa_maps sample was taken while the target was alive (shorter than one interval?)"
-                .into(),
-        );
+        report.numa.notes.push("no numa_maps sample was taken while the target was alive (shorter than one interval?)".into());
     }
     report.numa.peak_total_bytes = first.peak;
     report.numa.vmstat = vmstat;
     report.numa.numastat = numastat;
     report.numa.sched = first.sched;
     if report.numa.sched.is_none() {
-        report.numa.notes.push("no NUMA statistics in /proc/PID/sched (kernel without NUMA balancing support, or target gone before the first sample)".into());
+        report.numa.notes.push(
+            "no NUMA statistics in /proc/PID/sched (kernel without NUMA balancing support, or target gone before the first sample)".into(),
+        );
     }
     report.timeline = first.timeline;
     report.runs = plans;
@@ -542,9 +475,7 @@ fn run_once(
     let encodings: Vec<_> = events.iter().filter_map(|e| encode(e)).collect();
     let thread_scope = cfg.scope == Scope::Thread;
     let launch_cmd = match &cfg.target {
-        TargetSpec::Command(argv) => {
-            Some((launch(argv, cfg.child_stdout_to_stderr)?, argv.join(" ")))
-        }
+        TargetSpec::Command(argv) => Some((launch(argv, cfg.child_stdout_to_stderr)?, argv.join(" "))),
         TargetSpec::Pid(pid) => {
             if !process_alive(*pid) {
                 return Err(SessionError::NoSuchProcess(*pid));
@@ -557,36 +488,23 @@ fn run_once(
         (None, TargetSpec::Pid(p)) => *p as i32,
         _ => unreachable!("a target is a command or a pid"),
     };
-    let opts = OpenOpts {
-        enable_on_exec: launch_cmd.is_some() && thread_scope && !cfg.start_disabled,
-        ..base_opts
-    };
+    let opts = OpenOpts { enable_on_exec: launch_cmd.is_some() && thread_scope && !cfg.start_disabled, ..base_opts };
     let mut set = CounterSet::new(events.to_vec(), encodings, opts);
     if !events.is_empty() {
         let places: Vec<Place> = match cfg.scope {
             Scope::Thread => match launch_cmd {
                 Some(_) => vec![Place::Thread(pid)],
-                None => threads(root, pid as u32)
-                    .into_iter()
-                    .map(Place::Thread)
-                    .collect(),
+                None => threads(root, pid as u32).into_iter().map(Place::Thread).collect(),
             },
             Scope::Core => allowed_cpus(pid).into_iter().map(Place::Cpu).collect(),
-            Scope::System => Topology::read(root)?
-                .cpus
-                .iter()
-                .map(|c| Place::Cpu(c.cpu as i32))
-                .collect(),
+            Scope::System => Topology::read(root)?.cpus.iter().map(|c| Place::Cpu(c.cpu as i32)).collect(),
         };
         for p in places {
             if let Err(f) = set.add(p) {
                 if let Some((l, _)) = launch_cmd {
                     l.abort();
                 }
-                return Err(SessionError::Other(format!(
-                    "opening counters at {p:?}: {}",
-                    errno_name(f.errno)
-                )));
+                return Err(SessionError::Other(format!("opening counters at {p:?}: {}", errno_name(f.errno))));
             }
         }
     }
@@ -620,11 +538,8 @@ fn run_once(
             }
             TargetSpec::Pid(p) => !process_alive(p),
         };
-        let timed_out = cfg
-            .duration_ms
-            .is_some_and(|d| t0.elapsed() >= Duration::from_millis(d));
-        let interrupted =
-            matches!(cfg.target, TargetSpec::Pid(_)) && INTERRUPT.swap(false, Ordering::SeqCst);
+        let timed_out = cfg.duration_ms.is_some_and(|d| t0.elapsed() >= Duration::from_millis(d));
+        let interrupted = matches!(cfg.target, TargetSpec::Pid(_)) && INTERRUPT.swap(false, Ordering::SeqCst);
         let done = exited || timed_out || interrupted;
         for c in control.poll(notes) {
             match c {
@@ -664,17 +579,10 @@ fn run_once(
                     }
                 }
             }
-            let mut sample = TimelineSample {
-                t_ms: t0.elapsed().as_millis() as u64,
-                enabled,
-                label: label.clone(),
-                ..Default::default()
-            };
+            let mut sample = TimelineSample { t_ms: t0.elapsed().as_millis() as u64, enabled, label: label.clone(), ..Default::default() };
             if let SetReading::Values(t) = set.read() {
                 for (k, ev) in events.iter().enumerate() {
-                    sample
-                        .events
-                        .insert(ev.clone(), t[k].value.saturating_sub(prev[k]));
+                    sample.events.insert(ev.clone(), t[k].value.saturating_sub(prev[k]));
                     prev[k] = t[k].value;
                 }
             }
@@ -700,19 +608,13 @@ fn run_once(
             break;
         }
         std::thread::sleep(
-            Duration::from_millis(5)
-                .min(next_sample.saturating_duration_since(Instant::now()))
-                .max(Duration::from_millis(1)),
+            Duration::from_millis(5).min(next_sample.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)),
         );
     }
     if INTERRUPT.swap(false, Ordering::SeqCst) {
         notes.push("interrupted (SIGINT)".into());
     }
-    let readings = if events.is_empty() {
-        SetReading::Values(Vec::new())
-    } else {
-        set.read()
-    };
+    let readings = if events.is_empty() { SetReading::Values(Vec::new()) } else { set.read() };
     if let TargetSpec::Pid(_) = cfg.target {
         exit_code = None;
     }
@@ -735,10 +637,7 @@ mod tests {
 
     #[test]
     fn control_lines() {
-        assert_eq!(
-            parse_control("start warmup\n"),
-            Some(Control::Start(Some("warmup".into())))
-        );
+        assert_eq!(parse_control("start warmup\n"), Some(Control::Start(Some("warmup".into()))));
         assert_eq!(parse_control("enable"), Some(Control::Start(None)));
         assert_eq!(parse_control(" stop "), Some(Control::Stop));
         assert_eq!(parse_control("disable"), Some(Control::Stop));

@@ -25,10 +25,7 @@ impl Topology {
     pub fn read(root: &FsRoot) -> Result<Topology> {
         let lists = read_node_lists(root)?;
         if lists.online.is_empty() {
-            return Err(LinuxError::Invalid {
-                path: root.path(NODE_DIR),
-                message: "no online NUMA node".into(),
-            });
+            return Err(LinuxError::Invalid { path: root.path(NODE_DIR), message: "no online NUMA node".into() });
         }
         let mut nodes = Vec::with_capacity(lists.online.len());
         for &id in &lists.online {
@@ -36,31 +33,19 @@ impl Topology {
             if n.distances.len() != lists.online.len() {
                 return Err(LinuxError::Invalid {
                     path: root.path(&format!("{NODE_DIR}/node{id}/distance")),
-                    message: format!(
-                        "{} distances for {} online nodes",
-                        n.distances.len(),
-                        lists.online.len()
-                    ),
+                    message: format!("{} distances for {} online nodes", n.distances.len(), lists.online.len()),
                 });
             }
             nodes.push(n);
         }
         let mut cpu_ids: Vec<u32> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
         cpu_ids.sort_unstable();
-        let cpus = cpu_ids
-            .iter()
-            .map(|&c| read_cpu(root, c))
-            .collect::<Result<Vec<_>>>()?;
+        let cpus = cpu_ids.iter().map(|&c| read_cpu(root, c)).collect::<Result<Vec<_>>>()?;
         let huge_page_bytes = match root.list("/sys/kernel/mm/hugepages") {
             Ok(names) => {
                 let mut v: Vec<u64> = names
                     .iter()
-                    .filter_map(|n| {
-                        n.strip_prefix("hugepages-")?
-                            .strip_suffix("kB")?
-                            .parse::<u64>()
-                            .ok()
-                    })
+                    .filter_map(|n| n.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse::<u64>().ok())
                     .map(|kb| kb * 1024)
                     .collect();
                 v.sort_unstable();
@@ -69,30 +54,16 @@ impl Topology {
             Err(e) if e.is_not_found() => Vec::new(),
             Err(e) => return Err(e),
         };
-        Ok(Topology {
-            lists,
-            nodes,
-            tiers: read_tiers(root)?,
-            cpus,
-            huge_page_bytes,
-        })
+        Ok(Topology { lists, nodes, tiers: read_tiers(root)?, cpus, huge_page_bytes })
     }
 
     /// Memory tier id of a node (`memory_tierN`), if the kernel has tiering.
     pub fn tier_of(&self, node: u32) -> Option<u32> {
-        self.tiers
-            .as_ref()?
-            .iter()
-            .find(|t| t.nodes.contains(&node))
-            .map(|t| t.id)
+        self.tiers.as_ref()?.iter().find(|t| t.nodes.contains(&node)).map(|t| t.id)
     }
 
     pub fn cpu_less_nodes(&self) -> Vec<u32> {
-        self.nodes
-            .iter()
-            .filter(|n| n.cpus.is_empty())
-            .map(|n| n.id)
-            .collect()
+        self.nodes.iter().filter(|n| n.cpus.is_empty()).map(|n| n.id).collect()
     }
 
     pub fn cpu(&self, id: u32) -> Option<&CpuInfo> {
@@ -101,9 +72,6 @@ impl Topology {
 
     /// Node of a CPU.
     pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
-        self.nodes
-            .iter()
-            .find(|n| n.cpus.contains(&cpu))
-            .map(|n| n.id)
+        self.nodes.iter().find(|n| n.cpus.contains(&cpu)).map(|n| n.id)
     }
 }

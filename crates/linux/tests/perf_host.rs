@@ -13,9 +13,7 @@ fn ids(v: &[&str]) -> Vec<String> {
 
 /// A core PMU is registered under one of these names when the CPU has counters.
 fn has_core_pmu() -> bool {
-    ["cpu", "cpu_core", "armv8_pmuv3_0"]
-        .iter()
-        .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
+    ["cpu", "cpu_core", "armv8_pmuv3_0"].iter().any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
 }
 
 #[test]
@@ -40,13 +38,7 @@ fn software_events_probe_ok() {
 #[test]
 fn hardware_events_without_a_pmu_are_unsupported_with_a_reason() {
     let p = probe(
-        &ids(&[
-            "cpu.cycles",
-            "cpu.instructions",
-            "llc.read.miss",
-            "node.read.remote",
-            "node.write.remote",
-        ]),
+        &ids(&["cpu.cycles", "cpu.instructions", "llc.read.miss", "node.read.remote", "node.write.remote"]),
         Place::Thread(0),
         Privilege::default(),
     );
@@ -54,40 +46,20 @@ fn hardware_events_without_a_pmu_are_unsupported_with_a_reason() {
         if has_core_pmu() {
             // With a PMU the event opens, or the model table lacks it, or privilege is missing.
             if let Some(c) = &e.problem {
-                assert!(
-                    matches!(c.status, EventStatus::Unsupported | EventStatus::Denied),
-                    "{}: {c:?}",
-                    e.id
-                );
+                assert!(matches!(c.status, EventStatus::Unsupported | EventStatus::Denied), "{}: {c:?}", e.id);
             }
         } else {
-            let c = e
-                .problem
-                .as_ref()
-                .unwrap_or_else(|| panic!("{} opened without a core PMU", e.id));
+            let c = e.problem.as_ref().unwrap_or_else(|| panic!("{} opened without a core PMU", e.id));
             assert_eq!(c.status, EventStatus::Unsupported, "{}: {c:?}", e.id);
-            assert!(
-                c.reason.starts_with("ENOENT")
-                    || c.reason.starts_with("EOPNOTSUPP")
-                    || c.reason.starts_with("EINVAL"),
-                "{}",
-                c.reason
-            );
+            assert!(c.reason.starts_with("ENOENT") || c.reason.starts_with("EOPNOTSUPP") || c.reason.starts_with("EINVAL"), "{}", c.reason);
         }
     }
 }
 
 #[test]
 fn unknown_ids_are_unsupported_not_zero() {
-    let p = probe(
-        &ids(&["imc.read[0]"]),
-        Place::Thread(0),
-        Privilege::default(),
-    );
-    assert_eq!(
-        p[0].problem.as_ref().unwrap().status,
-        EventStatus::Unsupported
-    );
+    let p = probe(&ids(&["imc.read[0]"]), Place::Thread(0), Privilege::default());
+    assert_eq!(p[0].problem.as_ref().unwrap().status, EventStatus::Unsupported);
     assert!(p[0].problem.as_ref().unwrap().reason.contains("uncore"));
 }
 
@@ -108,34 +80,18 @@ fn a_software_group_counts_this_threads_page_faults() {
         v.set_len(PAGES * 4096);
     }
     set.disable();
-    let SetReading::Values(t) = set.read() else {
-        panic!("group not readable")
-    };
-    assert!(
-        t[0].value >= PAGES as u64,
-        "page faults {} < {PAGES}",
-        t[0].value
-    );
-    assert!(
-        t[0].value < PAGES as u64 * 3,
-        "page faults {} implausibly high",
-        t[0].value
-    );
+    let SetReading::Values(t) = set.read() else { panic!("group not readable") };
+    assert!(t[0].value >= PAGES as u64, "page faults {} < {PAGES}", t[0].value);
+    assert!(t[0].value < PAGES as u64 * 3, "page faults {} implausibly high", t[0].value);
     assert!(t[1].value > 0, "task clock counted nothing");
-    assert_eq!(
-        t[0].enabled_ns, t[0].running_ns,
-        "a software group is never multiplexed"
-    );
+    assert_eq!(t[0].enabled_ns, t[0].running_ns, "a software group is never multiplexed");
     assert!(t[0].enabled_ns > 0);
     drop(v);
 }
 
 #[test]
 fn group_reads_map_values_by_id() {
-    let encs = vec![
-        encode("sw.context_switches").unwrap(),
-        encode("sw.task_clock").unwrap(),
-    ];
+    let encs = vec![encode("sw.context_switches").unwrap(), encode("sw.task_clock").unwrap()];
     let g = Group::open(&encs, Place::Thread(0), OpenOpts::default()).unwrap();
     g.enable().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -144,10 +100,7 @@ fn group_reads_map_values_by_id() {
     let vals = g.values(&r);
     assert_eq!(r.values.len(), 2);
     assert!(vals[0].unwrap() >= 1, "sleeping switches context");
-    assert!(
-        vals[1].unwrap() < 20_000_000,
-        "task clock counts CPU time, not the 20 ms sleep"
-    );
+    assert!(vals[1].unwrap() < 20_000_000, "task clock counts CPU time, not the 20 ms sleep");
     g.reset().unwrap();
     let r = g.read().unwrap().unwrap();
     assert_eq!(g.values(&r)[0], Some(0));

@@ -12,9 +12,7 @@ use numalab_linux::{FsRoot, LinuxError, Topology};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 fn root(name: &str) -> FsRoot {
@@ -23,11 +21,7 @@ fn root(name: &str) -> FsRoot {
 
 /// The numa_touch pid recorded by the capture.
 fn target_pid() -> u32 {
-    std::fs::read_to_string(fixture("guest-2n/target_pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    std::fs::read_to_string(fixture("guest-2n/target_pid")).unwrap().trim().parse().unwrap()
 }
 
 const MIB: u64 = 1 << 20;
@@ -83,14 +77,7 @@ fn four_node_guest_has_a_cpu_less_node() {
 #[test]
 fn export_loads_as_a_machine_one_node() {
     let t = Topology::read(&root("guest-1n")).unwrap();
-    let e = to_machine(
-        &t,
-        &ExportOptions {
-            name: "g1".into(),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let e = to_machine(&t, &ExportOptions { name: "g1".into(), ..Default::default() }).unwrap();
     let m = Machine::from_toml_str(&e.toml, "export").unwrap();
     assert_eq!(m.nodes.len(), 1);
     assert_eq!(m.nodes[0].cores, 2);
@@ -98,9 +85,7 @@ fn export_loads_as_a_machine_one_node() {
     assert_eq!(m.latency_ns, vec![vec![80.0]]);
     assert_eq!(m.nodes[0].llc_bytes, 16 * MIB);
     assert!(e.toml.contains("# estimate: latency_ns"), "{}", e.toml);
-    assert!(e
-        .toml
-        .contains("# estimate: clock_ghz: cpufreq is not readable"));
+    assert!(e.toml.contains("# estimate: clock_ghz: cpufreq is not readable"));
 }
 
 #[test]
@@ -112,10 +97,7 @@ fn export_two_nodes_is_fully_connected() {
     assert_eq!(m.hops, vec![vec![0, 1], vec![1, 0]]);
     assert_eq!(m.latency_ns, vec![vec![80.0, 168.0], vec![168.0, 80.0]]);
     assert_eq!(m.sockets, 1, "qemu reports one package");
-    assert_eq!(
-        m.nodes.iter().map(|n| n.cores).collect::<Vec<_>>(),
-        vec![2, 2]
-    );
+    assert_eq!(m.nodes.iter().map(|n| n.cores).collect::<Vec<_>>(), vec![2, 2]);
     assert_eq!(m, e.machine);
 }
 
@@ -125,15 +107,7 @@ fn export_four_nodes_derives_hops_and_cpu_less_rows() {
     let e = to_machine(&t, &ExportOptions::default()).unwrap();
     let m = Machine::from_toml_str(&e.toml, "export").unwrap();
     // 1-3 (28) and 2-3 (28) are relayed by node 0 (12+17-10 = 19, 20+17-10 = 27 <= 28).
-    assert_eq!(
-        m.hops,
-        vec![
-            vec![0, 1, 1, 1],
-            vec![1, 0, 1, 2],
-            vec![1, 1, 0, 2],
-            vec![1, 2, 2, 0]
-        ]
-    );
+    assert_eq!(m.hops, vec![vec![0, 1, 1, 1], vec![1, 0, 1, 2], vec![1, 1, 0, 2], vec![1, 2, 2, 0]]);
     assert_eq!(m.latency_ns[3], vec![0.0; 4]);
     assert_eq!(m.latency_ns[1][2], 160.0);
     assert_eq!(m.nodes[3].cores, 0);
@@ -148,17 +122,8 @@ fn hop_rule_on_textbook_matrices() {
     let hops = hops_from_direct(&direct_links(&slit)).unwrap();
     assert_eq!(hops, vec![vec![0, 1, 2], vec![1, 0, 1], vec![2, 1, 0]]);
     // SNC 10/11/21: all direct.
-    let slit = vec![
-        vec![10, 11, 21, 21],
-        vec![11, 10, 21, 21],
-        vec![21, 21, 10, 11],
-        vec![21, 21, 11, 10],
-    ];
-    assert!(hops_from_direct(&direct_links(&slit))
-        .unwrap()
-        .iter()
-        .flatten()
-        .all(|&h| h <= 1));
+    let slit = vec![vec![10, 11, 21, 21], vec![11, 10, 21, 21], vec![21, 21, 10, 11], vec![21, 21, 11, 10]];
+    assert!(hops_from_direct(&direct_links(&slit)).unwrap().iter().flatten().all(|&h| h <= 1));
 }
 
 #[test]
@@ -170,35 +135,17 @@ fn numa_maps_every_field_kind_from_the_guest() {
     assert_eq!(entries.len(), 29);
     assert!(entries[0].heap);
     assert_eq!(entries[0].pages_per_node.get(&1), Some(&5));
-    let inter = entries
-        .iter()
-        .find(|e| e.policy == "interleave:0-1")
-        .unwrap();
-    assert_eq!(
-        (
-            inter.pages_per_node[&0],
-            inter.pages_per_node[&1],
-            inter.anon
-        ),
-        (512, 512, Some(1024))
-    );
+    let inter = entries.iter().find(|e| e.policy == "interleave:0-1").unwrap();
+    assert_eq!((inter.pages_per_node[&0], inter.pages_per_node[&1], inter.anon), (512, 512, Some(1024)));
     let bind = entries.iter().find(|e| e.policy == "bind:1").unwrap();
     assert_eq!(bind.pages_per_node[&1], 512);
-    assert!(entries
-        .iter()
-        .any(|e| e.policy == "prefer:0" && e.pages_per_node[&0] == 256));
+    assert!(entries.iter().any(|e| e.policy == "prefer:0" && e.pages_per_node[&0] == 256));
     let huge = entries.iter().find(|e| e.huge).unwrap();
     assert_eq!(huge.kind(), PageKind::Huge);
     assert_eq!(huge.kernel_page_bytes, Some(2 * MIB));
     assert_eq!(huge.file.as_deref(), Some("/anon_hugepage\\040(deleted)"));
-    let bb = entries
-        .iter()
-        .find(|e| e.file.as_deref() == Some("/bin/busybox"))
-        .unwrap();
-    assert_eq!(
-        (bb.dirty, bb.mapmax, bb.active),
-        (Some(484), Some(7), Some(424))
-    );
+    let bb = entries.iter().find(|e| e.file.as_deref() == Some("/bin/busybox")).unwrap();
+    assert_eq!((bb.dirty, bb.mapmax, bb.active), (Some(484), Some(7), Some(424)));
     assert!(entries.iter().any(|e| e.stack));
     // A mapping with no resident page prints only address and policy.
     let empty = entries.iter().find(|e| e.start == 0x7f8c1c021000).unwrap();
@@ -207,22 +154,8 @@ fn numa_maps_every_field_kind_from_the_guest() {
     // Totals computed independently from the fixture text (awk-style sum per kind).
     let pages = pages_per_node(&entries);
     assert_eq!(pages.len(), 2);
-    assert_eq!(
-        (
-            pages[0].anon_bytes,
-            pages[0].file_bytes,
-            pages[0].huge_bytes
-        ),
-        (11_550_720, 3_170_304, 0)
-    );
-    assert_eq!(
-        (
-            pages[1].anon_bytes,
-            pages[1].file_bytes,
-            pages[1].huge_bytes
-        ),
-        (8_445_952, 45_056, 4 * MIB)
-    );
+    assert_eq!((pages[0].anon_bytes, pages[0].file_bytes, pages[0].huge_bytes), (11_550_720, 3_170_304, 0));
+    assert_eq!((pages[1].anon_bytes, pages[1].file_bytes, pages[1].huge_bytes), (8_445_952, 45_056, 4 * MIB));
     assert_eq!(pages[1].total_bytes, 8_445_952 + 45_056 + 4 * MIB);
 }
 
@@ -265,10 +198,7 @@ fn numa_maps_errors_name_file_line_and_field() {
         Path::new("/proc/9/numa_maps"),
     )
     .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "/proc/9/numa_maps:2: field `anon`: `x` is not an unsigned integer"
-    );
+    assert_eq!(err.to_string(), "/proc/9/numa_maps:2: field `anon`: `x` is not an unsigned integer");
     let err = parse_numa_maps("zz default\n", Path::new("m")).unwrap_err();
     assert!(err.to_string().starts_with("m:1: field `address`"), "{err}");
     let err = parse_numa_maps("7f00 default N0=1\n", Path::new("m")).unwrap_err();
@@ -294,35 +224,19 @@ fn sched_numa_statistics() {
         .iter()
         .map(|t| {
             let p = fixture(&format!("guest-2n/proc/{pid}/task/{t}/sched"));
-            parse_sched_numa(&std::fs::read_to_string(&p).unwrap(), &p)
-                .unwrap()
-                .unwrap()
-                .numa_pages_migrated
-                .unwrap()
+            parse_sched_numa(&std::fs::read_to_string(&p).unwrap(), &p).unwrap().unwrap().numa_pages_migrated.unwrap()
         })
         .collect();
     assert_eq!(migrated.iter().sum::<i64>(), 1);
     // Text without NUMA lines (kernel without NUMA balancing): None, not zeros.
-    assert_eq!(
-        parse_sched_numa(
-            "cat (5, #threads: 1)\nse.nr_migrations : 3\n",
-            Path::new("s")
-        )
-        .unwrap(),
-        None
-    );
+    assert_eq!(parse_sched_numa("cat (5, #threads: 1)\nse.nr_migrations : 3\n", Path::new("s")).unwrap(), None);
     let err = parse_sched_numa("numa_preferred_nid : x\n", Path::new("/proc/1/sched")).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "/proc/1/sched:1: field `numa_preferred_nid`: `x` is not an integer"
-    );
+    assert_eq!(err.to_string(), "/proc/1/sched:1: field `numa_preferred_nid`: `x` is not an integer");
 }
 
 #[test]
 fn target_pages_from_the_guest_capture() {
-    let pages = target_pages(&root("guest-2n"), target_pid())
-        .unwrap()
-        .unwrap();
+    let pages = target_pages(&root("guest-2n"), target_pid()).unwrap().unwrap();
     // numa_touch placed 8 MiB on node 0 and 4 MiB on node 1 by first touch.
     assert!(pages[0].anon_bytes >= 8 * MIB && pages[1].anon_bytes >= 4 * MIB);
     assert_eq!(target_pages(&root("guest-2n"), 999_999).unwrap(), None);
@@ -340,12 +254,8 @@ fn vmstat_numa_counters() {
     let v = parse_vmstat(&std::fs::read_to_string(&p).unwrap(), &p).unwrap();
     assert_eq!(v["numa_hint_faults"], 0);
     assert_eq!(v["numa_interleave"], 644);
-    let err =
-        parse_vmstat("nr_free_pages 10\nnuma_hit -3\n", Path::new("/proc/vmstat")).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "/proc/vmstat:2: field `numa_hit`: `-3` is not an unsigned integer"
-    );
+    let err = parse_vmstat("nr_free_pages 10\nnuma_hit -3\n", Path::new("/proc/vmstat")).unwrap_err();
+    assert_eq!(err.to_string(), "/proc/vmstat:2: field `numa_hit`: `-3` is not an unsigned integer");
 }
 
 #[test]
@@ -369,38 +279,19 @@ fn sysfs_errors_name_the_file() {
     std::fs::create_dir_all(&node).unwrap();
     std::fs::write(dir.join("sys/devices/system/node/online"), "0\n").unwrap();
     std::fs::write(node.join("cpulist"), "0-1\n").unwrap();
-    std::fs::write(
-        node.join("meminfo"),
-        "Node 0 MemTotal:  100 kB\nNode 0 MemFree:  12 MB\n",
-    )
-    .unwrap();
+    std::fs::write(node.join("meminfo"), "Node 0 MemTotal:  100 kB\nNode 0 MemFree:  12 MB\n").unwrap();
     std::fs::write(node.join("distance"), "10\n").unwrap();
     let err = Topology::read(&FsRoot::at(&dir)).unwrap_err();
     assert!(matches!(err, LinuxError::Parse { line: 2, .. }), "{err}");
-    assert!(
-        err.to_string()
-            .ends_with("node0/meminfo:2: field `MemFree`: unknown unit `MB`"),
-        "{err}"
-    );
-    std::fs::write(
-        node.join("meminfo"),
-        "Node 0 MemTotal:  100 kB\nNode 0 MemFree:  12 kB\n",
-    )
-    .unwrap();
+    assert!(err.to_string().ends_with("node0/meminfo:2: field `MemFree`: unknown unit `MB`"), "{err}");
+    std::fs::write(node.join("meminfo"), "Node 0 MemTotal:  100 kB\nNode 0 MemFree:  12 kB\n").unwrap();
     std::fs::write(node.join("cpulist"), "3-1\n").unwrap();
     let err = Topology::read(&FsRoot::at(&dir)).unwrap_err();
-    assert!(
-        err.to_string()
-            .ends_with("node0/cpulist:1: field `cpulist`: range `3-1` is descending"),
-        "{err}"
-    );
+    assert!(err.to_string().ends_with("node0/cpulist:1: field `cpulist`: range `3-1` is descending"), "{err}");
     std::fs::write(node.join("cpulist"), "0-1\n").unwrap();
     std::fs::write(node.join("distance"), "10 20\n").unwrap();
     let err = Topology::read(&FsRoot::at(&dir)).unwrap_err();
-    assert!(
-        err.to_string().contains("2 distances for 1 online nodes"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("2 distances for 1 online nodes"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
     let err = Topology::read(&FsRoot::at("/nonexistent-numalab")).unwrap_err();
     assert!(err.is_not_found());

@@ -22,15 +22,7 @@ pub fn bench_local_remote(iterations: u64) -> (u64, Duration) {
         let kind = PolicyKind::ALL[(i % 6) as usize];
         let tau = 0.5 + (i % 1000) as f64 * 0.01;
         let p = map(black_box(&hw), black_box(&classes), kind, &params).expect("valid inputs");
-        let mix = RefMix {
-            tau,
-            p_l: p.p_l,
-            q_m: p.q_m,
-            q_r: p.q_r,
-            q_c: p.q_c,
-            q_o: 0.0,
-            c_o: 0.0,
-        };
+        let mix = RefMix { tau, p_l: p.p_l, q_m: p.q_m, q_r: p.q_r, q_c: p.q_c, q_o: 0.0, c_o: 0.0 };
         acc += solve(&hw, &mix).expect("converges").r;
     }
     let elapsed = start.elapsed();

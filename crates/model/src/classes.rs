@@ -37,13 +37,7 @@ pub enum ClassKind {
 }
 
 impl ClassKind {
-    pub const ALL: [ClassKind; 5] = [
-        ClassKind::Pr,
-        ClassKind::Ro,
-        ClassKind::Rm,
-        ClassKind::Ss,
-        ClassKind::Sp,
-    ];
+    pub const ALL: [ClassKind; 5] = [ClassKind::Pr, ClassKind::Ro, ClassKind::Rm, ClassKind::Ss, ClassKind::Sp];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -57,9 +51,7 @@ impl ClassKind {
 
     /// Case-insensitive parse of `PR`, `RO`, `RM`, `SS`, `SP`.
     pub fn parse(s: &str) -> Option<ClassKind> {
-        ClassKind::ALL
-            .into_iter()
-            .find(|k| k.as_str().eq_ignore_ascii_case(s))
+        ClassKind::ALL.into_iter().find(|k| k.as_str().eq_ignore_ascii_case(s))
     }
 
     pub fn index(self) -> usize {
@@ -119,9 +111,7 @@ impl ClassField {
 
     /// Parse a key or the spec's symbol (`P`, `R`, `W`, `r`, `w`, `M`).
     pub fn parse(s: &str) -> Option<ClassField> {
-        ClassField::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s || f.symbol() == s)
+        ClassField::ALL.into_iter().find(|f| f.as_str() == s || f.symbol() == s)
     }
 }
 
@@ -144,14 +134,8 @@ pub struct ClassParams {
 
 impl ClassParams {
     /// A class with no pages.
-    pub const ABSENT: ClassParams = ClassParams {
-        pages: 0.0,
-        reads: 0.0,
-        writes: 0.0,
-        run_granularity: 1.0,
-        write_granularity: f64::INFINITY,
-        sharers: 1.0,
-    };
+    pub const ABSENT: ClassParams =
+        ClassParams { pages: 0.0, reads: 0.0, writes: 0.0, run_granularity: 1.0, write_granularity: f64::INFINITY, sharers: 1.0 };
 
     pub fn get(&self, f: ClassField) -> f64 {
         match f {
@@ -230,18 +214,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 impl ClassSet {
     /// Build from parameters (no file). `origin` names the set in errors. Validates §5.3 rules
     /// that do not depend on the node count.
-    pub fn new(
-        name: &str,
-        origin: &str,
-        classes: [ClassParams; 5],
-    ) -> Result<ClassSet, ModelError> {
-        let set = ClassSet {
-            name: name.to_string(),
-            description: String::new(),
-            origin: origin.to_string(),
-            classes,
-            lines: [[0; 6]; 5],
-        };
+    pub fn new(name: &str, origin: &str, classes: [ClassParams; 5]) -> Result<ClassSet, ModelError> {
+        let set = ClassSet { name: name.to_string(), description: String::new(), origin: origin.to_string(), classes, lines: [[0; 6]; 5] };
         set.validate()?;
         Ok(set)
     }
@@ -256,23 +230,12 @@ impl ClassSet {
         })?;
         let mut classes = [ClassParams::ABSENT; 5];
         let mut lines = [[0u32; 6]; 5];
-        for (kind, rc) in [
-            (ClassKind::Pr, raw.pr),
-            (ClassKind::Ro, raw.ro),
-            (ClassKind::Rm, raw.rm),
-            (ClassKind::Ss, raw.ss),
-            (ClassKind::Sp, raw.sp),
-        ] {
+        for (kind, rc) in
+            [(ClassKind::Pr, raw.pr), (ClassKind::Ro, raw.ro), (ClassKind::Rm, raw.rm), (ClassKind::Ss, raw.ss), (ClassKind::Sp, raw.sp)]
+        {
             let Some(rc) = rc else { continue };
             let i = kind.index();
-            let fields = [
-                &rc.pages,
-                &rc.reads,
-                &rc.writes,
-                &rc.run_granularity,
-                &rc.write_granularity,
-                &rc.sharers,
-            ];
+            let fields = [&rc.pages, &rc.reads, &rc.writes, &rc.run_granularity, &rc.write_granularity, &rc.sharers];
             for (f, v) in ClassField::ALL.iter().zip(fields) {
                 classes[i].set(*f, *v.get_ref());
                 lines[i][*f as usize] = line_of(text, v.span().start) as u32;
@@ -336,35 +299,19 @@ impl ClassSet {
                 }
             }
             if c.write_granularity.is_nan() || c.write_granularity < 0.0 {
-                return Err(self.invalid(
-                    k,
-                    WriteGranularity,
-                    format!("{} must be >= 0", c.write_granularity),
-                ));
+                return Err(self.invalid(k, WriteGranularity, format!("{} must be >= 0", c.write_granularity)));
             }
             if c.pages > 0.0 && c.refs_per_pair() <= 0.0 {
-                return Err(self.invalid(
-                    k,
-                    Reads,
-                    "a class with pages needs reads + writes > 0".to_string(),
-                ));
+                return Err(self.invalid(k, Reads, "a class with pages needs reads + writes > 0".to_string()));
             }
             if c.sharers < 1.0 {
                 return Err(self.invalid(k, Sharers, format!("{} must be >= 1", c.sharers)));
             }
             if k == ClassKind::Pr && c.sharers != 1.0 {
-                return Err(self.invalid(
-                    k,
-                    Sharers,
-                    format!("{} must be 1: PR pages are private", c.sharers),
-                ));
+                return Err(self.invalid(k, Sharers, format!("{} must be 1: PR pages are private", c.sharers)));
             }
             if c.run_granularity < 1.0 {
-                return Err(self.invalid(
-                    k,
-                    RunGranularity,
-                    format!("{} must be >= 1", c.run_granularity),
-                ));
+                return Err(self.invalid(k, RunGranularity, format!("{} must be >= 1", c.run_granularity)));
             }
             if c.run_granularity > c.write_granularity {
                 return Err(self.invalid(
@@ -378,20 +325,13 @@ impl ClassSet {
             }
             if k == ClassKind::Ro {
                 if c.writes != 0.0 {
-                    return Err(self.invalid(
-                        k,
-                        Writes,
-                        format!("{} must be 0: RO pages are never written", c.writes),
-                    ));
+                    return Err(self.invalid(k, Writes, format!("{} must be 0: RO pages are never written", c.writes)));
                 }
                 if c.write_granularity != f64::INFINITY {
                     return Err(self.invalid(
                         k,
                         WriteGranularity,
-                        format!(
-                            "{} must be inf: RO pages are never written",
-                            c.write_granularity
-                        ),
+                        format!("{} must be inf: RO pages are never written", c.write_granularity),
                     ));
                 }
             }
@@ -413,11 +353,7 @@ impl ClassSet {
         for k in ClassKind::ALL {
             let c = self.get(k);
             if c.pages > 0.0 && c.sharers > n as f64 {
-                return Err(self.invalid(
-                    k,
-                    ClassField::Sharers,
-                    format!("{} sharers on a {n}-node machine; need M <= n", c.sharers),
-                ));
+                return Err(self.invalid(k, ClassField::Sharers, format!("{} sharers on a {n}-node machine; need M <= n", c.sharers)));
             }
         }
         Ok(())
@@ -440,11 +376,7 @@ impl ClassSet {
             s.push_str(&format!("\n[{}]\n", k.as_str()));
             for f in ClassField::ALL {
                 let v = c.get(f);
-                let text = if v.is_infinite() {
-                    "inf".to_string()
-                } else {
-                    format!("{v:?}")
-                };
+                let text = if v.is_infinite() { "inf".to_string() } else { format!("{v:?}") };
                 s.push_str(&format!("{} = {}\n", f.as_str(), text));
             }
         }
@@ -453,10 +385,7 @@ impl ClassSet {
 }
 
 /// Built-in page-class sets: `(name, TOML text)`.
-pub const PRESETS: &[(&str, &str)] = &[(
-    "dunx-synth-8c",
-    include_str!("../presets/classes/dunx-synth-8c.toml"),
-)];
+pub const PRESETS: &[(&str, &str)] = &[("dunx-synth-8c", include_str!("../presets/classes/dunx-synth-8c.toml"))];
 
 pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
@@ -468,10 +397,7 @@ pub fn preset(name: &str) -> Result<ClassSet, ModelError> {
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
-        .ok_or_else(|| ModelError::UnknownClassPreset {
-            name: name.to_string(),
-            valid: preset_names().join(", "),
-        })?;
+        .ok_or_else(|| ModelError::UnknownClassPreset { name: name.to_string(), valid: preset_names().join(", ") })?;
     ClassSet::from_toml_str(text, &format!("preset:{name}"))
 }
 
@@ -479,7 +405,8 @@ pub fn preset(name: &str) -> Result<ClassSet, ModelError> {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "name = \"t\"\n[SS]\npages = 8\nreads = 5000\nwrites = 5000\nrun_granularity = 2500\nwrite_granularity = 2500\nsharers = 2\n";
+    const GOOD: &str =
+        "name = \"t\"\n[SS]\npages = 8\nreads = 5000\nwrites = 5000\nrun_granularity = 2500\nwrite_granularity = 2500\nsharers = 2\n";
 
     #[test]
     fn parses_a_minimal_file() {
@@ -493,10 +420,7 @@ mod tests {
     fn preset_is_the_spec_workload() {
         let s = preset("dunx-synth-8c").unwrap();
         let ro = s.get(ClassKind::Ro);
-        assert_eq!(
-            (ro.pages, ro.reads, ro.writes, ro.sharers),
-            (16.0, 20000.0, 0.0, 8.0)
-        );
+        assert_eq!((ro.pages, ro.reads, ro.writes, ro.sharers), (16.0, 20000.0, 0.0, 8.0));
         assert!(ro.write_granularity.is_infinite());
         let sp = s.get(ClassKind::Sp);
         assert_eq!((sp.run_granularity, sp.write_granularity), (100.0, 200.0));
@@ -508,10 +432,7 @@ mod tests {
     #[test]
     fn unknown_preset_lists_the_valid_ones() {
         let e = preset("nope").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "unknown page-class preset 'nope'; valid presets: dunx-synth-8c"
-        );
+        assert_eq!(e.to_string(), "unknown page-class preset 'nope'; valid presets: dunx-synth-8c");
     }
 
     #[test]
@@ -525,10 +446,7 @@ mod tests {
     #[test]
     fn unknown_class_table_is_rejected() {
         let e = ClassSet::from_toml_str("[XX]\npages = 1\n", "c.toml").unwrap_err();
-        assert!(
-            e.to_string().starts_with("c.toml:1: unknown field `XX`"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("c.toml:1: unknown field `XX`"), "{e}");
     }
 
     #[test]
@@ -555,35 +473,20 @@ mod tests {
         );
         let text = "[RO]\npages = 1\nreads = 10\nwrites = 1\nrun_granularity = 5\nwrite_granularity = inf\nsharers = 2\n";
         let e = ClassSet::from_toml_str(text, "ro.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "ro.toml:4: class RO, field 'writes': 1 must be 0: RO pages are never written"
-        );
+        assert_eq!(e.to_string(), "ro.toml:4: class RO, field 'writes': 1 must be 0: RO pages are never written");
         let text = GOOD.replace("sharers = 2", "sharers = 0.5");
         let e = ClassSet::from_toml_str(&text, "c.toml").unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("c.toml:8: class SS, field 'sharers': 0.5 must be >= 1"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("c.toml:8: class SS, field 'sharers': 0.5 must be >= 1"), "{e}");
         let text = GOOD.replace("pages = 8", "pages = -1");
         let e = ClassSet::from_toml_str(&text, "c.toml").unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("c.toml:3: class SS, field 'pages': -1 must be finite and >= 0"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("c.toml:3: class SS, field 'pages': -1 must be finite and >= 0"), "{e}");
     }
 
     #[test]
     fn private_class_must_have_one_sharer() {
         let text = "[PR]\npages = 1\nreads = 10\nwrites = 1\nrun_granularity = 11\nwrite_granularity = 11\nsharers = 2\n";
         let e = ClassSet::from_toml_str(text, "pr.toml").unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("class PR, field 'sharers': 2 must be 1"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("class PR, field 'sharers': 2 must be 1"), "{e}");
     }
 
     #[test]
@@ -597,29 +500,17 @@ mod tests {
         let s = preset("dunx-synth-8c").unwrap();
         s.check_nodes(8).unwrap();
         let e = s.check_nodes(4).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("class RO, field 'sharers': 8 sharers on a 4-node machine"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("class RO, field 'sharers': 8 sharers on a 4-node machine"), "{e}");
         assert!(e.to_string().starts_with("preset:dunx-synth-8c:"), "{e}");
     }
 
     #[test]
     fn set_revalidates() {
         let mut s = preset("dunx-synth-8c").unwrap();
-        s.set(ClassKind::Ss, ClassField::RunGranularity, 1200.0)
-            .unwrap();
+        s.set(ClassKind::Ss, ClassField::RunGranularity, 1200.0).unwrap();
         assert_eq!(s.get(ClassKind::Ss).run_granularity, 1200.0);
-        let e = s
-            .set(ClassKind::Ss, ClassField::RunGranularity, 9000.0)
-            .unwrap_err();
-        assert!(
-            e.to_string().contains(
-                "class SS, field 'write_granularity': 2500 is below run_granularity 9000"
-            ),
-            "{e}"
-        );
+        let e = s.set(ClassKind::Ss, ClassField::RunGranularity, 9000.0).unwrap_err();
+        assert!(e.to_string().contains("class SS, field 'write_granularity': 2500 is below run_granularity 9000"), "{e}");
         assert_eq!(s.get(ClassKind::Ss).run_granularity, 1200.0);
     }
 }

@@ -7,32 +7,18 @@ use thiserror::Error;
 pub enum ModelError {
     /// A page-class file is not valid TOML or does not match the schema (unknown key, wrong type).
     #[error("{origin}{}: {message}", line_suffix(*line))]
-    ClassParse {
-        origin: String,
-        line: Option<usize>,
-        message: String,
-    },
+    ClassParse { origin: String, line: Option<usize>, message: String },
 
     /// A page-class value breaks a rule of mva-model.md §5.3.
     #[error("{origin}{}: class {class}, field '{field}': {problem}", line_suffix(*line))]
-    ClassInvalid {
-        origin: String,
-        line: Option<usize>,
-        class: &'static str,
-        field: &'static str,
-        problem: String,
-    },
+    ClassInvalid { origin: String, line: Option<usize>, class: &'static str, field: &'static str, problem: String },
 
     #[error("unknown page-class preset '{name}'; valid presets: {valid}")]
     UnknownClassPreset { name: String, valid: String },
 
     /// A scalar model parameter is out of range.
     #[error("parameter '{name}' = {value}: {problem}")]
-    InvalidParameter {
-        name: String,
-        value: f64,
-        problem: String,
-    },
+    InvalidParameter { name: String, value: f64, problem: String },
 
     /// A queueing network is malformed (dimensions, negative demands, ...).
     #[error("invalid queueing network: {problem}")]
@@ -44,11 +30,7 @@ pub enum ModelError {
 
     /// A fixed-point iteration hit its cap.
     #[error("{solver} did not converge in {iterations} iterations (last change {residual:e})")]
-    NoConvergence {
-        solver: &'static str,
-        iterations: u64,
-        residual: f64,
-    },
+    NoConvergence { solver: &'static str, iterations: u64, residual: f64 },
 
     /// A machine preset lacks what a model needs.
     #[error("machine '{machine}': {problem}")]
@@ -56,11 +38,7 @@ pub enum ModelError {
 
     /// A machine lacks a figure a model needs and no explicit value was given.
     #[error("machine '{machine}': no {what} ({field}); give it explicitly")]
-    MachineLacks {
-        machine: String,
-        field: &'static str,
-        what: &'static str,
-    },
+    MachineLacks { machine: String, field: &'static str, what: &'static str },
 
     /// A `--sweep` specification could not be parsed.
     #[error("bad sweep '{spec}': {problem}")]
@@ -73,16 +51,10 @@ fn line_suffix(line: Option<usize>) -> String {
 
 impl ModelError {
     pub(crate) fn param(name: &str, value: f64, problem: impl Into<String>) -> ModelError {
-        ModelError::InvalidParameter {
-            name: name.to_string(),
-            value,
-            problem: problem.into(),
-        }
+        ModelError::InvalidParameter { name: name.to_string(), value, problem: problem.into() }
     }
 
     pub(crate) fn network(problem: impl Into<String>) -> ModelError {
-        ModelError::InvalidNetwork {
-            problem: problem.into(),
-        }
+        ModelError::InvalidNetwork { problem: problem.into() }
     }
 }

@@ -74,20 +74,10 @@ impl Hardware {
     /// `costs_ms`. `costs_us` replaces missing `costs_ms` (order: migrate, replicate, coherency).
     ///
     /// Returns the parameters and notes on approximations made (non-uniform remote latency).
-    pub fn from_machine(
-        m: &Machine,
-        costs_us: Option<[f64; 3]>,
-    ) -> Result<(Hardware, Vec<String>), ModelError> {
-        let err = |problem: String| ModelError::Machine {
-            machine: m.name.clone(),
-            problem,
-        };
+    pub fn from_machine(m: &Machine, costs_us: Option<[f64; 3]>) -> Result<(Hardware, Vec<String>), ModelError> {
+        let err = |problem: String| ModelError::Machine { machine: m.name.clone(), problem };
         let n = m.nodes.len();
-        if let Some(i) = m
-            .nodes
-            .iter()
-            .position(|nd| nd.cores == 0 || nd.mem_bytes == 0)
-        {
+        if let Some(i) = m.nodes.iter().position(|nd| nd.cores == 0 || nd.mem_bytes == 0) {
             return Err(err(format!(
                 "node {i} lacks CPUs or memory; the local/remote model needs a processor and a memory module on every node"
             )));
@@ -105,23 +95,13 @@ impl Hardware {
                 }
             }
         }
-        let remote = if n > 1 {
-            sum / (n * (n - 1)) as f64
-        } else {
-            local
-        };
+        let remote = if n > 1 { sum / (n * (n - 1)) as f64 } else { local };
         if n > 1 && hi - lo > 1e-9 * hi {
-            notes.push(format!(
-                "remote latency is not uniform ({lo}..{hi} us); the model uses the mean, {remote:.4} us"
-            ));
+            notes.push(format!("remote latency is not uniform ({lo}..{hi} us); the model uses the mean, {remote:.4} us"));
         }
         let (c_mig, c_rep, c_coh) = match (m.costs_ms, costs_us) {
             (_, Some([a, b, c])) => (a, b, c),
-            (Some(c), None) => (
-                c.migrate * 1000.0,
-                c.replicate * 1000.0,
-                c.coherency_fault * 1000.0,
-            ),
+            (Some(c), None) => (c.migrate * 1000.0, c.replicate * 1000.0, c.coherency_fault * 1000.0),
             (None, None) => {
                 return Err(ModelError::MachineLacks {
                     machine: m.name.clone(),
@@ -198,15 +178,7 @@ pub struct RefMix {
 impl RefMix {
     /// A mix with only local/remote references and no faults.
     pub fn plain(tau: f64, p_l: f64) -> RefMix {
-        RefMix {
-            tau,
-            p_l,
-            q_m: 0.0,
-            q_r: 0.0,
-            q_c: 0.0,
-            q_o: 0.0,
-            c_o: 0.0,
-        }
+        RefMix { tau, p_l, q_m: 0.0, q_r: 0.0, q_c: 0.0, q_o: 0.0, c_o: 0.0 }
     }
 }
 
@@ -244,13 +216,8 @@ pub fn solve(hw: &Hardware, mix: &RefMix) -> Result<Solution, ModelError> {
     let p_r = if n == 1 { 0.0 } else { (1.0 - p_l).max(0.0) };
     let t_l = hw.t_l;
     let t_x = hw.t_x;
-    let r_f = hw.cost_scale * (mix.q_m * hw.c_mig + mix.q_r * hw.c_rep + mix.q_c * hw.c_coh)
-        + mix.q_o * mix.c_o;
-    let others = if n > 1 {
-        (n as f64 - 2.0) / (n as f64 - 1.0)
-    } else {
-        0.0
-    };
+    let r_f = hw.cost_scale * (mix.q_m * hw.c_mig + mix.q_r * hw.c_rep + mix.q_c * hw.c_coh) + mix.q_o * mix.c_o;
+    let others = if n > 1 { (n as f64 - 2.0) / (n as f64 - 1.0) } else { 0.0 };
     let copy = (mix.q_m + mix.q_r) * hw.copy_time;
     let (mut w_l, mut w_r, mut w_n) = (0.0f64, 0.0f64, 0.0f64);
     let mut residual = f64::INFINITY;
@@ -262,11 +229,7 @@ pub fn solve(hw: &Hardware, mix: &RefMix) -> Result<Solution, ModelError> {
         let q_own = x * p_l * (w_l + t_l);
         let q_in = x * p_r * (w_r + t_l) + x * copy;
         let nl = t_l * q_in;
-        let nr = if n > 1 {
-            t_l * (q_own + q_in * others)
-        } else {
-            0.0
-        };
+        let nr = if n > 1 { t_l * (q_own + q_in * others) } else { 0.0 };
         let nn = match hw.network {
             NetworkMode::Delay => 0.0,
             NetworkMode::Queue => t_x * x * p_r * (w_n + t_x),
@@ -280,25 +243,10 @@ pub fn solve(hw: &Hardware, mix: &RefMix) -> Result<Solution, ModelError> {
             let t_remote = 2.0 * w_n + 2.0 * t_x + w_r + t_l;
             let r_r = p_l * t_local + p_r * t_remote;
             let r = mix.tau + r_r + r_f;
-            return Ok(Solution {
-                r,
-                r_r,
-                r_f,
-                t_local,
-                t_remote,
-                w_l,
-                w_r,
-                w_n,
-                x: 1.0 / r,
-                iterations: it,
-            });
+            return Ok(Solution { r, r_r, r_f, t_local, t_remote, w_l, w_r, w_n, x: 1.0 / r, iterations: it });
         }
     }
-    Err(ModelError::NoConvergence {
-        solver: "local/remote wait iteration",
-        iterations: WAIT_MAX_ITER as u64,
-        residual,
-    })
+    Err(ModelError::NoConvergence { solver: "local/remote wait iteration", iterations: WAIT_MAX_ITER as u64, residual })
 }
 
 fn check_mix(hw: &Hardware, mix: &RefMix) -> Result<(), ModelError> {
@@ -309,19 +257,9 @@ fn check_mix(hw: &Hardware, mix: &RefMix) -> Result<(), ModelError> {
         return Err(ModelError::param("p_l", mix.p_l, "must lie in [0, 1]"));
     }
     if hw.nodes == 1 && 1.0 - mix.p_l > 1e-9 {
-        return Err(ModelError::param(
-            "p_l",
-            mix.p_l,
-            "a 1-node machine has no remote memory; p_l must be 1",
-        ));
+        return Err(ModelError::param("p_l", mix.p_l, "a 1-node machine has no remote memory; p_l must be 1"));
     }
-    for (name, v) in [
-        ("q_m", mix.q_m),
-        ("q_r", mix.q_r),
-        ("q_c", mix.q_c),
-        ("q_o", mix.q_o),
-        ("c_o", mix.c_o),
-    ] {
+    for (name, v) in [("q_m", mix.q_m), ("q_r", mix.q_r), ("q_c", mix.q_c), ("q_o", mix.q_o), ("c_o", mix.c_o)] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(ModelError::param(name, v, "must be finite and >= 0"));
         }
@@ -339,32 +277,10 @@ pub fn equivalent_network(hw: &Hardware, mix: &RefMix) -> Result<crate::mva::Net
     check_mix(hw, mix)?;
     let n = hw.nodes as usize;
     let p_r = 1.0 - mix.p_l;
-    let r_f = hw.cost_scale * (mix.q_m * hw.c_mig + mix.q_r * hw.c_rep + mix.q_c * hw.c_coh)
-        + mix.q_o * mix.c_o;
-    let remote_each = if n > 1 {
-        p_r * hw.t_l / (n as f64 - 1.0)
-    } else {
-        0.0
-    };
-    let demands: Vec<Vec<f64>> = (0..n)
-        .map(|k| {
-            (0..n)
-                .map(|c| {
-                    if k == c {
-                        mix.p_l * hw.t_l
-                    } else {
-                        remote_each
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    crate::mva::Network::new(
-        vec![crate::mva::StationKind::Queue; n],
-        &demands,
-        vec![1; n],
-        vec![mix.tau + r_f + 2.0 * p_r * hw.t_x; n],
-    )
+    let r_f = hw.cost_scale * (mix.q_m * hw.c_mig + mix.q_r * hw.c_rep + mix.q_c * hw.c_coh) + mix.q_o * mix.c_o;
+    let remote_each = if n > 1 { p_r * hw.t_l / (n as f64 - 1.0) } else { 0.0 };
+    let demands: Vec<Vec<f64>> = (0..n).map(|k| (0..n).map(|c| if k == c { mix.p_l * hw.t_l } else { remote_each }).collect()).collect();
+    crate::mva::Network::new(vec![crate::mva::StationKind::Queue; n], &demands, vec![1; n], vec![mix.tau + r_f + 2.0 * p_r * hw.t_x; n])
 }
 
 #[cfg(test)]
@@ -373,11 +289,7 @@ mod tests {
     use crate::testutil::assert_printed;
 
     fn hw16(network: NetworkMode) -> Hardware {
-        Hardware {
-            nodes: 16,
-            network,
-            ..Hardware::gp1000()
-        }
+        Hardware { nodes: 16, network, ..Hardware::gp1000() }
     }
 
     #[test]
@@ -407,10 +319,7 @@ mod tests {
 
     #[test]
     fn mostly_local_with_migrations() {
-        let mix = RefMix {
-            q_m: 1e-5,
-            ..RefMix::plain(2.0, 0.99)
-        };
+        let mix = RefMix { q_m: 1e-5, ..RefMix::plain(2.0, 0.99) };
         let s = solve(&hw16(NetworkMode::Delay), &mix).unwrap();
         assert_printed(s.r, "2.71693");
         assert!((s.r_f - 0.045).abs() < 1e-12);
@@ -425,93 +334,44 @@ mod tests {
 
     #[test]
     fn equals_generic_schweitzer_in_delay_mode() {
-        for (n, p_l, q_m) in [
-            (16, 1.0 / 16.0, 0.0),
-            (16, 0.5, 0.0),
-            (8, 0.3, 2e-5),
-            (2, 0.7, 0.0),
-            (3, 0.0, 1e-4),
-        ] {
-            let hw = Hardware {
-                nodes: n,
-                ..Hardware::gp1000()
-            };
-            let mix = RefMix {
-                q_m,
-                ..RefMix::plain(2.0, p_l)
-            };
+        for (n, p_l, q_m) in [(16, 1.0 / 16.0, 0.0), (16, 0.5, 0.0), (8, 0.3, 2e-5), (2, 0.7, 0.0), (3, 0.0, 1e-4)] {
+            let hw = Hardware { nodes: n, ..Hardware::gp1000() };
+            let mix = RefMix { q_m, ..RefMix::plain(2.0, p_l) };
             let s = solve(&hw, &mix).unwrap();
             let net = equivalent_network(&hw, &mix).unwrap();
             let g = crate::mva::schweitzer(&net, crate::mva::ApproxOptions::default()).unwrap();
             for c in 0..n as usize {
-                assert!(
-                    (1.0 / g.x(c) - s.r).abs() < 1e-9,
-                    "n={n} p_l={p_l}: {} vs {}",
-                    1.0 / g.x(c),
-                    s.r
-                );
+                assert!((1.0 / g.x(c) - s.r).abs() < 1e-9, "n={n} p_l={p_l}: {} vs {}", 1.0 / g.x(c), s.r);
             }
         }
     }
 
     #[test]
     fn one_node_needs_all_local() {
-        let hw = Hardware {
-            nodes: 1,
-            ..Hardware::gp1000()
-        };
+        let hw = Hardware { nodes: 1, ..Hardware::gp1000() };
         let s = solve(&hw, &RefMix::plain(2.0, 1.0)).unwrap();
         assert!((s.r - 2.6).abs() < 1e-12);
         assert_eq!(s.w_r, 0.0);
         let e = solve(&hw, &RefMix::plain(2.0, 0.5)).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("1-node machine has no remote memory"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("1-node machine has no remote memory"), "{e}");
     }
 
     #[test]
     fn bad_inputs_are_rejected() {
         let hw = Hardware::gp1000();
         let e = solve(&hw, &RefMix::plain(-1.0, 1.0)).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "parameter 'tau' = -1: must be finite and >= 0"
-        );
+        assert_eq!(e.to_string(), "parameter 'tau' = -1: must be finite and >= 0");
         let e = solve(&hw, &RefMix::plain(2.0, 1.5)).unwrap_err();
-        assert!(
-            e.to_string().contains("'p_l' = 1.5: must lie in [0, 1]"),
-            "{e}"
-        );
-        let e = solve(
-            &hw,
-            &RefMix {
-                q_c: f64::NAN,
-                ..RefMix::plain(2.0, 1.0)
-            },
-        )
-        .unwrap_err();
+        assert!(e.to_string().contains("'p_l' = 1.5: must lie in [0, 1]"), "{e}");
+        let e = solve(&hw, &RefMix { q_c: f64::NAN, ..RefMix::plain(2.0, 1.0) }).unwrap_err();
         assert!(e.to_string().contains("'q_c'"), "{e}");
     }
 
     #[test]
     fn cost_scale_multiplies_fault_costs() {
-        let mix = RefMix {
-            q_m: 1e-4,
-            q_r: 2e-5,
-            q_c: 1e-5,
-            ..RefMix::plain(2.0, 1.0)
-        };
+        let mix = RefMix { q_m: 1e-4, q_r: 2e-5, q_c: 1e-5, ..RefMix::plain(2.0, 1.0) };
         let a = solve(&Hardware::gp1000(), &mix).unwrap();
-        let b = solve(
-            &Hardware {
-                cost_scale: 2.0,
-                ..Hardware::gp1000()
-            },
-            &mix,
-        )
-        .unwrap();
+        let b = solve(&Hardware { cost_scale: 2.0, ..Hardware::gp1000() }, &mix).unwrap();
         assert!((a.r_f - (0.45 + 0.092 + 0.021)).abs() < 1e-12);
         assert!((b.r_f - 2.0 * a.r_f).abs() < 1e-12);
     }
@@ -531,26 +391,16 @@ mod tests {
     fn cpu_less_nodes_do_not_fit_the_model() {
         let m = numalab_core::machine::presets::load("knl-7250-flat").unwrap();
         let e = Hardware::from_machine(&m, Some([1.0, 1.0, 1.0])).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("machine 'knl-7250-flat': node 1 lacks CPUs or memory"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("machine 'knl-7250-flat': node 1 lacks CPUs or memory"), "{e}");
     }
 
     #[test]
     fn machine_without_costs_needs_explicit_costs() {
         let m = numalab_core::machine::presets::load("amd48").unwrap();
         let e = Hardware::from_machine(&m, None).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "machine 'amd48': no migration, replication and coherency-fault costs (costs_ms); give it explicitly"
-        );
+        assert_eq!(e.to_string(), "machine 'amd48': no migration, replication and coherency-fault costs (costs_ms); give it explicitly");
         let (hw, notes) = Hardware::from_machine(&m, Some([10.0, 11.0, 5.0])).unwrap();
         assert_eq!(hw.nodes, 8);
-        assert!(
-            notes[0].contains("remote latency is not uniform"),
-            "{notes:?}"
-        );
+        assert!(notes[0].contains("remote latency is not uniform"), "{notes:?}");
     }
 }

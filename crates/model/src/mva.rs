@@ -36,12 +36,7 @@ pub struct Network {
 impl Network {
     /// Build a network. `demands[k][c]` is station `k`'s demand for class `c`; `population` and
     /// `think` have one entry per class.
-    pub fn new(
-        kinds: Vec<StationKind>,
-        demands: &[Vec<f64>],
-        population: Vec<u32>,
-        think: Vec<f64>,
-    ) -> Result<Network, ModelError> {
+    pub fn new(kinds: Vec<StationKind>, demands: &[Vec<f64>], population: Vec<u32>, think: Vec<f64>) -> Result<Network, ModelError> {
         let classes = population.len();
         if kinds.is_empty() {
             return Err(ModelError::network("no stations"));
@@ -50,71 +45,39 @@ impl Network {
             return Err(ModelError::network("no classes"));
         }
         if think.len() != classes {
-            return Err(ModelError::network(format!(
-                "{} think times for {} classes",
-                think.len(),
-                classes
-            )));
+            return Err(ModelError::network(format!("{} think times for {} classes", think.len(), classes)));
         }
         if demands.len() != kinds.len() {
-            return Err(ModelError::network(format!(
-                "{} demand rows for {} stations",
-                demands.len(),
-                kinds.len()
-            )));
+            return Err(ModelError::network(format!("{} demand rows for {} stations", demands.len(), kinds.len())));
         }
         let mut demand = Vec::with_capacity(kinds.len() * classes);
         for (k, row) in demands.iter().enumerate() {
             if row.len() != classes {
-                return Err(ModelError::network(format!(
-                    "station {k} has {} demands for {} classes",
-                    row.len(),
-                    classes
-                )));
+                return Err(ModelError::network(format!("station {k} has {} demands for {} classes", row.len(), classes)));
             }
             for (c, &d) in row.iter().enumerate() {
                 if !(d.is_finite() && d >= 0.0) {
-                    return Err(ModelError::network(format!(
-                        "demand of station {k}, class {c} is {d}; must be finite and >= 0"
-                    )));
+                    return Err(ModelError::network(format!("demand of station {k}, class {c} is {d}; must be finite and >= 0")));
                 }
                 demand.push(d);
             }
         }
         for (c, &z) in think.iter().enumerate() {
             if !(z.is_finite() && z >= 0.0) {
-                return Err(ModelError::network(format!(
-                    "think time of class {c} is {z}; must be finite and >= 0"
-                )));
+                return Err(ModelError::network(format!("think time of class {c} is {z}; must be finite and >= 0")));
             }
         }
         for c in 0..classes {
-            let cycle: f64 = think[c]
-                + (0..kinds.len())
-                    .map(|k| demand[k * classes + c])
-                    .sum::<f64>();
+            let cycle: f64 = think[c] + (0..kinds.len()).map(|k| demand[k * classes + c]).sum::<f64>();
             if population[c] > 0 && cycle <= 0.0 {
-                return Err(ModelError::network(format!(
-                    "class {c} has customers but zero think time and zero demand everywhere"
-                )));
+                return Err(ModelError::network(format!("class {c} has customers but zero think time and zero demand everywhere")));
             }
         }
-        Ok(Network {
-            kinds,
-            classes,
-            demand,
-            population,
-            think,
-        })
+        Ok(Network { kinds, classes, demand, population, think })
     }
 
     /// Convenience constructor for one class.
-    pub fn single_class(
-        kinds: Vec<StationKind>,
-        demands: &[f64],
-        population: u32,
-        think: f64,
-    ) -> Result<Network, ModelError> {
+    pub fn single_class(kinds: Vec<StationKind>, demands: &[f64], population: u32, think: f64) -> Result<Network, ModelError> {
         let rows: Vec<Vec<f64>> = demands.iter().map(|&d| vec![d]).collect();
         Network::new(kinds, &rows, vec![population], vec![think])
     }
@@ -146,9 +109,7 @@ impl Network {
     /// The same network with a different population vector (used by sweeps and tests).
     pub fn with_population(&self, population: Vec<u32>) -> Result<Network, ModelError> {
         if population.len() != self.classes {
-            return Err(ModelError::network(
-                "population vector has the wrong length",
-            ));
+            return Err(ModelError::network("population vector has the wrong length"));
         }
         let mut n = self.clone();
         n.population = population;
@@ -169,12 +130,7 @@ pub struct MvaSolution {
 }
 
 impl MvaSolution {
-    fn from_parts(
-        net: &Network,
-        throughput: Vec<f64>,
-        residence: Vec<f64>,
-        iterations: u64,
-    ) -> MvaSolution {
+    fn from_parts(net: &Network, throughput: Vec<f64>, residence: Vec<f64>, iterations: u64) -> MvaSolution {
         let c_n = net.classes;
         let mut queue = vec![0.0; residence.len()];
         let mut utilization = vec![0.0; residence.len()];
@@ -184,14 +140,7 @@ impl MvaSolution {
                 utilization[k * c_n + c] = throughput[c] * net.demand(k, c);
             }
         }
-        MvaSolution {
-            classes: c_n,
-            throughput,
-            residence,
-            queue,
-            utilization,
-            iterations,
-        }
+        MvaSolution { classes: c_n, throughput, residence, queue, utilization, iterations }
     }
 
     /// Throughput `X_c` (cycles per time unit).
@@ -243,10 +192,7 @@ pub fn exact(net: &Network, state_limit: u64) -> Result<MvaSolution, ModelError>
     // visits m - e_c (smaller index) before m, which is all the recursion needs.
     let states_f: f64 = net.population.iter().map(|&n| n as f64 + 1.0).product();
     if states_f > state_limit as f64 {
-        return Err(ModelError::StateSpaceTooLarge {
-            states: states_f,
-            limit: state_limit,
-        });
+        return Err(ModelError::StateSpaceTooLarge { states: states_f, limit: state_limit });
     }
     let states = states_f as usize;
     let mut stride = vec![1usize; c_n];
@@ -312,10 +258,7 @@ pub struct ApproxOptions {
 impl Default for ApproxOptions {
     /// Schweitzer defaults of mva-model.md §7.2: tol 1e-12, cap 100 000.
     fn default() -> Self {
-        ApproxOptions {
-            tol: 1e-12,
-            max_iter: 100_000,
-        }
+        ApproxOptions { tol: 1e-12, max_iter: 100_000 }
     }
 }
 
@@ -373,11 +316,7 @@ pub fn linearizer(net: &Network, opts: ApproxOptions) -> Result<MvaSolution, Mod
             for k in 0..k_n {
                 for c in 0..c_n {
                     let idx = (k * c_n + c) * c_n + j;
-                    f[idx] = if pj[c] > 0.0 && pops[c] > 0.0 {
-                        q_minus[j][k * c_n + c] / pj[c] - q[k * c_n + c] / pops[c]
-                    } else {
-                        0.0
-                    };
+                    f[idx] = if pj[c] > 0.0 && pops[c] > 0.0 { q_minus[j][k * c_n + c] / pj[c] - q[k * c_n + c] / pops[c] } else { 0.0 };
                 }
             }
         }
@@ -457,11 +396,7 @@ fn core(
             return Ok((x, r, it));
         }
     }
-    Err(ModelError::NoConvergence {
-        solver,
-        iterations: opts.max_iter,
-        residual,
-    })
+    Err(ModelError::NoConvergence { solver, iterations: opts.max_iter, residual })
 }
 
 #[cfg(test)]
@@ -472,13 +407,7 @@ mod tests {
 
     /// mva-model.md §8(a): two classes, CPU demands (1, 2), disk (3, 4), Z = 0, N = (1, 1).
     fn two_class() -> Network {
-        Network::new(
-            vec![Queue, Queue],
-            &[vec![1.0, 2.0], vec![3.0, 4.0]],
-            vec![1, 1],
-            vec![0.0, 0.0],
-        )
-        .unwrap()
+        Network::new(vec![Queue, Queue], &[vec![1.0, 2.0], vec![3.0, 4.0]], vec![1, 1], vec![0.0, 0.0]).unwrap()
     }
 
     #[test]
@@ -494,12 +423,7 @@ mod tests {
         assert_printed(s.r(1, 0), "5.0");
         assert_printed(s.r(1, 1), "7.0");
         // Exact rationals behind the printed values.
-        for (got, want) in [
-            (s.r(0, 0), 4.0 / 3.0),
-            (s.r(0, 1), 2.5),
-            (s.r(1, 0), 5.0),
-            (s.r(1, 1), 7.0),
-        ] {
+        for (got, want) in [(s.r(0, 0), 4.0 / 3.0), (s.r(0, 1), 2.5), (s.r(1, 0), 5.0), (s.r(1, 1), 7.0)] {
             assert!((got - want).abs() < 1e-12, "{got} vs {want}");
         }
         assert_printed(s.station_queue(0), "0.473684");
@@ -521,14 +445,7 @@ mod tests {
 
     #[test]
     fn linearizer_two_class_vector() {
-        let s = linearizer(
-            &two_class(),
-            ApproxOptions {
-                tol: 1e-13,
-                max_iter: 100_000,
-            },
-        )
-        .unwrap();
+        let s = linearizer(&two_class(), ApproxOptions { tol: 1e-13, max_iter: 100_000 }).unwrap();
         assert_printed(s.x(0), "0.158014");
         assert_printed(s.x(1), "0.105315");
     }
@@ -557,36 +474,18 @@ mod tests {
 
     #[test]
     fn exact_refuses_large_state_spaces() {
-        let net = Network::new(
-            vec![Queue],
-            &[vec![1.0, 1.0]],
-            vec![999, 999],
-            vec![0.0, 0.0],
-        )
-        .unwrap();
+        let net = Network::new(vec![Queue], &[vec![1.0, 1.0]], vec![999, 999], vec![0.0, 0.0]).unwrap();
         let e = exact(&net, 100_000).unwrap_err();
         assert!(e.to_string().contains("1000000 population vectors"), "{e}");
     }
 
     #[test]
     fn zero_population_class_is_dropped() {
-        let net = Network::new(
-            vec![Queue, Queue],
-            &[vec![1.0, 2.0], vec![3.0, 4.0]],
-            vec![2, 0],
-            vec![1.0, 1.0],
-        )
-        .unwrap();
+        let net = Network::new(vec![Queue, Queue], &[vec![1.0, 2.0], vec![3.0, 4.0]], vec![2, 0], vec![1.0, 1.0]).unwrap();
         let single = Network::single_class(vec![Queue, Queue], &[1.0, 3.0], 2, 1.0).unwrap();
         for (a, b) in [
-            (
-                exact(&net, EXACT_STATE_LIMIT).unwrap(),
-                exact(&single, EXACT_STATE_LIMIT).unwrap(),
-            ),
-            (
-                schweitzer(&net, ApproxOptions::default()).unwrap(),
-                schweitzer(&single, ApproxOptions::default()).unwrap(),
-            ),
+            (exact(&net, EXACT_STATE_LIMIT).unwrap(), exact(&single, EXACT_STATE_LIMIT).unwrap()),
+            (schweitzer(&net, ApproxOptions::default()).unwrap(), schweitzer(&single, ApproxOptions::default()).unwrap()),
         ] {
             assert!((a.x(0) - b.x(0)).abs() < 1e-12);
             assert_eq!(a.x(1), 0.0);
@@ -597,40 +496,19 @@ mod tests {
     #[test]
     fn malformed_networks_are_rejected() {
         let e = Network::new(vec![Queue], &[vec![1.0]], vec![1, 1], vec![0.0, 0.0]).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("station 0 has 1 demands for 2 classes"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("station 0 has 1 demands for 2 classes"), "{e}");
         let e = Network::new(vec![Queue], &[vec![-1.0]], vec![1], vec![0.0]).unwrap_err();
         assert!(e.to_string().contains("must be finite and >= 0"), "{e}");
         let e = Network::new(vec![Queue], &[vec![0.0]], vec![1], vec![0.0]).unwrap_err();
-        assert!(
-            e.to_string().contains("zero think time and zero demand"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("zero think time and zero demand"), "{e}");
         let e = Network::new(vec![Queue, Queue], &[vec![1.0]], vec![1], vec![0.0]).unwrap_err();
-        assert!(
-            e.to_string().contains("1 demand rows for 2 stations"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("1 demand rows for 2 stations"), "{e}");
     }
 
     #[test]
     fn schweitzer_reports_non_convergence() {
         let net = Network::single_class(vec![Queue, Queue], &[0.5, 0.3], 10, 2.0).unwrap();
-        let e = schweitzer(
-            &net,
-            ApproxOptions {
-                tol: 1e-12,
-                max_iter: 2,
-            },
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("Schweitzer MVA did not converge in 2 iterations"),
-            "{e}"
-        );
+        let e = schweitzer(&net, ApproxOptions { tol: 1e-12, max_iter: 2 }).unwrap_err();
+        assert!(e.to_string().contains("Schweitzer MVA did not converge in 2 iterations"), "{e}");
     }
 }

@@ -27,14 +27,8 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 6] = [
-        PolicyKind::Static,
-        PolicyKind::Cache,
-        PolicyKind::Mor,
-        PolicyKind::Ideal,
-        PolicyKind::Rc,
-        PolicyKind::Error,
-    ];
+    pub const ALL: [PolicyKind; 6] =
+        [PolicyKind::Static, PolicyKind::Cache, PolicyKind::Mor, PolicyKind::Ideal, PolicyKind::Rc, PolicyKind::Error];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,9 +43,7 @@ impl PolicyKind {
 
     /// Case-insensitive.
     pub fn parse(s: &str) -> Option<PolicyKind> {
-        PolicyKind::ALL
-            .into_iter()
-            .find(|p| p.as_str().eq_ignore_ascii_case(s))
+        PolicyKind::ALL.into_iter().find(|p| p.as_str().eq_ignore_ascii_case(s))
     }
 }
 
@@ -151,13 +143,7 @@ type Counts = [f64; 5];
 fn treatment_counts(t: Treatment, c: &ClassParams, cc: &ClassCounts) -> Counts {
     match t {
         Treatment::Local => [cc.refs, 0.0, 0.0, 0.0, 0.0],
-        Treatment::Static => [
-            cc.refs / c.sharers,
-            cc.refs * (1.0 - 1.0 / c.sharers),
-            0.0,
-            0.0,
-            0.0,
-        ],
+        Treatment::Static => [cc.refs / c.sharers, cc.refs * (1.0 - 1.0 / c.sharers), 0.0, 0.0, 0.0],
         Treatment::Migrate => [cc.refs, 0.0, cc.a * cc.rho, 0.0, 0.0],
         Treatment::Replicate => {
             let rp = cc.a * cc.omega;
@@ -167,12 +153,7 @@ fn treatment_counts(t: Treatment, c: &ClassParams, cc: &ClassCounts) -> Counts {
 }
 
 /// Map a policy on a class set to the reference mix, for the machine's node count and costs.
-pub fn map(
-    hw: &Hardware,
-    classes: &ClassSet,
-    kind: PolicyKind,
-    params: &PolicyParams,
-) -> Result<Placement, ModelError> {
+pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyParams) -> Result<Placement, ModelError> {
     hw.validate()?;
     classes.check_nodes(hw.nodes)?;
     for (name, v) in [("k_mig", params.k_mig), ("k_rep", params.k_rep)] {
@@ -196,15 +177,7 @@ pub fn map(
     }
     let n = hw.nodes as f64;
     let delta = hw.remote_penalty();
-    let mut out = Placement {
-        p_l: 0.0,
-        p_r: 0.0,
-        q_m: 0.0,
-        q_r: 0.0,
-        q_c: 0.0,
-        refs: 0.0,
-        classes: [ClassCounts::EMPTY; 5],
-    };
+    let mut out = Placement { p_l: 0.0, p_r: 0.0, q_m: 0.0, q_r: 0.0, q_c: 0.0, refs: 0.0, classes: [ClassCounts::EMPTY; 5] };
     let mut sum = [0.0f64; 5];
     for k in ClassKind::ALL {
         let c = classes.get(k);
@@ -212,27 +185,15 @@ pub fn map(
             continue;
         }
         let t = c.refs_per_pair();
-        let a = if k == ClassKind::Pr {
-            c.pages
-        } else {
-            c.pages * c.sharers / n
-        };
+        let a = if k == ClassKind::Pr { c.pages } else { c.pages * c.sharers / n };
         let r_hat = c.run_granularity.min(t);
         let w_hat = c.write_granularity.min(t);
         // Break-even against S (§6.1 [D form, I reading]); ∞ when M_c = 1 or Δ = 0.
         let remote_share = 1.0 - 1.0 / c.sharers;
         let denom = remote_share * delta;
-        let k_mig = params.k_mig.unwrap_or(if denom > 0.0 {
-            hw.cost_scale * hw.c_mig / denom
-        } else {
-            f64::INFINITY
-        });
+        let k_mig = params.k_mig.unwrap_or(if denom > 0.0 { hw.cost_scale * hw.c_mig / denom } else { f64::INFINITY });
         let coh = if c.writes > 0.0 { hw.c_coh } else { 0.0 };
-        let k_rep = params.k_rep.unwrap_or(if denom > 0.0 {
-            hw.cost_scale * (hw.c_rep + coh) / denom
-        } else {
-            f64::INFINITY
-        });
+        let k_rep = params.k_rep.unwrap_or(if denom > 0.0 { hw.cost_scale * (hw.c_rep + coh) / denom } else { f64::INFINITY });
         let ideal = match k {
             ClassKind::Pr => Treatment::Local,
             ClassKind::Ro | ClassKind::Rm => {
@@ -250,30 +211,13 @@ pub fn map(
                 }
             }
         };
-        let mut cc = ClassCounts {
-            a,
-            refs: a * t,
-            rho: t / r_hat,
-            omega: t / w_hat,
-            k_mig,
-            k_rep,
-            ideal,
-            ..ClassCounts::EMPTY
-        };
+        let mut cc = ClassCounts { a, refs: a * t, rho: t / r_hat, omega: t / w_hat, k_mig, k_rep, ideal, ..ClassCounts::EMPTY };
         let counts: Counts = if k == ClassKind::Pr {
             treatment_counts(Treatment::Local, c, &cc)
         } else {
             match kind {
                 PolicyKind::Static => treatment_counts(Treatment::Static, c, &cc),
-                PolicyKind::Cache => treatment_counts(
-                    if k.is_read_shared() {
-                        Treatment::Replicate
-                    } else {
-                        Treatment::Migrate
-                    },
-                    c,
-                    &cc,
-                ),
+                PolicyKind::Cache => treatment_counts(if k.is_read_shared() { Treatment::Replicate } else { Treatment::Migrate }, c, &cc),
                 PolicyKind::Mor => treatment_counts(Treatment::Migrate, c, &cc),
                 PolicyKind::Ideal => treatment_counts(ideal, c, &cc),
                 PolicyKind::Rc => {
@@ -298,13 +242,7 @@ pub fn map(
                 }
             }
         };
-        [
-            cc.local,
-            cc.remote,
-            cc.migrations,
-            cc.replications,
-            cc.coherency,
-        ] = counts;
+        [cc.local, cc.remote, cc.migrations, cc.replications, cc.coherency] = counts;
         for i in 0..5 {
             sum[i] += counts[i];
         }
@@ -332,15 +270,7 @@ mod tests {
     }
 
     fn r_of(p: &Placement) -> f64 {
-        let mix = RefMix {
-            tau: 2.0,
-            p_l: p.p_l,
-            q_m: p.q_m,
-            q_r: p.q_r,
-            q_c: p.q_c,
-            q_o: 0.0,
-            c_o: 0.0,
-        };
+        let mix = RefMix { tau: 2.0, p_l: p.p_l, q_m: p.q_m, q_r: p.q_r, q_c: p.q_c, q_o: 0.0, c_o: 0.0 };
         solve(&hw(), &mix).unwrap().r
     }
 
@@ -351,68 +281,18 @@ mod tests {
         assert_eq!(p.refs, 594_400.0);
         let want = [
             // a, N_c, rho, omega, k_mig, k_rep, ideal
-            (
-                ClassKind::Pr,
-                10.0,
-                110_000.0,
-                None,
-                None,
-                None,
-                None,
-                Treatment::Local,
-            ),
-            (
-                ClassKind::Ro,
-                16.0,
-                320_000.0,
-                Some("10"),
-                Some("1"),
-                Some("745.34"),
-                Some("761.90"),
-                Treatment::Replicate,
-            ),
-            (
-                ClassKind::Rm,
-                8.0,
-                80_400.0,
-                Some("10.05"),
-                Some("2.01"),
-                Some("869.57"),
-                Some("1294.69"),
-                Treatment::Replicate,
-            ),
-            (
-                ClassKind::Ss,
-                2.0,
-                20_000.0,
-                Some("4"),
-                Some("4"),
-                Some("1304.35"),
-                Some("1942.03"),
-                Treatment::Migrate,
-            ),
-            (
-                ClassKind::Sp,
-                8.0,
-                64_000.0,
-                Some("80"),
-                Some("40"),
-                Some("745.34"),
-                Some("1109.73"),
-                Treatment::Static,
-            ),
+            (ClassKind::Pr, 10.0, 110_000.0, None, None, None, None, Treatment::Local),
+            (ClassKind::Ro, 16.0, 320_000.0, Some("10"), Some("1"), Some("745.34"), Some("761.90"), Treatment::Replicate),
+            (ClassKind::Rm, 8.0, 80_400.0, Some("10.05"), Some("2.01"), Some("869.57"), Some("1294.69"), Treatment::Replicate),
+            (ClassKind::Ss, 2.0, 20_000.0, Some("4"), Some("4"), Some("1304.35"), Some("1942.03"), Treatment::Migrate),
+            (ClassKind::Sp, 8.0, 64_000.0, Some("80"), Some("40"), Some("745.34"), Some("1109.73"), Treatment::Static),
         ];
         for (k, a, n_c, rho, omega, k_mig, k_rep, ideal) in want {
             let c = &p.classes[k.index()];
             assert_eq!(c.a, a, "{k:?}");
             assert!((c.refs - n_c).abs() < 1e-9, "{k:?}");
             assert_eq!(c.ideal, ideal, "{k:?}");
-            for (got, want) in [
-                (c.rho, rho),
-                (c.omega, omega),
-                (c.k_mig, k_mig),
-                (c.k_rep, k_rep),
-            ] {
+            for (got, want) in [(c.rho, rho), (c.omega, omega), (c.k_mig, k_mig), (c.k_rep, k_rep)] {
                 if let Some(w) = want {
                     assert_printed(got, w);
                 }
@@ -434,39 +314,11 @@ mod tests {
             // The spec prints cache q_m as 1.09018e-3; its formulas give 648/594400 =
             // 1.0901750e-3 (checked exactly below), which rounds to 1.09017e-3: the printed digit
             // is a double-rounding artefact (1.090175 -> 1.09018), within the 1e-4 tolerance.
-            (
-                PolicyKind::Cache,
-                "1",
-                "1.09017e-3",
-                "5.39704e-5",
-                "2.70525e-5",
-                "7.81086",
-            ),
+            (PolicyKind::Cache, "1", "1.09017e-3", "5.39704e-5", "2.70525e-5", "7.81086"),
             (PolicyKind::Mor, "1", "1.49462e-3", "0", "0", "9.32577"),
-            (
-                PolicyKind::Ideal,
-                "0.905787",
-                "1.34590e-5",
-                "5.39704e-5",
-                "2.70525e-5",
-                "3.63506",
-            ),
-            (
-                PolicyKind::Rc,
-                "0.905787",
-                "0",
-                "6.74293e-5",
-                "4.05114e-5",
-                "3.66450",
-            ),
-            (
-                PolicyKind::Error,
-                "0.906797",
-                "1.14401e-4",
-                "5.39704e-5",
-                "2.70525e-5",
-                "4.07988",
-            ),
+            (PolicyKind::Ideal, "0.905787", "1.34590e-5", "5.39704e-5", "2.70525e-5", "3.63506"),
+            (PolicyKind::Rc, "0.905787", "0", "6.74293e-5", "4.05114e-5", "3.66450"),
+            (PolicyKind::Error, "0.906797", "1.14401e-4", "5.39704e-5", "2.70525e-5", "4.07988"),
         ];
         for (kind, p_l, q_m, q_r, q_c, r) in cases {
             let p = map(&hw(), &set, kind, &err).unwrap();
@@ -486,15 +338,11 @@ mod tests {
     #[test]
     fn per_class_threshold_beats_the_single_run_figure() {
         let mut set = preset("dunx-synth-8c").unwrap();
-        set.set(ClassKind::Ss, ClassField::RunGranularity, 1200.0)
-            .unwrap();
+        set.set(ClassKind::Ss, ClassField::RunGranularity, 1200.0).unwrap();
         let p = map(&hw(), &set, PolicyKind::Ideal, &PolicyParams::default()).unwrap();
         assert_eq!(p.classes[ClassKind::Ss.index()].ideal, Treatment::Static);
         // The seed's single-value form with k_mig = C_mig/Δ = 652.17 picks Mg.
-        let single = PolicyParams {
-            k_mig: Some(4500.0 / 6.9),
-            ..PolicyParams::default()
-        };
+        let single = PolicyParams { k_mig: Some(4500.0 / 6.9), ..PolicyParams::default() };
         assert_printed(4500.0 / 6.9, "652.17");
         let p = map(&hw(), &set, PolicyKind::Ideal, &single).unwrap();
         assert_eq!(p.classes[ClassKind::Ss.index()].ideal, Treatment::Migrate);
@@ -508,14 +356,8 @@ mod tests {
         e.errors[ClassKind::Sp.index()] = 1.0;
         let p = map(&hw(), &set, PolicyKind::Error, &e).unwrap();
         let c = map(&hw(), &set, PolicyKind::Cache, &e).unwrap();
-        assert_eq!(
-            p.classes[ClassKind::Sp.index()].migrations,
-            c.classes[ClassKind::Sp.index()].migrations
-        );
-        assert_eq!(
-            p.classes[ClassKind::Sp.index()].local,
-            c.classes[ClassKind::Sp.index()].local
-        );
+        assert_eq!(p.classes[ClassKind::Sp.index()].migrations, c.classes[ClassKind::Sp.index()].migrations);
+        assert_eq!(p.classes[ClassKind::Sp.index()].local, c.classes[ClassKind::Sp.index()].local);
         // e = 0 everywhere is ideal.
         let ideal = map(&hw(), &set, PolicyKind::Ideal, &PolicyParams::default()).unwrap();
         let zero = map(&hw(), &set, PolicyKind::Error, &PolicyParams::default()).unwrap();
@@ -528,17 +370,8 @@ mod tests {
         let mut e = PolicyParams::default();
         e.errors[ClassKind::Ss.index()] = 1.5;
         let err = map(&hw(), &set, PolicyKind::Error, &e).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "parameter 'e_ss' = 1.5: must lie in [0, 1]"
-        );
-        let err = map(
-            &Hardware { nodes: 4, ..hw() },
-            &set,
-            PolicyKind::Static,
-            &PolicyParams::default(),
-        )
-        .unwrap_err();
+        assert_eq!(err.to_string(), "parameter 'e_ss' = 1.5: must lie in [0, 1]");
+        let err = map(&Hardware { nodes: 4, ..hw() }, &set, PolicyKind::Static, &PolicyParams::default()).unwrap_err();
         assert!(err.to_string().contains("need M <= n"), "{err}");
     }
 

@@ -84,11 +84,7 @@ impl Roofline {
     /// Build from explicit ceilings (sorted by bandwidth, slowest first).
     pub fn new(peak_gflops: f64, mut tiers: Vec<TierCeiling>) -> Result<Roofline, ModelError> {
         if !(peak_gflops.is_finite() && peak_gflops > 0.0) {
-            return Err(ModelError::param(
-                "peak_gflops",
-                peak_gflops,
-                "must be finite and > 0",
-            ));
+            return Err(ModelError::param("peak_gflops", peak_gflops, "must be finite and > 0"));
         }
         if tiers.is_empty() {
             return Err(ModelError::InvalidParameter {
@@ -112,18 +108,12 @@ impl Roofline {
 
     /// The machine's roofline. `peak_override` replaces (or supplies a missing)
     /// `peak_gflops_dp`.
-    pub fn from_machine(
-        m: &Machine,
-        kind: BandwidthKind,
-        peak_override: Option<f64>,
-    ) -> Result<Roofline, ModelError> {
-        let peak = peak_override
-            .or(m.peak_gflops_dp)
-            .ok_or_else(|| ModelError::MachineLacks {
-                machine: m.name.clone(),
-                field: "peak_gflops_dp",
-                what: "compute ceiling",
-            })?;
+    pub fn from_machine(m: &Machine, kind: BandwidthKind, peak_override: Option<f64>) -> Result<Roofline, ModelError> {
+        let peak = peak_override.or(m.peak_gflops_dp).ok_or_else(|| ModelError::MachineLacks {
+            machine: m.name.clone(),
+            field: "peak_gflops_dp",
+            what: "compute ceiling",
+        })?;
         let mut tiers: Vec<TierCeiling> = Vec::new();
         for (i, node) in m.nodes.iter().enumerate() {
             if node.mem_bytes == 0 {
@@ -138,17 +128,10 @@ impl Roofline {
                     t.nodes.push(i as u32);
                     t.bw_gbps += bw;
                 }
-                None => tiers.push(TierCeiling {
-                    tier: node.tier,
-                    nodes: vec![i as u32],
-                    bw_gbps: bw,
-                }),
+                None => tiers.push(TierCeiling { tier: node.tier, nodes: vec![i as u32], bw_gbps: bw }),
             }
         }
-        Roofline::new(peak, tiers).map_err(|e| ModelError::Machine {
-            machine: m.name.clone(),
-            problem: e.to_string(),
-        })
+        Roofline::new(peak, tiers).map_err(|e| ModelError::Machine { machine: m.name.clone(), problem: e.to_string() })
     }
 
     pub fn tier_index(&self, tier: Tier) -> Option<usize> {
@@ -243,29 +226,19 @@ mod tests {
     fn tiers_sum_their_nodes() {
         let m = numalab_core::machine::presets::load("gp1000").unwrap();
         let e = Roofline::from_machine(&m, BandwidthKind::Peak, None).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "machine 'gp1000': no compute ceiling (peak_gflops_dp); give it explicitly"
-        );
+        assert_eq!(e.to_string(), "machine 'gp1000': no compute ceiling (peak_gflops_dp); give it explicitly");
         let r = Roofline::from_machine(&m, BandwidthKind::Peak, Some(0.1)).unwrap();
         assert_eq!(r.tiers.len(), 1);
         assert_eq!(r.tiers[0].nodes.len(), 8);
-        assert!((r.tiers[0].bw_gbps - 8.0 * 0.0067).abs() < 1e-12);
+        let per_node = m.nodes[0].mem_bw_gbps;
+        assert!((r.tiers[0].bw_gbps - 8.0 * per_node).abs() < 1e-12);
     }
 
     #[test]
     fn rejects_bad_ceilings() {
         let e = Roofline::new(0.0, vec![]).unwrap_err();
         assert!(e.to_string().contains("'peak_gflops' = 0"), "{e}");
-        let e = Roofline::new(
-            1.0,
-            vec![TierCeiling {
-                tier: Tier::Dram,
-                nodes: vec![0],
-                bw_gbps: 0.0,
-            }],
-        )
-        .unwrap_err();
+        let e = Roofline::new(1.0, vec![TierCeiling { tier: Tier::Dram, nodes: vec![0], bw_gbps: 0.0 }]).unwrap_err();
         assert!(e.to_string().contains("bandwidth of tier dram"), "{e}");
     }
 }

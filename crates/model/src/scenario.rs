@@ -33,24 +33,8 @@ pub enum Param {
 }
 
 /// Scalar parameter names accepted by [`Param::parse`] (class parameters are `CLASS.FIELD`).
-pub const SCALAR_NAMES: &[&str] = &[
-    "tau",
-    "n",
-    "cost_scale",
-    "t_l",
-    "t_x",
-    "c_mig",
-    "c_rep",
-    "c_coh",
-    "k_mig",
-    "k_rep",
-    "e_ro",
-    "e_rm",
-    "e_ss",
-    "e_sp",
-    "q_o",
-    "c_o",
-];
+pub const SCALAR_NAMES: &[&str] =
+    &["tau", "n", "cost_scale", "t_l", "t_x", "c_mig", "c_rep", "c_coh", "k_mig", "k_rep", "e_ro", "e_rm", "e_ss", "e_sp", "q_o", "c_o"];
 
 impl Param {
     pub fn parse(name: &str) -> Result<Param, ModelError> {
@@ -72,9 +56,7 @@ impl Param {
             "q_o" => Param::QO,
             "c_o" => Param::CO,
             _ => {
-                let parsed = name
-                    .split_once('.')
-                    .and_then(|(c, f)| Some((ClassKind::parse(c)?, ClassField::parse(f)?)));
+                let parsed = name.split_once('.').and_then(|(c, f)| Some((ClassKind::parse(c)?, ClassField::parse(f)?)));
                 match parsed {
                     Some((c, f)) => Param::Class(c, f),
                     None => {
@@ -176,13 +158,7 @@ impl Scenario {
 
     /// Map the policy and solve the model.
     pub fn solve(&self) -> Result<Prediction, ModelError> {
-        predict(
-            &self.hardware,
-            &self.classes,
-            self.policy,
-            &self.params,
-            &self.calibration,
-        )
+        predict(&self.hardware, &self.classes, self.policy, &self.params, &self.calibration)
     }
 }
 
@@ -200,19 +176,12 @@ impl Sweep {
     /// Parse `NAME=START:END:STEP` (inclusive end, `STEP > 0`, `START <= END`) or
     /// `NAME=V1,V2,...`.
     pub fn parse(spec: &str) -> Result<Sweep, ModelError> {
-        let bad = |problem: String| ModelError::Sweep {
-            spec: spec.to_string(),
-            problem,
-        };
-        let (name, range) = spec
-            .split_once('=')
-            .ok_or_else(|| bad("expected NAME=START:END:STEP or NAME=V1,V2,...".to_string()))?;
+        let bad = |problem: String| ModelError::Sweep { spec: spec.to_string(), problem };
+        let (name, range) = spec.split_once('=').ok_or_else(|| bad("expected NAME=START:END:STEP or NAME=V1,V2,...".to_string()))?;
         let param = Param::parse(name.trim()).map_err(|e| bad(e.to_string()))?;
         let num = |s: &str| -> Result<f64, ModelError> {
             let t = s.trim();
-            let v: f64 = t
-                .parse()
-                .map_err(|_| bad(format!("'{t}' is not a number")))?;
+            let v: f64 = t.parse().map_err(|_| bad(format!("'{t}' is not a number")))?;
             if v.is_nan() {
                 return Err(bad(format!("'{t}' is not a number")));
             }
@@ -237,9 +206,7 @@ impl Sweep {
             if count > MAX_SWEEP_POINTS as f64 {
                 return Err(bad(format!("{count} points; at most {MAX_SWEEP_POINTS}")));
             }
-            (0..count as usize)
-                .map(|i| tidy(start + i as f64 * step))
-                .collect()
+            (0..count as usize).map(|i| tidy(start + i as f64 * step)).collect()
         } else {
             range.split(',').map(num).collect::<Result<Vec<f64>, _>>()?
         };
@@ -268,11 +235,7 @@ mod tests {
             classes: preset("dunx-synth-8c").unwrap(),
             policy: PolicyKind::Error,
             params: PolicyParams::default(),
-            calibration: Calibration {
-                tau_us: 2.0,
-                q_o: 0.0,
-                c_o_us: 0.0,
-            },
+            calibration: Calibration { tau_us: 2.0, q_o: 0.0, c_o_us: 0.0 },
         }
     }
 
@@ -284,10 +247,7 @@ mod tests {
         assert_eq!(s.values[3], 0.15);
         assert_eq!(*s.values.last().unwrap(), 0.5);
         let s = Sweep::parse("SS.r=1000,1200,2500").unwrap();
-        assert_eq!(
-            s.param,
-            Param::Class(ClassKind::Ss, ClassField::RunGranularity)
-        );
+        assert_eq!(s.param, Param::Class(ClassKind::Ss, ClassField::RunGranularity));
         assert_eq!(s.values, vec![1000.0, 1200.0, 2500.0]);
         assert_eq!(Sweep::parse("n=2:16:2").unwrap().values.len(), 8);
     }
@@ -295,29 +255,12 @@ mod tests {
     #[test]
     fn bad_sweeps_say_why() {
         let msg = |s: &str| Sweep::parse(s).unwrap_err().to_string();
-        assert_eq!(
-            msg("e_sp"),
-            "bad sweep 'e_sp': expected NAME=START:END:STEP or NAME=V1,V2,..."
-        );
-        assert_eq!(
-            msg("e_sp=0:0.5"),
-            "bad sweep 'e_sp=0:0.5': a range needs exactly START:END:STEP"
-        );
-        assert_eq!(
-            msg("e_sp=0:0.5:0"),
-            "bad sweep 'e_sp=0:0.5:0': STEP must be > 0, got 0"
-        );
-        assert_eq!(
-            msg("e_sp=1:0:0.1"),
-            "bad sweep 'e_sp=1:0:0.1': START 1 is above END 0"
-        );
-        assert_eq!(
-            msg("e_sp=a:1:0.1"),
-            "bad sweep 'e_sp=a:1:0.1': 'a' is not a number"
-        );
-        assert!(
-            msg("bogus=1").contains("parameter 'bogus' = NaN: unknown parameter; valid: tau, n,")
-        );
+        assert_eq!(msg("e_sp"), "bad sweep 'e_sp': expected NAME=START:END:STEP or NAME=V1,V2,...");
+        assert_eq!(msg("e_sp=0:0.5"), "bad sweep 'e_sp=0:0.5': a range needs exactly START:END:STEP");
+        assert_eq!(msg("e_sp=0:0.5:0"), "bad sweep 'e_sp=0:0.5:0': STEP must be > 0, got 0");
+        assert_eq!(msg("e_sp=1:0:0.1"), "bad sweep 'e_sp=1:0:0.1': START 1 is above END 0");
+        assert_eq!(msg("e_sp=a:1:0.1"), "bad sweep 'e_sp=a:1:0.1': 'a' is not a number");
+        assert!(msg("bogus=1").contains("parameter 'bogus' = NaN: unknown parameter; valid: tau, n,"));
         assert!(msg("tau=0:1e9:1e-3").contains("at most 1000000"));
     }
 
@@ -336,26 +279,14 @@ mod tests {
     #[test]
     fn set_and_get_agree() {
         let mut s = scenario();
-        for name in SCALAR_NAMES
-            .iter()
-            .copied()
-            .chain(["SS.reads", "rm.w", "PR.pages"])
-        {
+        for name in SCALAR_NAMES.iter().copied().chain(["SS.reads", "rm.w", "PR.pages"]) {
             let p = Param::parse(name).unwrap();
-            let v = if p == Param::Nodes {
-                4.0
-            } else {
-                s.get(p).max(0.0) + 1.0
-            };
+            let v = if p == Param::Nodes { 4.0 } else { s.get(p).max(0.0) + 1.0 };
             s.set(p, v).unwrap();
             assert_eq!(s.get(p), v, "{name}");
             assert_eq!(Param::parse(&p.name()).unwrap(), p);
         }
-        assert!(s
-            .set(Param::Nodes, 2.5)
-            .unwrap_err()
-            .to_string()
-            .contains("whole number"));
+        assert!(s.set(Param::Nodes, 2.5).unwrap_err().to_string().contains("whole number"));
     }
 
     #[test]
@@ -363,9 +294,6 @@ mod tests {
         let mut s = scenario();
         s.set(Param::Nodes, 4.0).unwrap();
         let e = s.solve().unwrap_err();
-        assert!(
-            e.to_string().contains("8 sharers on a 4-node machine"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("8 sharers on a 4-node machine"), "{e}");
     }
 }

@@ -28,18 +28,9 @@ pub struct Calibration {
 
 /// `tau = T_1/N − t_l − Σ_f F_f·C_f/N` (§9 step 2). `mean_time_s` is the mean completion time
 /// of the 1-node run, `refs` the reference count `N` of the process.
-pub fn calibrate_tau(
-    mean_time_s: f64,
-    refs: f64,
-    t_l_us: f64,
-    faults: &[FaultCount],
-) -> Result<Calibration, ModelError> {
+pub fn calibrate_tau(mean_time_s: f64, refs: f64, t_l_us: f64, faults: &[FaultCount]) -> Result<Calibration, ModelError> {
     if !(mean_time_s.is_finite() && mean_time_s > 0.0) {
-        return Err(ModelError::param(
-            "mean_time_s",
-            mean_time_s,
-            "must be finite and > 0",
-        ));
+        return Err(ModelError::param("mean_time_s", mean_time_s, "must be finite and > 0"));
     }
     if !(refs.is_finite() && refs > 0.0) {
         return Err(ModelError::param("refs", refs, "must be finite and > 0"));
@@ -54,11 +45,7 @@ pub fn calibrate_tau(
             "calibration gives a negative compute time: the 1-node run is faster than t_l per reference",
         ));
     }
-    Ok(Calibration {
-        tau_us: tau.max(0.0),
-        q_o: count / refs,
-        c_o_us: if count > 0.0 { fault_us / count } else { 0.0 },
-    })
+    Ok(Calibration { tau_us: tau.max(0.0), q_o: count / refs, c_o_us: if count > 0.0 { fault_us / count } else { 0.0 } })
 }
 
 /// A model prediction of one policy on `hw.nodes` nodes.
@@ -89,26 +76,12 @@ pub fn predict(
         c_o: cal.c_o_us,
     };
     let solution = solve(hw, &mix)?;
-    Ok(Prediction {
-        placement,
-        solution,
-        time_s: placement.refs * solution.r * 1e-6,
-    })
+    Ok(Prediction { placement, solution, time_s: placement.refs * solution.r * 1e-6 })
 }
 
 /// Predict the `n`-node static run (the validation case).
-pub fn predict_static(
-    hw: &Hardware,
-    classes: &ClassSet,
-    cal: &Calibration,
-) -> Result<Prediction, ModelError> {
-    predict(
-        hw,
-        classes,
-        PolicyKind::Static,
-        &PolicyParams::default(),
-        cal,
-    )
+pub fn predict_static(hw: &Hardware, classes: &ClassSet, cal: &Calibration) -> Result<Prediction, ModelError> {
+    predict(hw, classes, PolicyKind::Static, &PolicyParams::default(), cal)
 }
 
 /// Mean and two-sided confidence interval of a sample.
@@ -142,23 +115,13 @@ pub fn confidence_interval(samples: &[f64], level: f64) -> Option<ConfidenceInte
     let stddev = var.sqrt();
     let t = student_t_quantile(0.5 + level / 2.0, nf - 1.0);
     let half = t * stddev / nf.sqrt();
-    Some(ConfidenceInterval {
-        n,
-        mean,
-        stddev,
-        t,
-        lo: mean - half,
-        hi: mean + half,
-    })
+    Some(ConfidenceInterval { n, mean, stddev, t, lo: mean - half, hi: mean + half })
 }
 
 /// Quantile of Student's t distribution with `df` degrees of freedom (`p` in (0, 1)), by
 /// bisection on the CDF, which uses the regularised incomplete beta function.
 pub fn student_t_quantile(p: f64, df: f64) -> f64 {
-    assert!(
-        p > 0.0 && p < 1.0 && df > 0.0,
-        "student_t_quantile({p}, {df})"
-    );
+    assert!(p > 0.0 && p < 1.0 && df > 0.0, "student_t_quantile({p}, {df})");
     if p < 0.5 {
         return -student_t_quantile(1.0 - p, df);
     }
@@ -225,8 +188,7 @@ fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
     if x >= 1.0 {
         return 1.0;
     }
-    let front =
-        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
     if x < (a + 1.0) / (a + b + 2.0) {
         front * beta_cf(a, b, x) / a
     } else {
@@ -285,16 +247,7 @@ mod tests {
     #[test]
     fn calibration_example_of_the_spec() {
         // T_1 = 3.0 s, N = 10^6, 20 faults at 1 ms: tau = 3.0 - 0.6 - 0.02 = 2.38 us.
-        let c = calibrate_tau(
-            3.0,
-            1e6,
-            0.6,
-            &[FaultCount {
-                count: 20.0,
-                cost_us: 1000.0,
-            }],
-        )
-        .unwrap();
+        let c = calibrate_tau(3.0, 1e6, 0.6, &[FaultCount { count: 20.0, cost_us: 1000.0 }]).unwrap();
         assert!((c.tau_us - 2.38).abs() < 1e-12, "{}", c.tau_us);
         assert!((c.q_o - 2e-5).abs() < 1e-18);
         assert_eq!(c.c_o_us, 1000.0);
@@ -306,23 +259,9 @@ mod tests {
     fn calibration_round_trips_through_the_one_node_model() {
         // A 1-node prediction with the calibrated tau reproduces the measured time.
         let set = preset("dunx-synth-8c").unwrap();
-        let hw1 = Hardware {
-            nodes: 8,
-            ..Hardware::gp1000()
-        };
-        let refs = crate::policy::map(&hw1, &set, PolicyKind::Static, &PolicyParams::default())
-            .unwrap()
-            .refs;
-        let cal = calibrate_tau(
-            2.0,
-            refs,
-            0.6,
-            &[FaultCount {
-                count: 100.0,
-                cost_us: 50.0,
-            }],
-        )
-        .unwrap();
+        let hw1 = Hardware { nodes: 8, ..Hardware::gp1000() };
+        let refs = crate::policy::map(&hw1, &set, PolicyKind::Static, &PolicyParams::default()).unwrap().refs;
+        let cal = calibrate_tau(2.0, refs, 0.6, &[FaultCount { count: 100.0, cost_us: 50.0 }]).unwrap();
         // On one node every class has to be private to the process: use only PR.
         let mut pr_only = crate::classes::ClassParams::ABSENT;
         pr_only.pages = refs / 11_000.0;
@@ -333,15 +272,7 @@ mod tests {
         let mut arr = [crate::classes::ClassParams::ABSENT; 5];
         arr[0] = pr_only;
         let one = ClassSet::new("pr", "test", arr).unwrap();
-        let p = predict_static(
-            &Hardware {
-                nodes: 1,
-                ..Hardware::gp1000()
-            },
-            &one,
-            &cal,
-        )
-        .unwrap();
+        let p = predict_static(&Hardware { nodes: 1, ..Hardware::gp1000() }, &one, &cal).unwrap();
         assert!((p.placement.refs - refs).abs() < 1e-6);
         assert!((p.time_s - 2.0).abs() < 1e-9, "{}", p.time_s);
     }
@@ -349,11 +280,7 @@ mod tests {
     #[test]
     fn static_prediction_of_the_spec_workload() {
         let set = preset("dunx-synth-8c").unwrap();
-        let cal = Calibration {
-            tau_us: 2.0,
-            q_o: 0.0,
-            c_o_us: 0.0,
-        };
+        let cal = Calibration { tau_us: 2.0, q_o: 0.0, c_o_us: 0.0 };
         let p = predict_static(&Hardware::gp1000(), &set, &cal).unwrap();
         // R = 7.36023 us (§8(c)) times N = 594 400 references.
         assert!((p.solution.r - 7.36023).abs() < 5e-6);

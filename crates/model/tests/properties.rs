@@ -15,46 +15,21 @@ fn network() -> impl Strategy<Value = Network> {
             prop::collection::vec(0u32..=4, c),
             prop::collection::vec(0.0f64..5.0, c),
         )
-            .prop_filter_map(
-                "needs a customer and demand",
-                |(delay, demands, mut pops, think)| {
-                    if pops.iter().all(|&p| p == 0) {
-                        pops[0] = 1;
-                    }
-                    let kinds = delay
-                        .iter()
-                        .map(|&d| {
-                            if d {
-                                StationKind::Delay
-                            } else {
-                                StationKind::Queue
-                            }
-                        })
-                        .collect();
-                    Network::new(kinds, &demands, pops, think).ok()
-                },
-            )
+            .prop_filter_map("needs a customer and demand", |(delay, demands, mut pops, think)| {
+                if pops.iter().all(|&p| p == 0) {
+                    pops[0] = 1;
+                }
+                let kinds = delay.iter().map(|&d| if d { StationKind::Delay } else { StationKind::Queue }).collect();
+                Network::new(kinds, &demands, pops, think).ok()
+            })
     })
 }
 
 fn solvers(net: &Network) -> Vec<(&'static str, mva::MvaSolution)> {
     vec![
         ("exact", mva::exact(net, EXACT_STATE_LIMIT).unwrap()),
-        (
-            "schweitzer",
-            mva::schweitzer(net, ApproxOptions::default()).unwrap(),
-        ),
-        (
-            "linearizer",
-            mva::linearizer(
-                net,
-                ApproxOptions {
-                    tol: 1e-13,
-                    max_iter: 100_000,
-                },
-            )
-            .unwrap(),
-        ),
+        ("schweitzer", mva::schweitzer(net, ApproxOptions::default()).unwrap()),
+        ("linearizer", mva::linearizer(net, ApproxOptions { tol: 1e-13, max_iter: 100_000 }).unwrap()),
     ]
 }
 

@@ -12,12 +12,15 @@ pub enum PolicyKind {
     Dynamic,
 }
 
+/// Builds a policy from its config table.
+type Builder = fn(toml::Table, &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError>;
+
 /// A registered policy: its name, one-line summary, kind and how to build it.
 pub struct PolicyEntry {
     pub name: &'static str,
     pub summary: &'static str,
     pub kind: PolicyKind,
-    build: fn(toml::Table, &PolicyEnv) -> Result<Box<dyn DynPolicy>, PolicyError>,
+    build: Builder,
     default_config: fn() -> toml::Table,
 }
 

@@ -11,10 +11,27 @@ fn main() {
     let file = wp::load(wl).unwrap();
     let program = Arc::new(compile(&file, wl, &machine, &CompileOptions { threads: None, scale }).unwrap());
     for pol in ["first-touch", "round-4k", "round-1g"] {
-        let s = Scenario { machine: machine.clone(), program: program.clone(), policy: numalab_policy::find(pol).unwrap(), policy_config: Default::default(), sim: SimConfig::default() };
+        let s = Scenario {
+            machine: machine.clone(),
+            program: program.clone(),
+            policy: numalab_policy::find(pol).unwrap(),
+            policy_config: Default::default(),
+            sim: SimConfig::default(),
+        };
         let t = std::time::Instant::now();
         let r = run_one(&s, 1).unwrap();
         let el = t.elapsed().as_secs_f64();
-        println!("{:?}", r.node_accesses); println!("{pol:12} exec {:.6}s lar {:.3} imb {:?} icl {:?} acc {} ({:.1} M/s) ftf {} mig {:?}", r.exec_time_s, r.local_access_ratio.unwrap_or(0.0), r.node_imbalance.map(|x| x.round()), r.interconnect_load.map(|x| x.round()), r.accesses, r.accesses as f64 / el / 1e6, r.first_touch_faults, r.thread_migrations_by_cause);
+        println!("{:?}", r.node_accesses);
+        println!(
+            "{pol:12} exec {:.6}s lar {:.3} imb {:?} icl {:?} acc {} ({:.1} M/s) ftf {} mig {:?}",
+            r.exec_time_s,
+            r.local_access_ratio.unwrap_or(0.0),
+            r.node_imbalance.map(|x| x.round()),
+            r.interconnect_load.map(|x| x.round()),
+            r.accesses,
+            r.accesses as f64 / el / 1e6,
+            r.first_touch_faults,
+            r.thread_migrations_by_cause
+        );
     }
 }

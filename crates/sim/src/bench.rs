@@ -47,7 +47,13 @@ pub fn scenarios(quick: bool) -> Result<Vec<BenchScenario>, SimError> {
         let file = wp::parse(&text, name).map_err(|e| SimError::Internal(e.to_string()))?;
         let program = compile(&file, name, &machine, &CompileOptions::default()).map_err(|e| SimError::Internal(e.to_string()))?;
         let entry = numalab_policy::find(policy).map_err(|e| SimError::Policy(e.to_string()))?;
-        let scenario = Scenario { machine: machine.clone(), program: Arc::new(program), policy: entry, policy_config: Default::default(), sim: SimConfig::default() };
+        let scenario = Scenario {
+            machine: machine.clone(),
+            program: Arc::new(program),
+            policy: entry,
+            policy_config: Default::default(),
+            sim: SimConfig::default(),
+        };
         out.push(BenchScenario { name, policy, scenario });
     }
     Ok(out)

@@ -142,7 +142,7 @@ impl SimConfig {
         if !(self.memory.random_efficiency > 0.0 && self.memory.random_efficiency <= 1.0) {
             return Err(format!("sim.memory.random_efficiency = {} must lie in (0, 1]", self.memory.random_efficiency));
         }
-        if !(self.memory.solver_tolerance >= 0.0) {
+        if self.memory.solver_tolerance.is_nan() || self.memory.solver_tolerance < 0.0 {
             return Err(format!("sim.memory.solver_tolerance = {} must not be negative", self.memory.solver_tolerance));
         }
         if self.memory.solver_iterations == 0 {

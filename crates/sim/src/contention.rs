@@ -71,7 +71,8 @@ impl Contention {
                 l0[i * n + j] = m.latency_ns[i][j];
             }
         }
-        let mut svc: Vec<f64> = m.nodes.iter().map(|node| if node.mem_bw_gbps > 0.0 { access_bytes as f64 / node.mem_bw_gbps } else { 0.0 }).collect();
+        let mut svc: Vec<f64> =
+            m.nodes.iter().map(|node| if node.mem_bw_gbps > 0.0 { access_bytes as f64 / node.mem_bw_gbps } else { 0.0 }).collect();
         svc.extend(ic.links.iter().map(|l| access_bytes as f64 / l.capacity_gbps));
         let mut routes_rd = vec![Vec::new(); n * n];
         let mut routes_wr = vec![Vec::new(); n * n];
@@ -86,7 +87,19 @@ impl Contention {
         for _ in 0..threads {
             lat_t.extend_from_slice(&l0[..n]);
         }
-        Contention { n, k, l0, svc, routes_rd, routes_wr, q_t: vec![0.0; threads * k], q: vec![0.0; k], d_t: vec![0.0; threads * k], lat_t, x_t: vec![0.0; threads] }
+        Contention {
+            n,
+            k,
+            l0,
+            svc,
+            routes_rd,
+            routes_wr,
+            q_t: vec![0.0; threads * k],
+            q: vec![0.0; k],
+            d_t: vec![0.0; threads * k],
+            lat_t,
+            x_t: vec![0.0; threads],
+        }
     }
 
     pub fn links(&self) -> usize {
@@ -177,12 +190,12 @@ impl Contention {
             }
             // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
             // overshoot together and oscillate.
-            for t in 0..demands.len() {
+            for (t, &pop_t) in pop.iter().enumerate() {
                 let x = self.x_t[t];
                 for s in 0..k {
                     let d = self.d_t[t * k + s];
                     let cur = self.q_t[t * k + s];
-                    let target = if d > 0.0 { x * d * (1.0 + (self.q[s] - cur / pop[t].max(1e-12)).max(0.0)) } else { 0.0 };
+                    let target = if d > 0.0 { x * d * (1.0 + (self.q[s] - cur / pop_t.max(1e-12)).max(0.0)) } else { 0.0 };
                     self.q_t[t * k + s] = 0.5 * cur + 0.5 * target;
                 }
             }
@@ -283,7 +296,15 @@ mod tests {
             .map(|t| {
                 let mut frac = vec![0.0; m.node_count()];
                 frac[target] = 1.0;
-                Demand { node: cpus.node_of_cpu[t] as usize, share: 1.0, compute_ns: 0.0, inv_mlp: 1.0, svc_mult: 1.0 / 0.7, frac, write_frac: 0.0 }
+                Demand {
+                    node: cpus.node_of_cpu[t] as usize,
+                    share: 1.0,
+                    compute_ns: 0.0,
+                    inv_mlp: 1.0,
+                    svc_mult: 1.0 / 0.7,
+                    frac,
+                    write_frac: 0.0,
+                }
             })
             .collect()
     }

@@ -108,7 +108,13 @@ fn kind_index(k: AccessKind) -> usize {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(m: &'a Machine, p: &'a Program, cfg: &'a SimConfig, mut policy: Box<dyn DynPolicy>, seed: u64) -> Result<Engine<'a>, SimError> {
+    pub fn new(
+        m: &'a Machine,
+        p: &'a Program,
+        cfg: &'a SimConfig,
+        mut policy: Box<dyn DynPolicy>,
+        seed: u64,
+    ) -> Result<Engine<'a>, SimError> {
         let n = m.node_count();
         if n > MAX_NODES {
             return Err(SimError::Machine(format!("{n} nodes: the simulator supports at most {MAX_NODES}")));
@@ -129,7 +135,15 @@ impl<'a> Engine<'a> {
                         cpus.node_of_cpu[p.initial_cpus[owner as usize] as usize]
                     }
                 };
-                let node = if mem.free[want as usize] > 0 { want } else { memory_nodes.iter().copied().find(|&n| mem.free[n as usize] > 0).ok_or(SimError::OutOfMemory { page: r.first_page + i })? };
+                let node = if mem.free[want as usize] > 0 {
+                    want
+                } else {
+                    memory_nodes
+                        .iter()
+                        .copied()
+                        .find(|&n| mem.free[n as usize] > 0)
+                        .ok_or(SimError::OutOfMemory { page: r.first_page + i })?
+                };
                 mem.place(r.first_page + i, node);
             }
         }
@@ -149,7 +163,14 @@ impl<'a> Engine<'a> {
         }
         let ic = m.interconnect();
         let cont = Contention::new(m, &ic, p.access_bytes, p.threads as usize);
-        let sched = Scheduler::new(cfg.sched.clone(), cpus.node_of_cpu.clone(), cpus.core_of_cpu.clone(), p.initial_cpus.clone(), p.pinned, stream(seed, "sched", 0));
+        let sched = Scheduler::new(
+            cfg.sched.clone(),
+            cpus.node_of_cpu.clone(),
+            cpus.core_of_cpu.clone(),
+            p.initial_cpus.clone(),
+            p.pinned,
+            stream(seed, "sched", 0),
+        );
         let threads = (0..p.threads)
             .map(|t| {
                 let node = cpus.node_of_cpu[p.initial_cpus[t as usize] as usize] as usize;
@@ -339,11 +360,7 @@ impl<'a> Engine<'a> {
                         self.run_thread(t, end)?;
                         progressed = true;
                     }
-                    State::P2pWait => {
-                        if self.p2p_ready(t) {
-                            progressed = true;
-                        }
-                    }
+                    State::P2pWait => progressed |= self.p2p_ready(t),
                     _ => {}
                 }
             }
@@ -522,7 +539,10 @@ impl<'a> Engine<'a> {
             let req = PlaceRequest { space: SPACE, thread: t as ThreadId, cpu, cpu_node, page };
             let node = self.policy.place(&req, &self.mem).map_err(|_| SimError::OutOfMemory { page })?;
             if node as usize >= n || self.mem.free[node as usize] == 0 {
-                return Err(SimError::Policy(format!("policy '{}' placed page {page} on node {node}, which cannot hold it", self.policy.name())));
+                return Err(SimError::Policy(format!(
+                    "policy '{}' placed page {page} on node {node}, which cannot hold it",
+                    self.policy.name()
+                )));
             }
             self.mem.place(page, node);
             self.first_touch_faults += 1;
@@ -534,7 +554,16 @@ impl<'a> Engine<'a> {
             h &= !ARMED;
             self.hint_faults += 1;
             extra += costs.hint_fault_ns;
-            let fault = HintFault { space: SPACE, thread: t as ThreadId, cpu, cpu_node, page, page_node: (h & NODE_MASK) as NodeId, write, time_ns: self.threads[t].clock as u64 };
+            let fault = HintFault {
+                space: SPACE,
+                thread: t as ThreadId,
+                cpu,
+                cpu_node,
+                page,
+                page_node: (h & NODE_MASK) as NodeId,
+                write,
+                time_ns: self.threads[t].clock as u64,
+            };
             let mut out = std::mem::take(&mut self.decisions);
             let mut policy = std::mem::replace(&mut self.policy, Box::new(Nop));
             policy.on_hint_fault(&fault, &View { e: self }, &mut out);
@@ -610,19 +639,28 @@ impl<'a> Engine<'a> {
                 }
                 Decision::MoveThread { thread, to, .. } => {
                     let at = self.threads[t].clock;
-                    match (thread < self.p.threads && (to as usize) < self.n).then(|| self.sched.move_to_node(thread, to, &self.runnable, at)).flatten() {
-                        Some(mv) => self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share },
+                    match (thread < self.p.threads && (to as usize) < self.n)
+                        .then(|| self.sched.move_to_node(thread, to, &self.runnable, at))
+                        .flatten()
+                    {
+                        Some(mv) => {
+                            self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
+                                * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share }
+                        }
                         None => self.refused += 1,
                     }
                 }
-                Decision::SwapThreads { a, b, .. } => match (a < self.p.threads && b < self.p.threads).then(|| self.sched.swap(a, b)).flatten() {
-                    Some((ma, mb)) => {
-                        for mv in [ma, mb] {
-                            self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share };
+                Decision::SwapThreads { a, b, .. } => {
+                    match (a < self.p.threads && b < self.p.threads).then(|| self.sched.swap(a, b)).flatten() {
+                        Some((ma, mb)) => {
+                            for mv in [ma, mb] {
+                                self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
+                                    * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share };
+                            }
                         }
+                        None => self.refused += 1,
                     }
-                    None => self.refused += 1,
-                },
+                }
                 Decision::MoveSpace { to, .. } => {
                     if (to as usize) >= self.n {
                         self.refused += 1;
@@ -689,7 +727,12 @@ impl<'a> Engine<'a> {
         if len <= 0.0 || self.link_capacity.is_empty() {
             return;
         }
-        let max = self.link_bytes_interval.iter().zip(&self.link_capacity).map(|(b, c)| (100.0 * b / (c * len)).clamp(0.0, 100.0)).fold(0.0, f64::max);
+        let max = self
+            .link_bytes_interval
+            .iter()
+            .zip(&self.link_capacity)
+            .map(|(b, c)| (100.0 * b / (c * len)).clamp(0.0, 100.0))
+            .fold(0.0, f64::max);
         self.interval_maxima.push((max, len));
         self.link_bytes_interval.iter_mut().for_each(|b| *b = 0.0);
         self.interval_start = end;
@@ -853,7 +896,16 @@ impl Hot<'_> {
     /// floating-point sum of the clock is formed as `k·c` instead of `c + c + ...`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn issue_runs(&self, e: &mut numalab_workload::Entry, max: u64, acc: &mut [u64], wr: &mut [u64], cost: &[f64], mut clock: f64, lpp: u64) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+    fn issue_runs(
+        &self,
+        e: &mut numalab_workload::Entry,
+        max: u64,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+        lpp: u64,
+    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
         let kb = kind_index(e.kind) * self.n;
         let mut issued = 0;
         while issued < max {
@@ -928,7 +980,11 @@ impl DynPolicy for Nop {
     fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, numalab_policy::OutOfMemory> {
         Err(numalab_policy::OutOfMemory { wanted: req.cpu_node, pages: 1 })
     }
-    fn layout(&mut self, _s: &AddressSpaceInfo, _m: &dyn MemoryState) -> Result<Option<Vec<numalab_policy::Extent>>, numalab_policy::OutOfMemory> {
+    fn layout(
+        &mut self,
+        _s: &AddressSpaceInfo,
+        _m: &dyn MemoryState,
+    ) -> Result<Option<Vec<numalab_policy::Extent>>, numalab_policy::OutOfMemory> {
         Ok(None)
     }
     fn wants_hint_faults(&self) -> bool {

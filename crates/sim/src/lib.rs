@@ -51,13 +51,18 @@ impl Scenario {
     /// Check the policy configuration and simulator settings once, before any run.
     pub fn check(&self) -> Result<(), SimError> {
         self.sim.validate().map_err(SimError::Config)?;
-        self.policy.build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone())).map_err(|e| SimError::Policy(e.to_string()))?;
+        self.policy
+            .build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone()))
+            .map_err(|e| SimError::Policy(e.to_string()))?;
         Ok(())
     }
 
     /// The policy's resolved configuration (defaults filled in), for result files.
     pub fn resolved_policy_config(&self) -> Result<toml::Table, SimError> {
-        let p = self.policy.build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone())).map_err(|e| SimError::Policy(e.to_string()))?;
+        let p = self
+            .policy
+            .build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone()))
+            .map_err(|e| SimError::Policy(e.to_string()))?;
         Ok(p.config_toml())
     }
 }

@@ -94,7 +94,8 @@ impl Memory {
     }
 
     pub fn copies(&self) -> u64 {
-        self.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64 + self.replicas.values().map(|m| m.count_ones() as u64).sum::<u64>()
+        self.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64
+            + self.replicas.values().map(|m| m.count_ones() as u64).sum::<u64>()
     }
 }
 

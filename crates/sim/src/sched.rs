@@ -77,7 +77,14 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(cfg: SchedConfig, node_of_cpu: Vec<NodeId>, core_of_cpu: Vec<u32>, initial: Vec<CpuId>, pinned: bool, rng: StreamRng) -> Scheduler {
+    pub fn new(
+        cfg: SchedConfig,
+        node_of_cpu: Vec<NodeId>,
+        core_of_cpu: Vec<u32>,
+        initial: Vec<CpuId>,
+        pinned: bool,
+        rng: StreamRng,
+    ) -> Scheduler {
         let nodes = node_of_cpu.iter().map(|&n| n as usize + 1).max().unwrap_or(1);
         let cpus = node_of_cpu.len();
         let mut s = Scheduler {
@@ -222,7 +229,9 @@ impl Scheduler {
             }
             let node = self.node_of_cpu[idle] as usize;
             // Same node first, then the busiest other node if the NUMA threshold allows.
-            let local = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == node && self.load[c] > 0 && self.busy(c, at) >= 2).max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
+            let local = (0..cpus)
+                .filter(|&c| self.node_of_cpu[c] as usize == node && self.load[c] > 0 && self.busy(c, at) >= 2)
+                .max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
             let src = local.or_else(|| {
                 let (dl, dc) = self.node_load(node, at);
                 (0..cpus)
@@ -252,7 +261,9 @@ impl Scheduler {
             nodes_with_cpus.iter().min_by(|&&a, &&b| per_cpu(a).total_cmp(&per_cpu(b)).then(a.cmp(&b))),
         ) {
             if busiest != idlest && per_cpu(busiest) * 100.0 > per_cpu(idlest) * self.cfg.imbalance_pct as f64 {
-                let src = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == busiest && self.load[c] > 0 && self.busy(c, at) >= 2).max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
+                let src = (0..cpus)
+                    .filter(|&c| self.node_of_cpu[c] as usize == busiest && self.load[c] > 0 && self.busy(c, at) >= 2)
+                    .max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)));
                 let dst = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == idlest).min_by_key(|&c| (self.busy(c, at), c));
                 if let (Some(src), Some(dst)) = (src, dst) {
                     if self.busy(dst, at) + 1 < self.busy(src, at) {

@@ -11,7 +11,13 @@ fn scenario(machine: &str, workload: &str, threads: Option<u32>, scale: f64, pol
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::load(workload).unwrap();
     let program = compile(&file, workload, &m, &CompileOptions { threads, scale }).unwrap();
-    Scenario { machine: m, program: Arc::new(program), policy: numalab_policy::find(policy).unwrap(), policy_config: cfg, sim: SimConfig::default() }
+    Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find(policy).unwrap(),
+        policy_config: cfg,
+        sim: SimConfig::default(),
+    }
 }
 
 fn quiet(mut s: Scenario) -> Scenario {
@@ -104,7 +110,13 @@ fn spilling_first_touch_never_exceeds_capacity() {
     let m = Arc::new(m);
     let file = wp::load("stream-like").unwrap();
     let program = Arc::new(compile(&file, "s", &m, &CompileOptions { threads: Some(4), scale: 0.001 }).unwrap());
-    let s = Scenario { machine: m.clone(), program: program.clone(), policy: numalab_policy::find("first-touch").unwrap(), policy_config: Default::default(), sim: SimConfig::default() };
+    let s = Scenario {
+        machine: m.clone(),
+        program: program.clone(),
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: Default::default(),
+        sim: SimConfig::default(),
+    };
     let r = run_one(&s, 1).unwrap();
     check_conservation(&r, &m, program.total_pages);
     assert_eq!(r.pages_per_node[0], 50);
@@ -154,7 +166,13 @@ fn threads_released_mid_epoch_run_at_full_speed() {
     let m = Arc::new(presets::load("server-a-2n").unwrap());
     let file = wp::parse(text, "inline").unwrap();
     let program = Arc::new(compile(&file, "inline", &m, &CompileOptions::default()).unwrap());
-    let s = quiet(Scenario { machine: m, program, policy: numalab_policy::find("first-touch").unwrap(), policy_config: Default::default(), sim: SimConfig::default() });
+    let s = quiet(Scenario {
+        machine: m,
+        program,
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: Default::default(),
+        sim: SimConfig::default(),
+    });
     let r = run_one(&s, 1).unwrap();
     // 30 serial references then 10 per thread, each about 10 us of gap plus latency.
     assert!(r.exec_time_s > 40.0 * 10e-6 && r.exec_time_s < 40.0 * 10.5e-6, "{} s", r.exec_time_s);

@@ -21,10 +21,7 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions {
-            threads: None,
-            scale: 1.0,
-        }
+        CompileOptions { threads: None, scale: 1.0 }
     }
 }
 
@@ -73,10 +70,7 @@ impl Geo {
     fn block_pages(&self, b: u32, threads: u32) -> (u64, u64) {
         let p = self.pages as u128;
         let t = threads as u128;
-        (
-            (b as u128 * p).div_ceil(t) as u64,
-            ((b as u128 + 1) * p).div_ceil(t) as u64,
-        )
+        ((b as u128 * p).div_ceil(t) as u64, ((b as u128 + 1) * p).div_ceil(t) as u64)
     }
     /// Segments of thread b's block; `off` is the repartition offset (block partitions only).
     fn block_segs(&self, b: u32, threads: u32, off: u64) -> Vec<Seg> {
@@ -86,12 +80,7 @@ impl Geo {
                 if count == 0 {
                     return vec![];
                 }
-                vec![Seg {
-                    start: self.first_line + b as u64 * self.lpp,
-                    chunk: self.lpp,
-                    step: threads as u64 * self.lpp,
-                    chunks: count,
-                }]
+                vec![Seg { start: self.first_line + b as u64 * self.lpp, chunk: self.lpp, step: threads as u64 * self.lpp, chunks: count }]
             }
             _ => {
                 let (lo, hi) = self.block_pages(b, threads);
@@ -103,10 +92,7 @@ impl Geo {
                 let start = (lo + p - off % p) % p;
                 let len = hi - lo;
                 if start + len <= p {
-                    vec![Seg::contiguous(
-                        self.first_line + start * self.lpp,
-                        len * self.lpp,
-                    )]
+                    vec![Seg::contiguous(self.first_line + start * self.lpp, len * self.lpp)]
                 } else {
                     let first = p - start;
                     vec![
@@ -148,11 +134,7 @@ fn apportion(total: u64, shares: &[f64]) -> Vec<u64> {
     let mut out: Vec<u64> = raw.iter().map(|r| r.floor() as u64).collect();
     let mut left = total.saturating_sub(out.iter().sum());
     let mut order: Vec<usize> = (0..shares.len()).collect();
-    order.sort_by(|&a, &b| {
-        (raw[b] - raw[b].floor())
-            .total_cmp(&(raw[a] - raw[a].floor()))
-            .then(a.cmp(&b))
-    });
+    order.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
     for &i in order.iter().cycle().take(shares.len() * 2) {
         if left == 0 {
             break;
@@ -168,33 +150,20 @@ fn parse_init_by(s: &str, threads: u32) -> Result<Option<u32>, String> {
         "owner" => Ok(None),
         "master" => Ok(Some(0)),
         "none" => Ok(Some(u32::MAX)),
-        _ => match s
-            .strip_prefix("thread:")
-            .and_then(|k| k.parse::<u32>().ok())
-        {
+        _ => match s.strip_prefix("thread:").and_then(|k| k.parse::<u32>().ok()) {
             Some(k) if k < threads => Ok(Some(k)),
-            Some(k) => Err(format!(
-                "init_by = 'thread:{k}' but the workload has {threads} threads"
-            )),
-            None => Err(format!(
-                "init_by = '{s}': expected owner, master, thread:K or none"
-            )),
+            Some(k) => Err(format!("init_by = 'thread:{k}' but the workload has {threads} threads")),
+            None => Err(format!("init_by = '{s}': expected owner, master, thread:K or none")),
         },
     }
 }
 
 /// Initial CPU of every thread (workloads.md §7.2 "Threads").
-fn place_threads(
-    machine: &Machine,
-    threads: u32,
-    placement: ThreadPlacement,
-    seed: u64,
-) -> Vec<CpuId> {
+fn place_threads(machine: &Machine, threads: u32, placement: ThreadPlacement, seed: u64) -> Vec<CpuId> {
     let cpus = machine.cpu_table();
     let cpu_nodes = machine.cpu_nodes();
     let cores = |n: NodeId| machine.nodes[n as usize].cores;
-    let cpu_of =
-        |n: NodeId, sib: u32, c: u32| cpus.first_cpu_of_node[n as usize] + sib * cores(n) + c;
+    let cpu_of = |n: NodeId, sib: u32, c: u32| cpus.first_cpu_of_node[n as usize] + sib * cores(n) + c;
     let max_cores = cpu_nodes.iter().map(|&n| cores(n)).max().unwrap_or(0);
     let mut slots: Vec<CpuId> = Vec::new();
     for sib in 0..machine.smt {
@@ -223,31 +192,18 @@ fn place_threads(
         }
         slots.extend(level);
     }
-    (0..threads as usize)
-        .map(|t| slots[t % slots.len()])
-        .collect()
+    (0..threads as usize).map(|t| slots[t % slots.len()]).collect()
 }
 
 /// Compile `file` (named `origin` in errors) for `machine`.
-pub fn compile(
-    file: &WorkloadFile,
-    origin: &str,
-    machine: &Machine,
-    opts: &CompileOptions,
-) -> Result<Program, WorkloadError> {
+pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &CompileOptions) -> Result<Program, WorkloadError> {
     let bad = |m: String| WorkloadError::invalid(origin, m);
     let h = &file.workload;
     if !(opts.scale > 0.0 && opts.scale.is_finite()) {
-        return Err(bad(format!(
-            "--scale {} must be a positive number",
-            opts.scale
-        )));
+        return Err(bad(format!("--scale {} must be a positive number", opts.scale)));
     }
     if h.copies != 1 {
-        return Err(bad(format!(
-            "copies = {}: multi-instance mixes are not simulated yet (use copies = 1)",
-            h.copies
-        )));
+        return Err(bad(format!("copies = {}: multi-instance mixes are not simulated yet (use copies = 1)", h.copies)));
     }
     let sys = &h.sys;
     for (k, v) in [
@@ -257,20 +213,14 @@ pub fn compile(
         ("alloc_mb_per_iter", sys.alloc_mb_per_iter),
     ] {
         if v != 0.0 {
-            return Err(bad(format!(
-                "sys.{k} = {v}: OS activity is not simulated yet; remove it or set it to 0"
-            )));
+            return Err(bad(format!("sys.{k} = {v}: OS activity is not simulated yet; remove it or set it to 0")));
         }
     }
     let threads = match (opts.threads, &h.threads) {
         (Some(t), _) => t,
         (None, Threads::Count(t)) => *t,
         (None, Threads::Named(s)) if s == "cores" => machine.total_cores(),
-        (None, Threads::Named(s)) => {
-            return Err(bad(format!(
-                "workload.threads = '{s}': expected a number or \"cores\""
-            )))
-        }
+        (None, Threads::Named(s)) => return Err(bad(format!("workload.threads = '{s}': expected a number or \"cores\""))),
     };
     if threads == 0 {
         return Err(bad("threads must be at least 1 (got 0)".into()));
@@ -278,9 +228,7 @@ pub fn compile(
     let page_bytes = machine.base_page_bytes();
     let ab = h.access_bytes;
     if !(ab.is_power_of_two() && (8..=page_bytes).contains(&ab)) {
-        return Err(bad(format!(
-            "access_bytes = {ab}: must be a power of two between 8 and the page size {page_bytes}"
-        )));
+        return Err(bad(format!("access_bytes = {ab}: must be a power of two between 8 and the page size {page_bytes}")));
     }
     let lpp = page_bytes / ab;
     if file.region.is_empty() {
@@ -301,14 +249,9 @@ pub fn compile(
         if file.region[..i].iter().any(|o| o.name == r.name) {
             return Err(rb("the name is used twice".into()));
         }
-        let given = [r.bytes.is_some(), r.frac.is_some(), r.pages.is_some()]
-            .iter()
-            .filter(|&&g| g)
-            .count();
+        let given = [r.bytes.is_some(), r.frac.is_some(), r.pages.is_some()].iter().filter(|&&g| g).count();
         if given != 1 {
-            return Err(rb(format!(
-                "give exactly one of bytes, frac and pages (got {given})"
-            )));
+            return Err(rb(format!("give exactly one of bytes, frac and pages (got {given})")));
         }
         let per_thread = r.dunx_class == "PR";
         let mut pages = if let Some(b) = r.bytes {
@@ -333,27 +276,20 @@ pub fn compile(
             _ => Partition::None,
         });
         if !(0.0..=1.0).contains(&r.owner_share) {
-            return Err(rb(format!(
-                "owner_share = {} must lie in [0, 1]",
-                r.owner_share
-            )));
+            return Err(rb(format!("owner_share = {} must lie in [0, 1]", r.owner_share)));
         }
         let default_init = match h.init {
             InitStyle::ParallelFt => "owner",
             InitStyle::Master => "master",
             InitStyle::OwnerExplicit | InitStyle::Interleave => "none",
         };
-        let ib =
-            parse_init_by(r.init_by.as_deref().unwrap_or(default_init), threads).map_err(rb)?;
+        let ib = parse_init_by(r.init_by.as_deref().unwrap_or(default_init), threads).map_err(rb)?;
         if ib.is_none() && partition == Partition::None {
-            return Err(rb(
-                "init_by = \"owner\" needs a partition (block or cyclic)".into(),
-            ));
+            return Err(rb("init_by = \"owner\" needs a partition (block or cyclic)".into()));
         }
         let home = match (&r.home, h.init) {
             (Some(Home::Node(n)), _) => {
-                if *n as usize >= machine.node_count() || machine.nodes[*n as usize].mem_bytes == 0
-                {
+                if *n as usize >= machine.node_count() || machine.nodes[*n as usize].mem_bytes == 0 {
                     return Err(rb(format!("home = {n} is not a node with memory")));
                 }
                 Some(HomeRule::Node(*n))
@@ -365,17 +301,9 @@ pub fn compile(
                 Some(HomeRule::Owner)
             }
             (Some(Home::Named(s)), _) if s == "interleave" => Some(HomeRule::Interleave),
-            (Some(Home::Named(s)), _) => {
-                return Err(rb(format!(
-                    "home = '{s}': expected a node id, \"owner\" or \"interleave\""
-                )))
-            }
+            (Some(Home::Named(s)), _) => return Err(rb(format!("home = '{s}': expected a node id, \"owner\" or \"interleave\""))),
             (None, InitStyle::Interleave) => Some(HomeRule::Interleave),
-            (None, InitStyle::OwnerExplicit) => {
-                return Err(rb(
-                    "workload.init = \"owner_explicit\" needs a home on every region".into(),
-                ))
-            }
+            (None, InitStyle::OwnerExplicit) => return Err(rb("workload.init = \"owner_explicit\" needs a home on every region".into())),
             (None, _) => None,
         };
         let owner_of = match partition {
@@ -405,20 +333,8 @@ pub fn compile(
             }
             continue;
         }
-        regions.push(RegionLayout {
-            name: r.name.clone(),
-            first_page: next_page,
-            pages,
-            home,
-            owner_of,
-        });
-        geos.push(Geo {
-            first_line: next_page * lpp,
-            pages,
-            lpp,
-            partition,
-            plane_lines: plane_lines(r.plane_bytes, opts.scale, ab),
-        });
+        regions.push(RegionLayout { name: r.name.clone(), first_page: next_page, pages, home, owner_of });
+        geos.push(Geo { first_line: next_page * lpp, pages, lpp, partition, plane_lines: plane_lines(r.plane_bytes, opts.scale, ab) });
         init_by.push(ib);
         next_page += pages;
     }
@@ -443,11 +359,7 @@ pub fn compile(
             if r.name == name {
                 return Some(li);
             }
-            li += if r.sharing == Sharing::Replicated {
-                cpu_nodes.len()
-            } else {
-                1
-            };
+            li += if r.sharing == Sharing::Replicated { cpu_nodes.len() } else { 1 };
         }
         None
     };
@@ -503,11 +415,7 @@ pub fn compile(
         if ph.flops_per_access < 0.0 || ph.gap.as_ref().is_some_and(|g| g.us < 0.0) {
             return Err(pb("compute per access must not be negative".into()));
         }
-        let patterns: Vec<Pattern> = ph
-            .accesses
-            .iter()
-            .map(|a| Pattern::parse(&a.pattern).map_err(&pb))
-            .collect::<Result<_, _>>()?;
+        let patterns: Vec<Pattern> = ph.accesses.iter().map(|a| Pattern::parse(&a.pattern).map_err(&pb)).collect::<Result<_, _>>()?;
         let runs = patterns.iter().filter(|p| **p == Pattern::Runs).count();
         if runs > 0 && runs < patterns.len() {
             return Err(pb("mixes `runs` with other patterns".into()));
@@ -528,11 +436,10 @@ pub fn compile(
             if !ph.parallel {
                 return Err(pb("the `runs` pattern needs parallel = true".into()));
             }
-            if matches!(
-                ph.barrier,
-                Barrier::P2pNeighbours | Barrier::P2pNeighboursRev
-            ) {
-                return Err(pb("the `runs` pattern takes barrier = \"each_run\", \"none\", \"end\" or \"each_repeat\", not a p2p barrier".into()));
+            if matches!(ph.barrier, Barrier::P2pNeighbours | Barrier::P2pNeighboursRev) {
+                return Err(pb(
+                    "the `runs` pattern takes barrier = \"each_run\", \"none\", \"end\" or \"each_repeat\", not a p2p barrier".into()
+                ));
             }
             if ph.repartition.as_ref().is_some_and(|r| r.every > 0) {
                 return Err(pb("repartition does not apply to a `runs` phase".into()));
@@ -540,36 +447,18 @@ pub fn compile(
             let mut rrs = Vec::new();
             for (i, a) in ph.accesses.iter().enumerate() {
                 if ph.accesses[..i].iter().any(|o| o.region == a.region) {
-                    return Err(pb(format!(
-                        "access to '{}': the region is named twice",
-                        a.region
-                    )));
+                    return Err(pb(format!("access to '{}': the region is named twice", a.region)));
                 }
-                let fr = file_region(&a.region).ok_or_else(|| {
-                    pb(format!("access to '{}': no region has this name", a.region))
-                })?;
+                let fr = file_region(&a.region).ok_or_else(|| pb(format!("access to '{}': no region has this name", a.region)))?;
                 let li = region_index(&a.region).expect("found above");
-                rrs.push(RunsRegion {
-                    region: fr,
-                    first_line: geos[li].first_line,
-                    pages: geos[li].pages,
-                });
+                rrs.push(RunsRegion { region: fr, first_line: geos[li].first_line, pages: geos[li].pages });
             }
             let synth = Synth::build(&ph.accesses, &patterns, &rrs, threads, lpp).map_err(&pb)?;
-            phases.push(CompiledPhase {
-                name: ph.name.clone(),
-                parallel: true,
-                entries: Vec::new(),
-                compute,
-                passes,
-                synth: Some(synth),
-            });
+            phases.push(CompiledPhase { name: ph.name.clone(), parallel: true, entries: Vec::new(), compute, passes, synth: Some(synth) });
             continue;
         }
         if matches!(ph.barrier, Barrier::EachRun) {
-            return Err(pb(
-                "barrier = \"each_run\" goes with the `runs` pattern".into()
-            ));
+            return Err(pb("barrier = \"each_run\" goes with the `runs` pattern".into()));
         }
         let share_sum: f64 = ph.accesses.iter().map(|a| a.share).sum();
         if (share_sum - 1.0).abs() > 1e-6 {
@@ -582,44 +471,27 @@ pub fn compile(
             let mut names: Vec<&str> = ph.accesses.iter().map(|a| a.region.as_str()).collect();
             names.sort_unstable();
             names.dedup();
-            names
-                .iter()
-                .filter_map(|n| region_index(n))
-                .map(|li| geos[li].lines())
-                .sum()
+            names.iter().filter_map(|n| region_index(n)).map(|li| geos[li].lines()).sum()
         };
-        let counts = apportion(
-            refs,
-            &ph.accesses.iter().map(|a| a.share).collect::<Vec<_>>(),
-        );
+        let counts = apportion(refs, &ph.accesses.iter().map(|a| a.share).collect::<Vec<_>>());
         let mut entries = Vec::new();
         for ((a, pat), count) in ph.accesses.iter().zip(&patterns).zip(counts) {
             let eb = |m: String| pb(format!("access to '{}': {m}", a.region));
             let fr = file_region(&a.region).ok_or_else(|| eb("no region has this name".into()))?;
             let li = region_index(&a.region).expect("found above");
             if !(0.0..=1.0).contains(&a.read_frac) {
-                return Err(eb(format!(
-                    "read_frac = {} must lie in [0, 1]",
-                    a.read_frac
-                )));
+                return Err(eb(format!("read_frac = {} must lie in [0, 1]", a.read_frac)));
             }
             if a.share < 0.0 {
                 return Err(eb("share must not be negative".into()));
             }
             let writes = a.read_frac < 1.0 && !matches!(pat, Pattern::Gather | Pattern::Chase);
             if writes && matches!(fr.sharing, Sharing::SharedRo | Sharing::Replicated) && !ph.once {
-                return Err(eb(format!(
-                    "writes to a {} region outside a once phase",
-                    fr.sharing.as_str()
-                )));
+                return Err(eb(format!("writes to a {} region outside a once phase", fr.sharing.as_str())));
             }
             let partition = geos[li].partition;
             if matches!(a.who, Who::Owner | Who::Neighbours) && partition == Partition::None {
-                return Err(eb(format!(
-                    "who = \"{:?}\" needs a partitioned region",
-                    a.who
-                )
-                .to_lowercase()));
+                return Err(eb(format!("who = \"{:?}\" needs a partitioned region", a.who).to_lowercase()));
             }
             if a.who == Who::Sharers {
                 return Err(eb("who = \"sharers\" goes with the `runs` pattern".into()));
@@ -635,11 +507,7 @@ pub fn compile(
             if matches!(pat, Pattern::Transpose) && partition != Partition::Block {
                 return Err(eb("transpose needs a block partition".into()));
             }
-            let owner_share = if fr.sharing == Sharing::Private {
-                1.0
-            } else {
-                fr.owner_share
-            };
+            let owner_share = if fr.sharing == Sharing::Private { 1.0 } else { fr.owner_share };
             entries.push(CompiledEntry {
                 region: li,
                 who: a.who,
@@ -649,44 +517,21 @@ pub fn compile(
                 owner_share,
             });
         }
-        phases.push(CompiledPhase {
-            name: ph.name.clone(),
-            parallel: ph.parallel,
-            entries,
-            compute,
-            passes,
-            synth: None,
-        });
+        phases.push(CompiledPhase { name: ph.name.clone(), parallel: ph.parallel, entries, compute, passes, synth: None });
     }
 
     // Schedule: first touches, once phases, then iterations over the others.
-    let mut steps = vec![Step {
-        phase: None,
-        phase_name: "init".into(),
-        iteration: 0,
-        repeat: 0,
-        barrier_after: true,
-        p2p: None,
-    }];
+    let mut steps = vec![Step { phase: None, phase_name: "init".into(), iteration: 0, repeat: 0, barrier_after: true, p2p: None }];
     let order: Vec<(usize, u32)> = file
         .phase
         .iter()
         .enumerate()
         .filter(|(_, p)| p.once)
         .map(|(i, _)| (i, 0))
-        .chain((0..h.run.iterations).flat_map(|it| {
-            file.phase
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !p.once)
-                .map(move |(i, _)| (i, it))
-        }))
+        .chain((0..h.run.iterations).flat_map(|it| file.phase.iter().enumerate().filter(|(_, p)| !p.once).map(move |(i, _)| (i, it))))
         .collect();
     let mut repeats_done = vec![0u64; file.phase.len()];
-    let any_repartition = file
-        .phase
-        .iter()
-        .any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
+    let any_repartition = file.phase.iter().any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
     let mut offsets_now = vec![0u64; geos.len()];
     let mut offsets = Vec::new();
     if any_repartition {
@@ -696,17 +541,10 @@ pub fn compile(
     for ph in &file.phase {
         repart.push(match &ph.repartition {
             Some(r) if r.every > 0 => {
-                let li = region_index(&r.region).ok_or_else(|| {
-                    bad(format!(
-                        "phase '{}': repartition names unknown region '{}'",
-                        ph.name, r.region
-                    ))
-                })?;
+                let li = region_index(&r.region)
+                    .ok_or_else(|| bad(format!("phase '{}': repartition names unknown region '{}'", ph.name, r.region)))?;
                 if geos[li].partition != Partition::Block {
-                    return Err(bad(format!(
-                        "phase '{}': repartition needs a block-partitioned region",
-                        ph.name
-                    )));
+                    return Err(bad(format!("phase '{}': repartition needs a block-partitioned region", ph.name)));
                 }
                 let s = (r.frac * geos[li].pages as f64 / threads as f64 + 0.5).floor() as u64;
                 Some((li, r.every as u64, s))
@@ -729,14 +567,7 @@ pub fn compile(
                         _ => false,
                     };
                     let repeat = (r as u64 * sy.k + k).min(u32::MAX as u64) as u32;
-                    steps.push(Step {
-                        phase: Some(pi),
-                        phase_name: ph.name.clone(),
-                        iteration: it,
-                        repeat,
-                        barrier_after,
-                        p2p: None,
-                    });
+                    steps.push(Step { phase: Some(pi), phase_name: ph.name.clone(), iteration: it, repeat, barrier_after, p2p: None });
                     synth_k.push(Some(k));
                     if any_repartition {
                         offsets.push(offsets_now.clone());
@@ -753,24 +584,11 @@ pub fn compile(
                 Barrier::EachRepeat | Barrier::EachRun => true,
             };
             let p2p = match ph.barrier {
-                Barrier::P2pNeighbours => Some(P2p {
-                    chunks: ph.chunks.max(1),
-                    reverse: false,
-                }),
-                Barrier::P2pNeighboursRev => Some(P2p {
-                    chunks: ph.chunks.max(1),
-                    reverse: true,
-                }),
+                Barrier::P2pNeighbours => Some(P2p { chunks: ph.chunks.max(1), reverse: false }),
+                Barrier::P2pNeighboursRev => Some(P2p { chunks: ph.chunks.max(1), reverse: true }),
                 _ => None,
             };
-            steps.push(Step {
-                phase: Some(pi),
-                phase_name: ph.name.clone(),
-                iteration: it,
-                repeat: k,
-                barrier_after,
-                p2p,
-            });
+            steps.push(Step { phase: Some(pi), phase_name: ph.name.clone(), iteration: it, repeat: k, barrier_after, p2p });
             synth_k.push(None);
             if any_repartition {
                 offsets.push(offsets_now.clone());
@@ -798,11 +616,7 @@ pub fn compile(
         steps,
         init,
         phases,
-        internals: Internals {
-            geos,
-            offsets,
-            synth_k,
-        },
+        internals: Internals { geos, offsets, synth_k },
     })
 }
 
@@ -817,37 +631,21 @@ impl Program {
                 return ThreadWork::default();
             }
             let refs = segs.iter().map(|g| g.lines()).sum();
-            let e = Entry::new(Cursor::Walk {
-                    segs: segs.clone(),
-                    seg: 0,
-                    pos: 0,
-                }, refs, 1.0, AccessKind::Stream, None);
-            return ThreadWork {
-                entries: vec![e],
-                epilogue: vec![],
-                compute: None,
-            };
+            let e = Entry::new(Cursor::Walk { segs: segs.clone(), seg: 0, pos: 0 }, refs, 1.0, AccessKind::Stream, None);
+            return ThreadWork { entries: vec![e], epilogue: vec![], compute: None };
         };
         let ph = &self.phases[pi];
         if let Some(sy) = &ph.synth {
             return sy.work(self.internals.synth_k[s].unwrap_or(0), t, ph.compute);
         }
         let tt = self.threads;
-        let mut work = ThreadWork {
-            entries: Vec::new(),
-            epilogue: Vec::new(),
-            compute: ph.compute,
-        };
+        let mut work = ThreadWork { entries: Vec::new(), epilogue: Vec::new(), compute: ph.compute };
         for ce in &ph.entries {
             let solo = !ph.parallel || ce.who == Who::Master;
             if solo && t != 0 {
                 continue;
             }
-            let refs = if solo {
-                ce.refs
-            } else {
-                split_even(ce.refs, tt as u64, t as u64)
-            };
+            let refs = if solo { ce.refs } else { split_even(ce.refs, tt as u64, t as u64) };
             let g = &self.internals.geos[ce.region];
             let off = self.internals.offsets.get(s).map_or(0, |o| o[ce.region]);
             // A thread whose block is empty (fewer pages than threads) works on the page at t/T
@@ -868,13 +666,8 @@ impl Program {
                 let start = match ce.who {
                     Who::Any => rng.random_range(0..lines),
                     Who::Master => 0,
-                    _ if g.partition == Partition::None => {
-                        (t as u128 * lines as u128 / tt as u128) as u64
-                    }
-                    _ => g
-                        .block_segs(t, tt, off)
-                        .first()
-                        .map_or(0, |s| s.start - g.first_line),
+                    _ if g.partition == Partition::None => (t as u128 * lines as u128 / tt as u128) as u64,
+                    _ => g.block_segs(t, tt, off).first().map_or(0, |s| s.start - g.first_line),
                 };
                 let mut v = vec![Seg::contiguous(g.first_line + start, lines - start)];
                 if start > 0 {
@@ -890,11 +683,7 @@ impl Program {
             if refs == 0 {
                 continue;
             }
-            let walk = |segs: Vec<Seg>| Cursor::Walk {
-                segs,
-                seg: 0,
-                pos: 0,
-            };
+            let walk = |segs: Vec<Seg>| Cursor::Walk { segs, seg: 0, pos: 0 };
             let random = |segs: &[Seg]| -> Cursor {
                 // A block that wraps (repartition) is two segments: draw over the region.
                 if segs.len() == 1 {
@@ -913,37 +702,13 @@ impl Program {
                 }
                 Pattern::Strided { stride_bytes } => {
                     let stride = (stride_bytes / self.access_bytes).max(1);
-                    let seg = if ce.who == Who::Owner && target.len() == 1 {
-                        target[0]
-                    } else {
-                        g.whole()
-                    };
-                    let pos = if ce.who == Who::Owner {
-                        0
-                    } else {
-                        target[0].start - g.first_line
-                    };
-                    (
-                        Cursor::Strided {
-                            seg,
-                            pos: pos % seg.lines(),
-                            start: pos % stride.min(seg.lines()),
-                            stride,
-                        },
-                        AccessKind::Stream,
-                    )
+                    let seg = if ce.who == Who::Owner && target.len() == 1 { target[0] } else { g.whole() };
+                    let pos = if ce.who == Who::Owner { 0 } else { target[0].start - g.first_line };
+                    (Cursor::Strided { seg, pos: pos % seg.lines(), start: pos % stride.min(seg.lines()), stride }, AccessKind::Stream)
                 }
                 Pattern::Random | Pattern::Gather | Pattern::Chase => {
-                    let kind = if ce.pattern == Pattern::Chase {
-                        AccessKind::Dependent
-                    } else {
-                        AccessKind::Random
-                    };
-                    let c = if ce.who == Who::Neighbours {
-                        neighbours(g, t, tt, off, |s: Vec<Seg>| random(&s))
-                    } else {
-                        random(&target)
-                    };
+                    let kind = if ce.pattern == Pattern::Chase { AccessKind::Dependent } else { AccessKind::Random };
+                    let c = if ce.who == Who::Neighbours { neighbours(g, t, tt, off, |s: Vec<Seg>| random(&s)) } else { random(&target) };
                     (c, kind)
                 }
                 Pattern::Stencil { halo_planes } => {
@@ -995,12 +760,8 @@ impl Program {
                 continue;
             }
             let escape = (ce.who == Who::Owner && ce.owner_share < 1.0 && tt > 1).then(|| Escape {
-                threshold: ((1.0 - ce.owner_share) * 18_446_744_073_709_551_616.0)
-                    .min(u64::MAX as f64) as u64,
-                others: (0..tt)
-                    .filter(|&b| b != t)
-                    .flat_map(|b| g.block_segs(b, tt, off))
-                    .collect(),
+                threshold: ((1.0 - ce.owner_share) * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
+                others: (0..tt).filter(|&b| b != t).flat_map(|b| g.block_segs(b, tt, off)).collect(),
             });
             let escape = escape.filter(|e| !e.others.is_empty());
             work.entries.push(Entry::new(cursor, refs, ce.write_frac, kind, escape));
@@ -1010,22 +771,10 @@ impl Program {
 }
 
 fn neighbours(g: &Geo, t: u32, tt: u32, off: u64, make: impl Fn(Vec<Seg>) -> Cursor) -> Cursor {
-    let prev = if t > 0 {
-        g.block_segs(t - 1, tt, off)
-    } else {
-        vec![]
-    };
-    let next = if t + 1 < tt {
-        g.block_segs(t + 1, tt, off)
-    } else {
-        vec![]
-    };
+    let prev = if t > 0 { g.block_segs(t - 1, tt, off) } else { vec![] };
+    let next = if t + 1 < tt { g.block_segs(t + 1, tt, off) } else { vec![] };
     match (prev.is_empty(), next.is_empty()) {
-        (false, false) => Cursor::Alternate {
-            a: Box::new(make(prev)),
-            b: Box::new(make(next)),
-            next_b: false,
-        },
+        (false, false) => Cursor::Alternate { a: Box::new(make(prev)), b: Box::new(make(next)), next_b: false },
         (false, true) => make(prev),
         (true, false) => make(next),
         // A single thread has no neighbours: it works on its own block.

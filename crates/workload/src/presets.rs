@@ -5,20 +5,68 @@ use crate::schema::WorkloadFile;
 
 /// `(name, what it mimics, TOML text)`.
 pub const PRESETS: &[(&str, &str, &str)] = &[
-    ("is-like", "NPB IS class C: owned key blocks, private histograms, all-to-all random scatter into a shared bucket array", include_str!("../presets/is-like.toml")),
-    ("ep-like", "NPB EP class C: small private batch buffers, compute-bound (131 flops per access), one final reduction", include_str!("../presets/ep-like.toml")),
-    ("cg-like", "NPB CG class C: private sparse-matrix rows streamed by their owners, a shared vector gathered by all", include_str!("../presets/cg-like.toml")),
-    ("mg-like", "NPB MG class C: z-slab 1-plane stencils on every multigrid level, small shared coarse levels", include_str!("../presets/mg-like.toml")),
+    (
+        "is-like",
+        "NPB IS class C: owned key blocks, private histograms, all-to-all random scatter into a shared bucket array",
+        include_str!("../presets/is-like.toml"),
+    ),
+    (
+        "ep-like",
+        "NPB EP class C: small private batch buffers, compute-bound (131 flops per access), one final reduction",
+        include_str!("../presets/ep-like.toml"),
+    ),
+    (
+        "cg-like",
+        "NPB CG class C: private sparse-matrix rows streamed by their owners, a shared vector gathered by all",
+        include_str!("../presets/cg-like.toml"),
+    ),
+    (
+        "mg-like",
+        "NPB MG class C: z-slab 1-plane stencils on every multigrid level, small shared coarse levels",
+        include_str!("../presets/mg-like.toml"),
+    ),
     ("ft-like", "NPB FT class C: slab-owned 3-D FFT whose z pass is an all-to-all transpose", include_str!("../presets/ft-like.toml")),
-    ("bt-like", "NPB BT class C: 2-plane stencil RHS, x/y solves on owned planes, z solve striding across every slab", include_str!("../presets/bt-like.toml")),
+    (
+        "bt-like",
+        "NPB BT class C: 2-plane stencil RHS, x/y solves on owned planes, z solve striding across every slab",
+        include_str!("../presets/bt-like.toml"),
+    ),
     ("sp-like", "NPB SP class C: like BT with more memory traffic per flop", include_str!("../presets/sp-like.toml")),
-    ("lu-like", "NPB LU class C: SSOR lower/upper sweeps as pipelined wavefronts with point-to-point waits", include_str!("../presets/lu-like.toml")),
-    ("ua-like", "NPB UA class C: gathers over an adaptive mesh whose page ownership drifts every few steps", include_str!("../presets/ua-like.toml")),
-    ("xsbench-like", "XSBench: master-built read-only cross-section grids, binary-search chases plus random lookups", include_str!("../presets/xsbench-like.toml")),
-    ("graph500-like", "Graph500 BFS scale 26: once-built CSR graph, 64 searches with random shared parent updates", include_str!("../presets/graph500-like.toml")),
-    ("stream-like", "STREAM triad: per-thread arrays, parallel first touch, sequential a = b + s*c", include_str!("../presets/stream-like.toml")),
-    ("master-slave", "kmeans/streamcluster: one master thread allocates and fills everything, workers scan their slices", include_str!("../presets/master-slave.toml")),
-    ("dunx-synth", "DUnX synth: five page classes (PR, RO, RM, SS, SP) with exact run schedules, 8 processes one per node", include_str!("../presets/dunx-synth.toml")),
+    (
+        "lu-like",
+        "NPB LU class C: SSOR lower/upper sweeps as pipelined wavefronts with point-to-point waits",
+        include_str!("../presets/lu-like.toml"),
+    ),
+    (
+        "ua-like",
+        "NPB UA class C: gathers over an adaptive mesh whose page ownership drifts every few steps",
+        include_str!("../presets/ua-like.toml"),
+    ),
+    (
+        "xsbench-like",
+        "XSBench: master-built read-only cross-section grids, binary-search chases plus random lookups",
+        include_str!("../presets/xsbench-like.toml"),
+    ),
+    (
+        "graph500-like",
+        "Graph500 BFS scale 26: once-built CSR graph, 64 searches with random shared parent updates",
+        include_str!("../presets/graph500-like.toml"),
+    ),
+    (
+        "stream-like",
+        "STREAM triad: per-thread arrays, parallel first touch, sequential a = b + s*c",
+        include_str!("../presets/stream-like.toml"),
+    ),
+    (
+        "master-slave",
+        "kmeans/streamcluster: one master thread allocates and fills everything, workers scan their slices",
+        include_str!("../presets/master-slave.toml"),
+    ),
+    (
+        "dunx-synth",
+        "DUnX synth: five page classes (PR, RO, RM, SS, SP) with exact run schedules, 8 processes one per node",
+        include_str!("../presets/dunx-synth.toml"),
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {
@@ -30,10 +78,7 @@ pub fn text(name: &str) -> Result<&'static str, WorkloadError> {
         .iter()
         .find(|p| p.0 == name)
         .map(|p| p.2)
-        .ok_or_else(|| WorkloadError::UnknownPreset {
-            name: name.to_string(),
-            valid: names().join(", "),
-        })
+        .ok_or_else(|| WorkloadError::UnknownPreset { name: name.to_string(), valid: names().join(", ") })
 }
 
 /// Parse workload TOML (`origin` names it in errors).

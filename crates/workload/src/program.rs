@@ -32,8 +32,12 @@ pub struct RegionLayout {
 pub enum OwnerMap {
     #[default]
     None,
-    Block { threads: u32 },
-    Cyclic { threads: u32 },
+    Block {
+        threads: u32,
+    },
+    Cyclic {
+        threads: u32,
+    },
 }
 
 impl OwnerMap {

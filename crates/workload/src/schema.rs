@@ -64,10 +64,7 @@ pub struct RunSpec {
 
 impl Default for RunSpec {
     fn default() -> Self {
-        RunSpec {
-            iterations: 1,
-            est_seconds: 0.0,
-        }
+        RunSpec { iterations: 1, est_seconds: 0.0 }
     }
 }
 
@@ -300,17 +297,9 @@ impl Pattern {
             None => (s, None),
         };
         let num = |what: &str| -> Result<u64, String> {
-            let a = arg.ok_or_else(|| {
-                format!(
-                    "pattern '{name}' needs a {what}, e.g. '{name}:{}'",
-                    if name == "strided" { 8192 } else { 1 }
-                )
-            })?;
-            a.trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|&v| v > 0)
-                .ok_or_else(|| format!("pattern '{s}': '{a}' is not a positive whole number"))
+            let a =
+                arg.ok_or_else(|| format!("pattern '{name}' needs a {what}, e.g. '{name}:{}'", if name == "strided" { 8192 } else { 1 }))?;
+            a.trim().parse::<u64>().ok().filter(|&v| v > 0).ok_or_else(|| format!("pattern '{s}': '{a}' is not a positive whole number"))
         };
         let plain = |p: Pattern| {
             if arg.is_some() {
@@ -340,25 +329,11 @@ mod tests {
 
     #[test]
     fn patterns_parse_with_clear_errors() {
-        assert_eq!(
-            Pattern::parse("strided:8192"),
-            Ok(Pattern::Strided { stride_bytes: 8192 })
-        );
-        assert_eq!(
-            Pattern::parse("stencil:2"),
-            Ok(Pattern::Stencil { halo_planes: 2 })
-        );
-        assert!(Pattern::parse("stencil")
-            .unwrap_err()
-            .contains("needs a halo depth"));
-        assert!(Pattern::parse("seq:3")
-            .unwrap_err()
-            .contains("takes no argument"));
-        assert!(Pattern::parse("zigzag")
-            .unwrap_err()
-            .contains("unknown pattern 'zigzag'"));
-        assert!(Pattern::parse("strided:0")
-            .unwrap_err()
-            .contains("not a positive"));
+        assert_eq!(Pattern::parse("strided:8192"), Ok(Pattern::Strided { stride_bytes: 8192 }));
+        assert_eq!(Pattern::parse("stencil:2"), Ok(Pattern::Stencil { halo_planes: 2 }));
+        assert!(Pattern::parse("stencil").unwrap_err().contains("needs a halo depth"));
+        assert!(Pattern::parse("seq:3").unwrap_err().contains("takes no argument"));
+        assert!(Pattern::parse("zigzag").unwrap_err().contains("unknown pattern 'zigzag'"));
+        assert!(Pattern::parse("strided:0").unwrap_err().contains("not a positive"));
     }
 }

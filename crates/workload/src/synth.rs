@@ -188,9 +188,7 @@ fn whole(v: f64, what: &str, name: &str) -> Result<u64, String> {
     if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 * 1e3 {
         Ok(v as u64)
     } else {
-        Err(format!(
-            "region '{name}': {what} = {v} must be a non-negative whole number"
-        ))
+        Err(format!("region '{name}': {what} = {v} must be a non-negative whole number"))
     }
 }
 
@@ -212,9 +210,7 @@ impl Synth {
             let r = rr.region;
             let name = &r.name;
             if a.who != Who::Sharers {
-                return Err(format!(
-                    "access to '{name}': pattern \"runs\" needs who = \"sharers\""
-                ));
+                return Err(format!("access to '{name}': pattern \"runs\" needs who = \"sharers\""));
             }
             let missing: Vec<&str> = [
                 ("sharers", r.sharers.is_none()),
@@ -230,12 +226,14 @@ impl Synth {
             if !missing.is_empty() {
                 return Err(format!("region '{name}': pattern \"runs\" needs all five of sharers, run_granularity, write_granularity, reads and writes; missing {}", missing.join(", ")));
             }
-            let class = DunxClass::parse(&r.dunx_class)
-                .ok_or_else(|| format!("region '{name}': pattern \"runs\" needs dunx_class = \"PR\", \"RO\", \"RM\", \"SS\" or \"SP\" (got '{}')", r.dunx_class))?;
+            let class = DunxClass::parse(&r.dunx_class).ok_or_else(|| {
+                format!(
+                    "region '{name}': pattern \"runs\" needs dunx_class = \"PR\", \"RO\", \"RM\", \"SS\" or \"SP\" (got '{}')",
+                    r.dunx_class
+                )
+            })?;
             if r.sharing == Sharing::Replicated {
-                return Err(format!(
-                    "region '{name}': pattern \"runs\" does not work on a replicated region"
-                ));
+                return Err(format!("region '{name}': pattern \"runs\" does not work on a replicated region"));
             }
             let m = r.sharers.unwrap_or(0) as u64;
             let rg = r.run_granularity.unwrap_or(0.0);
@@ -247,15 +245,11 @@ impl Synth {
             }
             let t = reads + writes;
             if t == 0 {
-                return Err(format!(
-                    "region '{name}': reads + writes must be at least 1"
-                ));
+                return Err(format!("region '{name}': reads + writes must be at least 1"));
             }
             let rgw = whole(rg, "run_granularity", name)?;
             if rgw < 1 {
-                return Err(format!(
-                    "region '{name}': run_granularity must be at least 1"
-                ));
+                return Err(format!("region '{name}': run_granularity must be at least 1"));
             }
             if wg.is_nan() || wg < rg {
                 return Err(format!("region '{name}': write_granularity = {wg} must be at least run_granularity = {rg} (another process's write is also its reference)"));
@@ -265,44 +259,23 @@ impl Synth {
                 whole(wg, "write_granularity", name)?;
             }
             if class == DunxClass::RO && (writes != 0 || !w_inf) {
-                return Err(format!(
-                    "region '{name}': an RO class needs writes = 0 and write_granularity = inf"
-                ));
+                return Err(format!("region '{name}': an RO class needs writes = 0 and write_granularity = inf"));
             }
             if writes > 0 && w_inf {
-                return Err(format!(
-                    "region '{name}': writes = {writes} needs a finite write_granularity"
-                ));
+                return Err(format!("region '{name}': writes = {writes} needs a finite write_granularity"));
             }
             if writes > 0 && r.sharing == Sharing::SharedRo {
-                return Err(format!(
-                    "region '{name}': writes to a shared_ro region outside a once phase"
-                ));
+                return Err(format!("region '{name}': writes to a shared_ro region outside a once phase"));
             }
-            let dup = if class == DunxClass::PR {
-                pr.is_some()
-            } else {
-                shared.iter().any(|c| c.class == class)
-            };
+            let dup = if class == DunxClass::PR { pr.is_some() } else { shared.iter().any(|c| c.class == class) };
             if dup {
-                return Err(format!(
-                    "region '{name}': the phase names class {} twice",
-                    class.as_str()
-                ));
+                return Err(format!("region '{name}': the phase names class {} twice", class.as_str()));
             }
             if class == DunxClass::PR {
                 if m != 1 {
-                    return Err(format!(
-                        "region '{name}': the PR class is per process and needs sharers = 1"
-                    ));
+                    return Err(format!("region '{name}': the PR class is per process and needs sharers = 1"));
                 }
-                pr = Some(PrivateClass {
-                    name: name.clone(),
-                    first_line: rr.first_line,
-                    pages: rr.pages / n,
-                    t,
-                    w: writes,
-                });
+                pr = Some(PrivateClass { name: name.clone(), first_line: rr.first_line, pages: rr.pages / n, t, w: writes });
                 continue;
             }
             let rhat = rgw.min(t);
@@ -334,20 +307,8 @@ impl Synth {
             shared.push(c);
         }
         shared.sort_by_key(|c| c.class);
-        let k = shared
-            .iter()
-            .filter(|c| c.pages > 0)
-            .map(|c| c.runs_per_page())
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        Ok(Synth {
-            n,
-            lpp,
-            k,
-            shared,
-            pr,
-        })
+        let k = shared.iter().filter(|c| c.pages > 0).map(|c| c.runs_per_page()).max().unwrap_or(1).max(1);
+        Ok(Synth { n, lpp, k, shared, pr })
     }
 
     /// PR references of synth phase `k`, and the pass-wide index of the first one.
@@ -420,22 +381,10 @@ impl Synth {
             }
         }
         if total == 0 {
-            return ThreadWork {
-                entries: vec![],
-                epilogue: vec![],
-                compute,
-            };
+            return ThreadWork { entries: vec![], epilogue: vec![], compute };
         }
-        let e = Entry::new(Cursor::Runs {
-                runs: items,
-                idx: 0,
-                pos: 0,
-            }, total, 0.0, AccessKind::Dependent, None);
-        ThreadWork {
-            entries: vec![e],
-            epilogue: vec![],
-            compute,
-        }
+        let e = Entry::new(Cursor::Runs { runs: items, idx: 0, pos: 0 }, total, 0.0, AccessKind::Dependent, None);
+        ThreadWork { entries: vec![e], epilogue: vec![], compute }
     }
 
     /// Exact per-class, per-thread counts of one pass.
@@ -463,20 +412,9 @@ impl Synth {
                     writes[s] += w;
                 }
             }
-            classes.push(ClassCounts {
-                class: c.class,
-                region: c.name.clone(),
-                pages: c.pages,
-                reads,
-                writes,
-            });
+            classes.push(ClassCounts { class: c.class, region: c.name.clone(), pages: c.pages, reads, writes });
         }
-        SynthCounts {
-            phase: phase.to_string(),
-            synth_phases: self.k,
-            passes,
-            classes,
-        }
+        SynthCounts { phase: phase.to_string(), synth_phases: self.k, passes, classes }
     }
 
     /// Per-pair run plan of a shared class: `(length, writes)` for rounds `0..ρ` (for tests and
@@ -510,27 +448,18 @@ impl Program {
     /// Exact reference counts per class, thread and access type of every `runs` phase (empty
     /// when the workload has none), per pass over the phase.
     pub fn synth_counts(&self) -> Vec<SynthCounts> {
-        self.phases
-            .iter()
-            .filter_map(|p| p.synth.as_ref().map(|s| s.counts(&p.name, p.passes)))
-            .collect()
+        self.phases.iter().filter_map(|p| p.synth.as_ref().map(|s| s.counts(&p.name, p.passes))).collect()
     }
 
     /// Per (page, sharer) pair of a shared class of the first `runs` phase: `(length, writes)` of
     /// its runs, round by round.
     pub fn synth_pair_runs(&self, class: DunxClass) -> Option<Vec<(u64, u64)>> {
-        self.phases
-            .iter()
-            .find_map(|p| p.synth.as_ref())
-            .and_then(|s| s.pair_runs(class))
+        self.phases.iter().find_map(|p| p.synth.as_ref()).and_then(|s| s.pair_runs(class))
     }
 
     /// The thread making run `k` of page `g` (numbered within its class) of a shared class of the
     /// first `runs` phase; `None` if there is no such run.
     pub fn synth_sharer(&self, class: DunxClass, g: u64, k: u64) -> Option<u32> {
-        self.phases
-            .iter()
-            .find_map(|p| p.synth.as_ref())
-            .and_then(|s| s.sharer_of(class, g, k))
+        self.phases.iter().find_map(|p| p.synth.as_ref()).and_then(|s| s.sharer_of(class, g, k))
     }
 }

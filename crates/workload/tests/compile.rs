@@ -6,10 +6,7 @@ fn rng() -> numalab_core::rng::StreamRng {
     numalab_core::rng::stream(7, "test", 0)
 }
 
-fn lines_of(
-    work: &numalab_workload::program::ThreadWork,
-    rng: &mut impl rand::Rng,
-) -> Vec<(u64, bool)> {
+fn lines_of(work: &numalab_workload::program::ThreadWork, rng: &mut impl rand::Rng) -> Vec<(u64, bool)> {
     let mut out = Vec::new();
     for e in work.entries.iter().chain(&work.epilogue) {
         let mut e = e.clone();
@@ -24,22 +21,10 @@ fn lines_of(
 fn stream_like_layout_and_volumes_are_exact() {
     let m = machines::load("server-a-4n").unwrap();
     let file = presets::load("stream-like").unwrap();
-    let p = compile(
-        &file,
-        "stream-like",
-        &m,
-        &CompileOptions {
-            threads: None,
-            scale: 0.01,
-        },
-    )
-    .unwrap();
+    let p = compile(&file, "stream-like", &m, &CompileOptions { threads: None, scale: 0.01 }).unwrap();
     assert_eq!(p.threads, 32, "threads = cores");
     let pages = (6_400_000f64 / 4096.0).ceil() as u64;
-    assert_eq!(
-        p.regions.iter().map(|r| r.pages).collect::<Vec<_>>(),
-        vec![pages; 3]
-    );
+    assert_eq!(p.regions.iter().map(|r| r.pages).collect::<Vec<_>>(), vec![pages; 3]);
     assert_eq!(p.regions[1].first_page, pages);
     // init + 10 triad iterations.
     assert_eq!(p.steps.len(), 11);
@@ -60,16 +45,7 @@ fn stream_like_layout_and_volumes_are_exact() {
 #[test]
 fn swrr_alternates_triad_entries() {
     let m = machines::load("server-a-2n").unwrap();
-    let p = compile(
-        &presets::load("stream-like").unwrap(),
-        "s",
-        &m,
-        &CompileOptions {
-            threads: Some(2),
-            scale: 0.001,
-        },
-    )
-    .unwrap();
+    let p = compile(&presets::load("stream-like").unwrap(), "s", &m, &CompileOptions { threads: Some(2), scale: 0.001 }).unwrap();
     let w = p.work(1, 0, &mut rng());
     let mut s = numalab_workload::stream::Swrr::new(w.entries.iter().map(|e| e.refs));
     let picks: Vec<usize> = (0..6).map(|_| s.pick()).collect();
@@ -79,37 +55,19 @@ fn swrr_alternates_triad_entries() {
 #[test]
 fn master_init_touches_everything_from_thread_0() {
     let m = machines::load("server-a-4n").unwrap();
-    let p = compile(
-        &presets::load("master-slave").unwrap(),
-        "m",
-        &m,
-        &CompileOptions {
-            threads: Some(8),
-            scale: 0.001,
-        },
-    )
-    .unwrap();
+    let p = compile(&presets::load("master-slave").unwrap(), "m", &m, &CompileOptions { threads: Some(8), scale: 0.001 }).unwrap();
     let partials = p.regions.iter().find(|r| r.name == "partials").unwrap();
     let t0 = p.work(0, 0, &mut rng()).total_refs();
     let t3 = p.work(0, 3, &mut rng()).total_refs();
-    let owned_by_0 = (0..partials.pages)
-        .filter(|&i| partials.owner_of.owner(i, partials.pages) == Some(0))
-        .count() as u64;
+    let owned_by_0 = (0..partials.pages).filter(|&i| partials.owner_of.owner(i, partials.pages) == Some(0)).count() as u64;
     assert_eq!(t0, p.total_pages - partials.pages + owned_by_0);
     assert!(t3 <= partials.pages);
     // The fill phase (once) runs before the iterations, by thread 0 only.
     assert_eq!(p.steps[1].phase_name, "fill");
     assert_eq!(p.work(1, 1, &mut rng()).total_refs(), 0);
-    assert!(
-        p.steps[1].barrier_after,
-        "parallel = false with barrier none counts as end"
-    );
+    assert!(p.steps[1].barrier_after, "parallel = false with barrier none counts as end");
     // Threads are scattered over the CPU nodes.
-    let nodes: Vec<_> = p
-        .initial_cpus
-        .iter()
-        .map(|&c| m.cpu_table().node_of_cpu[c as usize])
-        .collect();
+    let nodes: Vec<_> = p.initial_cpus.iter().map(|&c| m.cpu_table().node_of_cpu[c as usize]).collect();
     assert_eq!(nodes, vec![0, 1, 2, 3, 0, 1, 2, 3]);
 }
 
@@ -125,72 +83,29 @@ fn errors_name_what_is_wrong() {
     assert!(matches!(e, WorkloadError::Parse { line: Some(_), .. }));
 
     let cases = [
-        (
-            text.replace("share = 0.70", "share = 0.60"),
-            "shares sum to",
-        ),
-        (
-            text.replace("region = \"p\",", "region = \"q\","),
-            "no region has this name",
-        ),
-        (
-            text.replace(
-                "pattern = \"seq\",       share = 0.70",
-                "pattern = \"stencil:1\", share = 0.70",
-            ),
-            "stencil needs plane_bytes",
-        ),
+        (text.replace("share = 0.70", "share = 0.60"), "shares sum to"),
+        (text.replace("region = \"p\",", "region = \"q\","), "no region has this name"),
+        (text.replace("pattern = \"seq\",       share = 0.70", "pattern = \"stencil:1\", share = 0.70"), "stencil needs plane_bytes"),
     ];
     for (t, want) in cases {
         let f = presets::parse(&t, "x").unwrap();
-        let e = compile(&f, "x", &m, &CompileOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = compile(&f, "x", &m, &CompileOptions::default()).unwrap_err().to_string();
         assert!(e.contains(want), "wanted '{want}' in '{e}'");
     }
     let f = presets::parse(text, "x").unwrap();
-    let e = compile(
-        &f,
-        "x",
-        &m,
-        &CompileOptions {
-            threads: Some(0),
-            scale: 1.0,
-        },
-    )
-    .unwrap_err()
-    .to_string();
+    let e = compile(&f, "x", &m, &CompileOptions { threads: Some(0), scale: 1.0 }).unwrap_err().to_string();
     assert!(e.contains("threads must be at least 1"), "{e}");
-    let e = compile(
-        &f,
-        "x",
-        &m,
-        &CompileOptions {
-            threads: None,
-            scale: 1000.0,
-        },
-    )
-    .unwrap_err();
+    let e = compile(&f, "x", &m, &CompileOptions { threads: None, scale: 1000.0 }).unwrap_err();
     match e {
-        WorkloadError::TooLarge {
-            over_bytes,
-            suggest_scale,
-            ..
-        } => {
-            let need: u64 = [0.80, 0.04, 0.16]
-                .iter()
-                .map(|f| ((1_102_000_000f64 * f * 1000.0) / 4096.0).ceil() as u64 * 4096)
-                .sum();
+        WorkloadError::TooLarge { over_bytes, suggest_scale, .. } => {
+            let need: u64 = [0.80, 0.04, 0.16].iter().map(|f| ((1_102_000_000f64 * f * 1000.0) / 4096.0).ceil() as u64 * 4096).sum();
             assert_eq!(over_bytes, need - m.total_mem_bytes());
             assert!(suggest_scale < 200.0);
         }
         other => panic!("{other}"),
     }
     let e = presets::load("nope").unwrap_err().to_string();
-    assert!(
-        e.contains("valid presets: is-like, ep-like, cg-like"),
-        "{e}"
-    );
+    assert!(e.contains("valid presets: is-like, ep-like, cg-like"), "{e}");
 }
 
 proptest! {

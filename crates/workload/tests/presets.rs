@@ -21,10 +21,7 @@ fn base_bytes(f: &WorkloadFile) -> f64 {
     f.region
         .iter()
         .map(|r| {
-            r.bytes
-                .map(|b| b as f64)
-                .or(r.frac.map(|x| x * f.workload.footprint as f64))
-                .unwrap_or(r.pages.unwrap_or(0) as f64 * 4096.0)
+            r.bytes.map(|b| b as f64).or(r.frac.map(|x| x * f.workload.footprint as f64)).unwrap_or(r.pages.unwrap_or(0) as f64 * 4096.0)
         })
         .sum()
 }
@@ -36,25 +33,13 @@ fn scale_for(f: &WorkloadFile, mb: f64) -> f64 {
 
 /// The non-synth presets.
 fn npb_and_friends() -> Vec<&'static str> {
-    presets::names()
-        .into_iter()
-        .filter(|n| *n != "dunx-synth")
-        .collect()
+    presets::names().into_iter().filter(|n| *n != "dunx-synth").collect()
 }
 
 fn compiled(name: &str, threads: u32, mb: f64) -> (WorkloadFile, Program) {
     let f = presets::load(name).unwrap();
     let scale = scale_for(&f, mb);
-    let p = compile(
-        &f,
-        name,
-        &server(),
-        &CompileOptions {
-            threads: Some(threads),
-            scale,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let p = compile(&f, name, &server(), &CompileOptions { threads: Some(threads), scale }).unwrap_or_else(|e| panic!("{name}: {e}"));
     (f, p)
 }
 
@@ -64,11 +49,7 @@ fn apportion(total: u64, shares: &[f64]) -> Vec<u64> {
     let mut out: Vec<u64> = raw.iter().map(|r| r.floor() as u64).collect();
     let mut left = total - out.iter().sum::<u64>();
     let mut order: Vec<usize> = (0..shares.len()).collect();
-    order.sort_by(|&a, &b| {
-        (raw[b] - raw[b].floor())
-            .total_cmp(&(raw[a] - raw[a].floor()))
-            .then(a.cmp(&b))
-    });
+    order.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
     for &i in order.iter().cycle() {
         if left == 0 {
             break;
@@ -94,23 +75,13 @@ fn expected_counts(f: &WorkloadFile, p: &Program, pi: usize, scale: f64) -> Vec<
         names.dedup();
         names.iter().map(|n| lines_of_region(p, n)).sum()
     };
-    let counts = apportion(
-        refs,
-        &ph.accesses.iter().map(|a| a.share).collect::<Vec<_>>(),
-    );
+    let counts = apportion(refs, &ph.accesses.iter().map(|a| a.share).collect::<Vec<_>>());
     assert_eq!(counts.iter().sum::<u64>(), refs);
     counts
 }
 
 /// Thread `t`'s entries matched to the phase's accesses: `(access index, entry index)`.
-fn entry_map(
-    f: &WorkloadFile,
-    pi: usize,
-    w: &ThreadWork,
-    counts: &[u64],
-    threads: u32,
-    t: u32,
-) -> Vec<(usize, usize)> {
+fn entry_map(f: &WorkloadFile, pi: usize, w: &ThreadWork, counts: &[u64], threads: u32, t: u32) -> Vec<(usize, usize)> {
     let ph = &f.phase[pi];
     let mut out = Vec::new();
     let mut ei = 0;
@@ -128,38 +99,18 @@ fn entry_map(
         if want == 0 {
             continue;
         }
-        assert!(
-            ei < w.entries.len(),
-            "phase {} thread {t}: entry for access {ai} missing",
-            ph.name
-        );
-        assert_eq!(
-            w.entries[ei].refs, want,
-            "phase {} thread {t} access {ai} ({})",
-            ph.name, a.region
-        );
+        assert!(ei < w.entries.len(), "phase {} thread {t}: entry for access {ai} missing", ph.name);
+        assert_eq!(w.entries[ei].refs, want, "phase {} thread {t} access {ai} ({})", ph.name, a.region);
         out.push((ai, ei));
         ei += 1;
     }
-    assert_eq!(
-        ei,
-        w.entries.len(),
-        "phase {} thread {t}: extra entries",
-        ph.name
-    );
+    assert_eq!(ei, w.entries.len(), "phase {} thread {t}: extra entries", ph.name);
     out
 }
 
 /// The first step of every phase.
 fn first_steps(p: &Program, phases: usize) -> Vec<(usize, usize)> {
-    (0..phases)
-        .filter_map(|pi| {
-            p.steps
-                .iter()
-                .position(|s| s.phase == Some(pi))
-                .map(|s| (pi, s))
-        })
-        .collect()
+    (0..phases).filter_map(|pi| p.steps.iter().position(|s| s.phase == Some(pi)).map(|s| (pi, s))).collect()
 }
 
 #[test]
@@ -167,37 +118,16 @@ fn every_preset_parses_compiles_and_has_a_description() {
     assert_eq!(presets::names().len(), 14);
     for (name, what, text) in presets::PRESETS {
         assert!(!what.is_empty());
-        assert!(
-            text.starts_with(&format!("# {name}:")),
-            "{name}: header comment first"
-        );
+        assert!(text.starts_with(&format!("# {name}:")), "{name}: header comment first");
         let f = presets::parse(text, name).unwrap();
         assert_eq!(f.workload.name, *name);
         if *name == "dunx-synth" {
-            let p = compile(
-                &f,
-                name,
-                &machines::load("gp1000").unwrap(),
-                &CompileOptions::default(),
-            )
-            .unwrap();
+            let p = compile(&f, name, &machines::load("gp1000").unwrap(), &CompileOptions::default()).unwrap();
             assert_eq!(p.threads, 8);
             continue;
         }
-        assert!(
-            matches!(&f.workload.threads, numalab_workload::schema::Threads::Named(s) if s == "cores"),
-            "{name}: threads = cores"
-        );
-        let p = compile(
-            &f,
-            name,
-            &server(),
-            &CompileOptions {
-                threads: None,
-                scale: scale_for(&f, 8.0),
-            },
-        )
-        .unwrap();
+        assert!(matches!(&f.workload.threads, numalab_workload::schema::Threads::Named(s) if s == "cores"), "{name}: threads = cores");
+        let p = compile(&f, name, &server(), &CompileOptions { threads: None, scale: scale_for(&f, 8.0) }).unwrap();
         assert_eq!(p.threads, 32);
     }
 }
@@ -208,16 +138,7 @@ fn entry_counts_follow_the_shares_exactly() {
         for threads in [1, 3, 8] {
             let f = presets::load(name).unwrap();
             let scale = scale_for(&f, 6.0);
-            let p = compile(
-                &f,
-                name,
-                &server(),
-                &CompileOptions {
-                    threads: Some(threads),
-                    scale,
-                },
-            )
-            .unwrap();
+            let p = compile(&f, name, &server(), &CompileOptions { threads: Some(threads), scale }).unwrap();
             for (pi, s) in first_steps(&p, f.phase.len()) {
                 let counts = expected_counts(&f, &p, pi, scale);
                 let mut total = 0;
@@ -226,12 +147,7 @@ fn entry_counts_follow_the_shares_exactly() {
                     entry_map(&f, pi, &w, &counts, threads, t);
                     total += w.entries.iter().map(|e| e.refs).sum::<u64>();
                 }
-                assert_eq!(
-                    total,
-                    counts.iter().sum::<u64>(),
-                    "{name} phase {}",
-                    f.phase[pi].name
-                );
+                assert_eq!(total, counts.iter().sum::<u64>(), "{name} phase {}", f.phase[pi].name);
             }
         }
     }
@@ -249,11 +165,7 @@ fn targets_stay_inside_the_right_blocks() {
         let (f, p) = compiled(name, threads, 6.0);
         let scale = scale_for(&f, 6.0);
         let shift = p.line_shift();
-        let repartitioned: Vec<&str> = f
-            .phase
-            .iter()
-            .filter_map(|ph| ph.repartition.as_ref().map(|r| r.region.as_str()))
-            .collect();
+        let repartitioned: Vec<&str> = f.phase.iter().filter_map(|ph| ph.repartition.as_ref().map(|r| r.region.as_str())).collect();
         for (pi, s) in first_steps(&p, f.phase.len()) {
             let ph = &f.phase[pi];
             let counts = expected_counts(&f, &p, pi, scale);
@@ -264,25 +176,16 @@ fn targets_stay_inside_the_right_blocks() {
                     let a = &ph.accesses[ai];
                     let fr = f.region.iter().find(|x| x.name == a.region).unwrap();
                     let reg = p.regions.iter().find(|x| x.name == a.region).unwrap();
-                    let owner = |line: u64| {
-                        reg.owner_of
-                            .owner((line >> shift) - reg.first_page, reg.pages)
-                    };
+                    let owner = |line: u64| reg.owner_of.owner((line >> shift) - reg.first_page, reg.pages);
                     let block = |b: u32| -> (u64, u64) {
-                        let pages: Vec<u64> = (0..reg.pages)
-                            .filter(|&q| reg.owner_of.owner(q, reg.pages) == Some(b))
-                            .collect();
-                        (
-                            (reg.first_page + pages[0]) * p.lines_per_page,
-                            (reg.first_page + pages[pages.len() - 1] + 1) * p.lines_per_page,
-                        )
+                        let pages: Vec<u64> = (0..reg.pages).filter(|&q| reg.owner_of.owner(q, reg.pages) == Some(b)).collect();
+                        ((reg.first_page + pages[0]) * p.lines_per_page, (reg.first_page + pages[pages.len() - 1] + 1) * p.lines_per_page)
                     };
                     let pat = Pattern::parse(&a.pattern).unwrap();
                     let mut e = w.entries[ei].clone();
                     let n = e.refs.min(4000);
                     // Fewer pages than threads: a thread without a block works on the page at t/T.
-                    let no_block =
-                        (0..reg.pages).all(|q| reg.owner_of.owner(q, reg.pages) != Some(t));
+                    let no_block = (0..reg.pages).all(|q| reg.owner_of.owner(q, reg.pages) != Some(t));
                     let fallback_page = reg.first_page + t as u64 * reg.pages / threads as u64;
                     let strict_owner = a.who == Who::Owner
                         && (fr.owner_share == 1.0 || fr.sharing == Sharing::Private)
@@ -308,51 +211,27 @@ fn targets_stay_inside_the_right_blocks() {
                         match pat {
                             Pattern::Stencil { halo_planes } => {
                                 let o = owner(line).unwrap();
-                                assert!(
-                                    o.abs_diff(t) <= 1,
-                                    "{name}/{}: stencil reached block {o} from {t}",
-                                    ph.name
-                                );
+                                assert!(o.abs_diff(t) <= 1, "{name}/{}: stencil reached block {o} from {t}", ph.name);
                                 let h = halo_lines(fr.plane_bytes, halo_planes, scale);
                                 if o + 1 == t {
-                                    assert!(
-                                        line >= block(o).1 - h,
-                                        "{name}: lower halo deeper than {h} lines"
-                                    );
+                                    assert!(line >= block(o).1 - h, "{name}: lower halo deeper than {h} lines");
                                 } else if o == t + 1 {
-                                    assert!(
-                                        line < block(o).0 + h,
-                                        "{name}: upper halo deeper than {h} lines"
-                                    );
+                                    assert!(line < block(o).0 + h, "{name}: upper halo deeper than {h} lines");
                                 }
                             }
                             Pattern::Transpose => {
                                 let o = owner(line).unwrap();
                                 let (lo, hi) = block(o);
                                 let len = hi - lo;
-                                let (slo, shi) = (
-                                    lo + t as u64 * len / threads as u64,
-                                    lo + (t as u64 + 1) * len / threads as u64,
-                                );
-                                assert!(
-                                    line >= slo && line < shi,
-                                    "{name}: transpose left slice {t} of block {o}"
-                                );
+                                let (slo, shi) = (lo + t as u64 * len / threads as u64, lo + (t as u64 + 1) * len / threads as u64);
+                                assert!(line >= slo && line < shi, "{name}: transpose left slice {t} of block {o}");
                             }
                             Pattern::Reduction => {
-                                assert_eq!(
-                                    line,
-                                    reg.first_page * p.lines_per_page
-                                        + t as u64 % (reg.pages * p.lines_per_page)
-                                );
+                                assert_eq!(line, reg.first_page * p.lines_per_page + t as u64 % (reg.pages * p.lines_per_page));
                             }
-                            _ if strict_owner => assert_eq!(
-                                owner(line),
-                                Some(t),
-                                "{name}/{}: {} left the owner's block",
-                                ph.name,
-                                a.region
-                            ),
+                            _ if strict_owner => {
+                                assert_eq!(owner(line), Some(t), "{name}/{}: {} left the owner's block", ph.name, a.region)
+                            }
                             _ => {}
                         }
                     }
@@ -390,41 +269,15 @@ fn master_and_serial_phases_run_on_thread_0_only() {
 #[test]
 fn lu_sweeps_are_forward_and_reverse_wavefronts() {
     let (_, p) = compiled("lu-like", 4, 6.0);
-    let lower: Vec<_> = p
-        .steps
-        .iter()
-        .filter(|s| s.phase_name == "ssor_lower")
-        .collect();
-    let upper: Vec<_> = p
-        .steps
-        .iter()
-        .filter(|s| s.phase_name == "ssor_upper")
-        .collect();
+    let lower: Vec<_> = p.steps.iter().filter(|s| s.phase_name == "ssor_lower").collect();
+    let upper: Vec<_> = p.steps.iter().filter(|s| s.phase_name == "ssor_upper").collect();
     assert_eq!(lower.len(), 250);
     assert_eq!(upper.len(), 250);
-    assert!(lower.iter().all(|s| s.p2p
-        == Some(P2p {
-            chunks: 16,
-            reverse: false
-        })
-        && s.barrier_after));
-    assert!(upper.iter().all(|s| s.p2p
-        == Some(P2p {
-            chunks: 16,
-            reverse: true
-        })
-        && s.barrier_after));
-    assert!(p
-        .steps
-        .iter()
-        .filter(|s| !s.phase_name.starts_with("ssor"))
-        .all(|s| s.p2p.is_none()));
+    assert!(lower.iter().all(|s| s.p2p == Some(P2p { chunks: 16, reverse: false }) && s.barrier_after));
+    assert!(upper.iter().all(|s| s.p2p == Some(P2p { chunks: 16, reverse: true }) && s.barrier_after));
+    assert!(p.steps.iter().filter(|s| !s.phase_name.starts_with("ssor")).all(|s| s.p2p.is_none()));
     // Lower sweep of step i comes right before its upper sweep.
-    let i = p
-        .steps
-        .iter()
-        .position(|s| s.phase_name == "ssor_lower")
-        .unwrap();
+    let i = p.steps.iter().position(|s| s.phase_name == "ssor_lower").unwrap();
     assert_eq!(p.steps[i + 1].phase_name, "ssor_upper");
 }
 
@@ -441,34 +294,16 @@ fn ua_repartition_moves_ownership_by_s() {
     let (shift, lpp, first) = (p.line_shift(), p.lines_per_page as usize, mesh.first_page);
     let owned = |step: usize, t: u32| -> Vec<u64> {
         let w = p.work(step, t, &mut rng());
-        let Cursor::Walk { segs, .. } = &w.entries[2].cursor else {
-            panic!("mesh seq is a walk")
-        };
-        let mut v: Vec<u64> = segs
-            .iter()
-            .flat_map(|g| {
-                (0..g.lines())
-                    .step_by(lpp)
-                    .map(move |i| (g.line_at(i) >> shift) - first)
-            })
-            .collect();
+        let Cursor::Walk { segs, .. } = &w.entries[2].cursor else { panic!("mesh seq is a walk") };
+        let mut v: Vec<u64> = segs.iter().flat_map(|g| (0..g.lines()).step_by(lpp).map(move |i| (g.line_at(i) >> shift) - first)).collect();
         v.sort_unstable();
         v.dedup();
         v
     };
     // Steps 1..=5 are the first five repeats (offset 0); the drift applies after every 5th.
-    for (step, off) in [
-        (1usize, 0u64),
-        (5, 0),
-        (6, s),
-        (10, s),
-        (11, 2 * s),
-        (200, 39 * s),
-    ] {
+    for (step, off) in [(1usize, 0u64), (5, 0), (6, s), (10, s), (11, 2 * s), (200, 39 * s)] {
         for t in 0..threads {
-            let want: Vec<u64> = (0..pages)
-                .filter(|&q| mesh.owner_of.owner((q + off) % pages, pages) == Some(t))
-                .collect();
+            let want: Vec<u64> = (0..pages).filter(|&q| mesh.owner_of.owner((q + off) % pages, pages) == Some(t)).collect();
             assert_eq!(owned(step, t), want, "step {step} thread {t}");
         }
     }
@@ -484,10 +319,7 @@ fn ua_repartition_moves_ownership_by_s() {
     };
     let (a, b) = (owner_at(5), owner_at(6));
     assert!(a.iter().chain(&b).all(|&x| x != u32::MAX));
-    assert_eq!(
-        a.iter().zip(&b).filter(|(x, y)| x != y).count() as u64,
-        threads as u64 * s
-    );
+    assert_eq!(a.iter().zip(&b).filter(|(x, y)| x != y).count() as u64, threads as u64 * s);
 }
 
 #[test]
@@ -496,17 +328,10 @@ fn graph500_and_is_phase_structure() {
     let names: Vec<&str> = p.steps.iter().map(|s| s.phase_name.as_str()).collect();
     assert_eq!(names[..3], ["init", "generate", "build_csr"]);
     assert_eq!(names.iter().filter(|n| **n == "bfs").count(), 64);
-    assert!(p
-        .steps
-        .iter()
-        .filter(|s| s.phase_name == "bfs")
-        .all(|s| s.barrier_after));
+    assert!(p.steps.iter().filter(|s| s.phase_name == "bfs").all(|s| s.barrier_after));
     let (_, p) = compiled("is-like", 4, 6.0);
     assert_eq!(p.steps[1].phase_name, "keygen");
-    assert_eq!(
-        p.steps.iter().filter(|s| s.phase_name == "rank").count(),
-        10
-    );
+    assert_eq!(p.steps.iter().filter(|s| s.phase_name == "rank").count(), 10);
     // The reduction's closing reads: thread 0 reads every line of bucket_sizes once.
     let w = p.work(2, 0, &mut rng());
     assert_eq!(w.epilogue.len(), 1);
@@ -529,21 +354,9 @@ const HYDM: &[(&str, f64, f64, f64)] = &[
 fn npb_presets_match_the_class_c_table_at_scale_1() {
     for &(name, mb, accesses_m, read_share) in HYDM {
         let f = presets::load(name).unwrap();
-        let p = compile(
-            &f,
-            name,
-            &server(),
-            &CompileOptions {
-                threads: Some(2),
-                scale: 1.0,
-            },
-        )
-        .unwrap();
+        let p = compile(&f, name, &server(), &CompileOptions { threads: Some(2), scale: 1.0 }).unwrap();
         let bytes = p.footprint_bytes() as f64;
-        assert!(
-            bytes >= mb * 1e6 && bytes <= mb * 1e6 * 1.01 + 8192.0,
-            "{name}: footprint {bytes}"
-        );
+        assert!(bytes >= mb * 1e6 && bytes <= mb * 1e6 * 1.01 + 8192.0, "{name}: footprint {bytes}");
         let (mut refs, mut reads) = (0f64, 0f64);
         let mut r = rng();
         for s in 0..p.steps.len() {
@@ -559,17 +372,11 @@ fn npb_presets_match_the_class_c_table_at_scale_1() {
         // thread 0 at each of the 1,875 barriers add 16% to the volume.
         let max = if name == "cg-like" { 1.2 } else { 1.0 };
         let ratio = refs / (accesses_m * 1e6);
-        assert!(
-            ratio >= 0.85 && ratio <= max,
-            "{name}: {refs} references, {ratio:.3} of the real program's"
-        );
+        assert!(ratio >= 0.85 && ratio <= max, "{name}: {refs} references, {ratio:.3} of the real program's");
         let share = reads / refs;
         eprintln!("{name}: {:.1} MB, {refs:.3e} refs ({ratio:.3} of §1.2), read share {share:.3} (want {read_share})", bytes / 1e6);
         let tol = 0.02;
-        assert!(
-            (share - read_share).abs() <= tol,
-            "{name}: read share {share:.3}, want {read_share}"
-        );
+        assert!((share - read_share).abs() <= tol, "{name}: read share {share:.3}, want {read_share}");
     }
 }
 
@@ -581,29 +388,16 @@ fn rejected_inputs_name_the_rule() {
     let phase = "[[phase]]\nname = \"p\"\naccesses = [ { region = \"a\", who = \"owner\", pattern = \"seq\", share = 1.0 } ]\n";
     let cases: Vec<(String, &str)> = vec![
         (
-            format!(
-                "{base}{}{phase}",
-                region.replace("bytes = 1_000_000", "bytes = 1_000_000\nfrac = 0.1")
-            ),
+            format!("{base}{}{phase}", region.replace("bytes = 1_000_000", "bytes = 1_000_000\nfrac = 0.1")),
             "exactly one of bytes, frac and pages (got 2)",
         ),
+        (format!("{base}{}{phase}", region.replace("bytes = 1_000_000\n", "")), "exactly one of bytes, frac and pages (got 0)"),
         (
-            format!("{base}{}{phase}", region.replace("bytes = 1_000_000\n", "")),
-            "exactly one of bytes, frac and pages (got 0)",
-        ),
-        (
-            format!(
-                "{}{}{phase}",
-                base.replace("footprint = 4_000_000\n", ""),
-                region.replace("bytes = 1_000_000", "frac = 0.5")
-            ),
+            format!("{}{}{phase}", base.replace("footprint = 4_000_000\n", ""), region.replace("bytes = 1_000_000", "frac = 0.5")),
             "frac needs workload.footprint",
         ),
         (
-            format!(
-                "{base}{}{phase}",
-                region.replace("\"partitioned\"", "\"shared_rw\"\ninit_by = \"master\"")
-            ),
+            format!("{base}{}{phase}", region.replace("\"partitioned\"", "\"shared_rw\"\ninit_by = \"master\"")),
             "who = \"owner\" needs a partitioned region",
         ),
         (
@@ -631,42 +425,16 @@ fn rejected_inputs_name_the_rule() {
             "writes to a replicated region outside a once phase",
         ),
         (
-            format!(
-                "{base}{region}{}",
-                phase.replace(
-                    "name = \"p\"",
-                    "name = \"p\"\nflops_per_access = 2.0\ngap = { us = 1.0 }"
-                )
-            ),
+            format!("{base}{region}{}", phase.replace("name = \"p\"", "name = \"p\"\nflops_per_access = 2.0\ngap = { us = 1.0 }")),
             "sets both flops_per_access and gap",
         ),
-        (
-            format!(
-                "{base}{region}{}",
-                phase.replace("share = 1.0", "share = 0.5")
-            ),
-            "shares sum to 0.5, not 1",
-        ),
-        (
-            format!(
-                "{base}{region}{}",
-                phase.replace("\"seq\"", "\"stencil:1\"")
-            ),
-            "stencil needs plane_bytes",
-        ),
-        (
-            format!(
-                "{base}{region}{}",
-                phase.replace("\"owner\"", "\"sharers\"")
-            ),
-            "who = \"sharers\" goes with the `runs` pattern",
-        ),
+        (format!("{base}{region}{}", phase.replace("share = 1.0", "share = 0.5")), "shares sum to 0.5, not 1"),
+        (format!("{base}{region}{}", phase.replace("\"seq\"", "\"stencil:1\"")), "stencil needs plane_bytes"),
+        (format!("{base}{region}{}", phase.replace("\"owner\"", "\"sharers\"")), "who = \"sharers\" goes with the `runs` pattern"),
     ];
     for (text, want) in cases {
         let f = presets::parse(&text, "x.toml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let e = compile(&f, "x.toml", &m, &CompileOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = compile(&f, "x.toml", &m, &CompileOptions::default()).unwrap_err().to_string();
         assert!(e.contains(want), "wanted '{want}' in '{e}'");
         assert!(e.starts_with("x.toml"), "{e}");
     }
@@ -674,17 +442,9 @@ fn rejected_inputs_name_the_rule() {
     let ok = format!(
         "{base}{}{}",
         region.replace("\"partitioned\"", "\"shared_ro\"\ninit_by = \"master\""),
-        phase
-            .replace("name = \"p\"", "name = \"p\"\nonce = true")
-            .replace("who = \"owner\"", "who = \"all\", read_frac = 0.5")
+        phase.replace("name = \"p\"", "name = \"p\"\nonce = true").replace("who = \"owner\"", "who = \"all\", read_frac = 0.5")
     );
-    compile(
-        &presets::parse(&ok, "x").unwrap(),
-        "x",
-        &m,
-        &CompileOptions::default(),
-    )
-    .unwrap();
+    compile(&presets::parse(&ok, "x").unwrap(), "x", &m, &CompileOptions::default()).unwrap();
     // Unknown keys in every table are parse errors with a line number.
     for (text, key) in [
         (format!("{}colour = 1\n{region}{phase}", base), "colour"),

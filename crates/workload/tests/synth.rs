@@ -47,10 +47,7 @@ fn check_vector_of_dunx_section_10() {
     assert_eq!(p.steps.len(), 1 + 640);
     for s in 1..p.steps.len() {
         assert_eq!(p.synth_phase(s), Some(s as u64 - 1));
-        assert!(
-            p.steps[s].barrier_after,
-            "each_run: a barrier after every synth phase"
-        );
+        assert!(p.steps[s].barrier_after, "each_run: a barrier after every synth phase");
         assert!(p.steps[s].p2p.is_none());
     }
     assert_eq!(p.synth_phase(0), None);
@@ -68,10 +65,7 @@ fn check_vector_of_dunx_section_10() {
         (DunxClass::SS, 20_000, 2 * 5000),
         (DunxClass::SP, 64_000, 8 * 4000),
     ];
-    assert_eq!(
-        c.classes.iter().map(|k| k.class).collect::<Vec<_>>(),
-        want.iter().map(|w| w.0).collect::<Vec<_>>()
-    );
+    assert_eq!(c.classes.iter().map(|k| k.class).collect::<Vec<_>>(), want.iter().map(|w| w.0).collect::<Vec<_>>());
     for (k, (class, refs, writes)) in c.classes.iter().zip(want) {
         for t in 0..8 {
             assert_eq!(k.refs(t), refs, "{class:?} thread {t}");
@@ -84,20 +78,13 @@ fn check_vector_of_dunx_section_10() {
     assert_eq!(rm.len(), 11);
     assert!(rm[..10].iter().all(|r| r.0 == 1000));
     assert_eq!(rm[10].0, 50);
-    let carrying: Vec<(usize, u64)> = rm
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.1 > 0)
-        .map(|(q, r)| (q, r.1))
-        .collect();
+    let carrying: Vec<(usize, u64)> = rm.iter().enumerate().filter(|(_, r)| r.1 > 0).map(|(q, r)| (q, r.1)).collect();
     assert_eq!(carrying, vec![(0, 17), (5, 17), (10, 16)]);
 
     // The first touches of the SP pages fall on threads (and nodes) 0-7, one each.
     let sp = p.regions.iter().find(|r| r.name == "SP").unwrap();
     let node_of = |t: u32| m_node(&p, t);
-    let firsts: Vec<u32> = (0..8)
-        .map(|g| p.synth_sharer(DunxClass::SP, g, 0).unwrap())
-        .collect();
+    let firsts: Vec<u32> = (0..8).map(|g| p.synth_sharer(DunxClass::SP, g, 0).unwrap()).collect();
     let mut nodes: Vec<u16> = firsts.iter().map(|&t| node_of(t)).collect();
     nodes.sort_unstable();
     assert_eq!(nodes, (0..8).collect::<Vec<u16>>());
@@ -112,11 +99,7 @@ fn check_vector_of_dunx_section_10() {
     let mut pr_in_phase = vec![0u64; p.steps.len()];
     for_each_ref(&p, |s, t, line, write| {
         let page = line >> shift;
-        let ri = p
-            .regions
-            .iter()
-            .position(|r| page >= r.first_page && page < r.first_page + r.pages)
-            .unwrap();
+        let ri = p.regions.iter().position(|r| page >= r.first_page && page < r.first_page + r.pages).unwrap();
         got[ri][t as usize][write as usize] += 1;
         match first_touch[page as usize] {
             None => first_touch[page as usize] = Some((s, t)),
@@ -140,10 +123,7 @@ fn check_vector_of_dunx_section_10() {
     }
     // PR references per phase follow floor((k+1) N/K) - floor(k N/K).
     for k in 0..640u64 {
-        assert_eq!(
-            pr_in_phase[k as usize + 1],
-            (k + 1) * 110_000 / 640 - k * 110_000 / 640
-        );
+        assert_eq!(pr_in_phase[k as usize + 1], (k + 1) * 110_000 / 640 - k * 110_000 / 640);
     }
     // SP page g is first touched, in phase 0, by exactly one thread, and that thread is firsts[g].
     for g in 0..8u64 {
@@ -174,57 +154,32 @@ fn runs_are_contiguous_and_writes_follow_the_floor_rule() {
         let (line, write) = e.next(&mut r);
         seq.push((line >> p.line_shift(), write));
     }
-    let pos: Vec<usize> = seq
-        .iter()
-        .enumerate()
-        .filter(|(_, x)| x.0 == rm.first_page)
-        .map(|(i, _)| i)
-        .collect();
+    let pos: Vec<usize> = seq.iter().enumerate().filter(|(_, x)| x.0 == rm.first_page).map(|(i, _)| i).collect();
     assert_eq!(pos.len(), 1000);
     // Between the first and last reference of the run only PR pages appear.
     for &(page, _) in &seq[pos[0]..=pos[999]] {
-        assert!(
-            page == rm.first_page || (page >= pr.first_page && page < pr.first_page + pr.pages)
-        );
+        assert!(page == rm.first_page || (page >= pr.first_page && page < pr.first_page + pr.pages));
     }
     let writes: Vec<bool> = pos.iter().map(|&i| seq[i].1).collect();
     for (i, &wr) in writes.iter().enumerate() {
         let i = i as u64;
-        assert_eq!(
-            wr,
-            (i + 1) * 17 / 1000 > i * 17 / 1000,
-            "reference {i} of the run"
-        );
+        assert_eq!(wr, (i + 1) * 17 / 1000 > i * 17 / 1000, "reference {i} of the run");
     }
     // Class order inside a phase: RO runs come before RM runs, RM before SS, SS before SP.
     let class_of = |page: u64| p.region_of_page(page).unwrap().name.clone();
-    let order: Vec<String> = seq
-        .iter()
-        .map(|x| class_of(x.0))
-        .filter(|n| n != "PR")
-        .fold(Vec::new(), |mut v, n| {
-            if v.last() != Some(&n) {
-                v.push(n);
-            }
-            v
-        });
-    let rank = |n: &str| {
-        ["RO", "RM", "SS", "SP"]
-            .iter()
-            .position(|c| *c == n)
-            .unwrap()
-    };
-    assert!(
-        order.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])),
-        "{order:?}"
-    );
+    let order: Vec<String> = seq.iter().map(|x| class_of(x.0)).filter(|n| n != "PR").fold(Vec::new(), |mut v, n| {
+        if v.last() != Some(&n) {
+            v.push(n);
+        }
+        v
+    });
+    let rank = |n: &str| ["RO", "RM", "SS", "SP"].iter().position(|c| *c == n).unwrap();
+    assert!(order.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "{order:?}");
 }
 
 #[test]
 fn fuzzy_variant_has_no_barriers_and_the_same_counts() {
-    let text = presets::text("dunx-synth")
-        .unwrap()
-        .replace("barrier = \"each_run\"", "barrier = \"none\"");
+    let text = presets::text("dunx-synth").unwrap().replace("barrier = \"each_run\"", "barrier = \"none\"");
     let p = synth(&text, None).unwrap();
     assert_eq!(p.steps.len(), 641);
     assert!(p.steps[1..].iter().all(|s| !s.barrier_after));
@@ -233,10 +188,7 @@ fn fuzzy_variant_has_no_barriers_and_the_same_counts() {
 
 #[test]
 fn iterations_repeat_the_synth_phases() {
-    let text = presets::text("dunx-synth").unwrap().replace(
-        "init = \"parallel_ft\"",
-        "init = \"parallel_ft\"\nrun = { iterations = 2 }",
-    );
+    let text = presets::text("dunx-synth").unwrap().replace("init = \"parallel_ft\"", "init = \"parallel_ft\"\nrun = { iterations = 2 }");
     let p = synth(&text, None).unwrap();
     assert_eq!(p.steps.len(), 1 + 2 * 640);
     assert_eq!(p.synth_phase(641), Some(0));
@@ -259,38 +211,16 @@ fn rejected_synth_inputs() {
             None,
             "RO class needs writes = 0 and write_granularity = inf",
         ),
-        (
-            base.replace("write_granularity = 5000", "write_granularity = inf"),
-            None,
-            "needs a finite write_granularity",
-        ),
-        (
-            base.replace("reads = 4000\nwrites = 4000", "reads = 0\nwrites = 8000"),
-            None,
-            "too many writes for a run",
-        ),
+        (base.replace("write_granularity = 5000", "write_granularity = inf"), None, "needs a finite write_granularity"),
+        (base.replace("reads = 4000\nwrites = 4000", "reads = 0\nwrites = 8000"), None, "too many writes for a run"),
         (base.replace("sharers = 2\n", ""), None, "missing sharers"),
+        (base.replace("reads = 5000\nwrites = 5000", "reads = 5000"), None, "missing writes"),
         (
-            base.replace("reads = 5000\nwrites = 5000", "reads = 5000"),
-            None,
-            "missing writes",
-        ),
-        (
-            base.replace(
-                "run_granularity = 2500\nwrite_granularity = 2500",
-                "run_granularity = 3000\nwrite_granularity = 2500",
-            ),
+            base.replace("run_granularity = 2500\nwrite_granularity = 2500", "run_granularity = 3000\nwrite_granularity = 2500"),
             None,
             "must be at least run_granularity",
         ),
-        (
-            base.replace(
-                "{ region = \"SS\", who = \"sharers\"",
-                "{ region = \"SS\", who = \"all\"",
-            ),
-            None,
-            "needs who = \"sharers\"",
-        ),
+        (base.replace("{ region = \"SS\", who = \"sharers\"", "{ region = \"SS\", who = \"all\""), None, "needs who = \"sharers\""),
         (
             base.replace(
                 "{ region = \"SS\", who = \"sharers\", pattern = \"runs\" }",
@@ -299,44 +229,14 @@ fn rejected_synth_inputs() {
             None,
             "mixes `runs` with other patterns",
         ),
+        (base.replace("dunx_class = \"SS\"\n", ""), None, "needs dunx_class"),
+        (base.replace("dunx_class = \"SS\"", "dunx_class = \"RM\""), None, "names class RM twice"),
+        (base.replace("sharers = 1\n", "sharers = 2\n"), None, "needs sharers = 1"),
+        (base.replace("reads = 10000\nwrites = 50", "reads = 10000.5\nwrites = 50"), None, "whole number"),
+        (base.replace("barrier = \"each_run\"", "barrier = \"p2p_neighbours\""), None, "not a p2p barrier"),
+        (base.replace("barrier = \"each_run\"", "barrier = \"each_run\"\nparallel = false"), None, "needs parallel = true"),
         (
-            base.replace("dunx_class = \"SS\"\n", ""),
-            None,
-            "needs dunx_class",
-        ),
-        (
-            base.replace("dunx_class = \"SS\"", "dunx_class = \"RM\""),
-            None,
-            "names class RM twice",
-        ),
-        (
-            base.replace("sharers = 1\n", "sharers = 2\n"),
-            None,
-            "needs sharers = 1",
-        ),
-        (
-            base.replace("reads = 10000\nwrites = 50", "reads = 10000.5\nwrites = 50"),
-            None,
-            "whole number",
-        ),
-        (
-            base.replace("barrier = \"each_run\"", "barrier = \"p2p_neighbours\""),
-            None,
-            "not a p2p barrier",
-        ),
-        (
-            base.replace(
-                "barrier = \"each_run\"",
-                "barrier = \"each_run\"\nparallel = false",
-            ),
-            None,
-            "needs parallel = true",
-        ),
-        (
-            base.replace(
-                "gap = { us = 2.0, dist = \"const\" }",
-                "gap = { us = 2.0, dist = \"const\" }\nflops_per_access = 1.0",
-            ),
+            base.replace("gap = { us = 2.0, dist = \"const\" }", "gap = { us = 2.0, dist = \"const\" }\nflops_per_access = 1.0"),
             None,
             "sets both flops_per_access and gap",
         ),
@@ -349,14 +249,10 @@ fn rejected_synth_inputs() {
 
 #[test]
 fn each_run_is_rejected_without_runs() {
-    let text = presets::text("stream-like")
-        .unwrap()
-        .replace("barrier = \"end\"", "barrier = \"each_run\"");
+    let text = presets::text("stream-like").unwrap().replace("barrier = \"end\"", "barrier = \"each_run\"");
     let e = synth_scaled(&text, Some(2), 0.0001).unwrap_err();
     assert!(e.contains("each_run"), "{e}");
-    let text = presets::text("stream-like")
-        .unwrap()
-        .replace("who = \"owner\"", "who = \"sharers\"");
+    let text = presets::text("stream-like").unwrap().replace("who = \"owner\"", "who = \"sharers\"");
     let e = synth_scaled(&text, Some(2), 0.0001).unwrap_err();
     assert!(e.contains("sharers"), "{e}");
 }

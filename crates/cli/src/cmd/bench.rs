@@ -39,8 +39,7 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
         (Some((_, rss0)), Some((hwm, _))) => Some(hwm.saturating_sub(rss0) as f64 / pages as f64),
         _ => None,
     };
-    let mut t =
-        Table::new(["scenario", "policy", "events", "seconds", "M_events_per_s", "bare_M_per_s", "ratio_to_bare"]);
+    let mut t = Table::new(["scenario", "policy", "events", "seconds", "M_events_per_s", "bare_M_per_s", "ratio_to_bare"]);
     for r in &results {
         t.row([
             r.name.clone(),

@@ -65,7 +65,12 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     }
     t.notes.push(format!(
         "{} on {}, scale {}, {} runs per policy, seed {}; vs_first = mean time / mean time of {}",
-        a.scenario.workload(), a.scenario.machine, a.scenario.scale(), a.scenario.runs, a.scenario.seed, a.policies[0]
+        a.scenario.workload(),
+        a.scenario.machine,
+        a.scenario.scale(),
+        a.scenario.runs,
+        a.scenario.seed,
+        a.policies[0]
     ));
     let normalised: Vec<f64> = rows.iter().map(|(_, s)| s.exec_time_s.mean / base).collect();
     let doc = json!({

@@ -20,25 +20,16 @@ pub struct ImportArgs {
 /// The root that holds `sys/`: the parent of a sysfs mount, or a directory containing `sys/`.
 fn root_of(sysfs: &Path) -> Result<FsRoot> {
     if sysfs.join("devices/system/node").is_dir() {
-        let parent = sysfs
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = sysfs.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if sysfs.file_name().and_then(|n| n.to_str()) != Some("sys") {
-            bail!(
-                "{}: a sysfs tree must be a directory named `sys`",
-                sysfs.display()
-            );
+            bail!("{}: a sysfs tree must be a directory named `sys`", sysfs.display());
         }
         return Ok(FsRoot::at(parent));
     }
     if sysfs.join("sys/devices/system/node").is_dir() {
         return Ok(FsRoot::at(sysfs));
     }
-    bail!(
-        "{}: no devices/system/node here (kernel without NUMA support, or not a sysfs tree)",
-        sysfs.display()
-    )
+    bail!("{}: no devices/system/node here (kernel without NUMA support, or not a sysfs tree)", sysfs.display())
 }
 
 pub fn run(a: &ImportArgs, out: &OutputOpts) -> Result<()> {
@@ -47,19 +38,10 @@ pub fn run(a: &ImportArgs, out: &OutputOpts) -> Result<()> {
     };
     let root = root_of(sysfs)?;
     let t = Topology::read(&root).context("cannot read the NUMA topology")?;
-    let e = to_machine(
-        &t,
-        &ExportOptions {
-            name: a.name.clone(),
-            ..Default::default()
-        },
-    )
-    .map_err(anyhow::Error::msg)?;
+    let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() }).map_err(anyhow::Error::msg)?;
     let text = match out.format {
         Some(Format::Json) => {
-            let mut s = serde_json::to_string_pretty(
-                &serde_json::json!({ "machine": e.machine, "estimates": e.estimates }),
-            )?;
+            let mut s = serde_json::to_string_pretty(&serde_json::json!({ "machine": e.machine, "estimates": e.estimates }))?;
             s.push('\n');
             s
         }

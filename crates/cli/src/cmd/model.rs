@@ -189,8 +189,7 @@ fn is_file_arg(s: &str) -> bool {
 
 fn load_machine(name: &str) -> Result<Machine> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name)
-            .with_context(|| format!("cannot read machine file {name}"))?;
+        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read machine file {name}"))?;
         Ok(Machine::from_toml_str(&text, name)?)
     } else {
         Ok(numalab_core::machine::presets::load(name)?)
@@ -199,8 +198,7 @@ fn load_machine(name: &str) -> Result<Machine> {
 
 fn load_classes(name: &str) -> Result<ClassSet> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name)
-            .with_context(|| format!("cannot read page-class file {name}"))?;
+        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read page-class file {name}"))?;
         Ok(ClassSet::from_toml_str(&text, name)?)
     } else {
         Ok(classes::preset(name)?)
@@ -217,10 +215,7 @@ fn parse_policies(s: &str) -> Result<Vec<PolicyKind>> {
         match PolicyKind::parse(p) {
             Some(k) => out.push(k),
             None => {
-                bail!(
-                    "unknown policy '{p}'; valid policies: {}, all",
-                    PolicyKind::ALL.map(|k| k.as_str()).join(", ")
-                )
+                bail!("unknown policy '{p}'; valid policies: {}, all", PolicyKind::ALL.map(|k| k.as_str()).join(", "))
             }
         }
     }
@@ -233,11 +228,7 @@ fn sig(v: f64, digits: usize) -> String {
         return "0".to_string();
     }
     if !v.is_finite() {
-        return if v.is_nan() {
-            "-".to_string()
-        } else {
-            "inf".to_string()
-        };
+        return if v.is_nan() { "-".to_string() } else { "inf".to_string() };
     }
     let mag = v.abs().log10().floor() as i32;
     if !(-2..=9).contains(&mag) {
@@ -265,11 +256,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
     let machine = load_machine(&a.machine)?;
     let class_set = load_classes(&a.classes)?;
     let policies = parse_policies(&a.policy)?;
-    let sweeps = a
-        .sweep
-        .iter()
-        .map(|s| Sweep::parse(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let sweeps = a.sweep.iter().map(|s| Sweep::parse(s)).collect::<Result<Vec<_>, _>>()?;
 
     let costs = match (a.c_mig, a.c_rep, a.c_coh) {
         (Some(m), Some(r), Some(c)) => Some([m, r, c]),
@@ -304,11 +291,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
         NetworkArg::Delay => NetworkMode::Delay,
         NetworkArg::Queue => NetworkMode::Queue,
     };
-    let mut params = PolicyParams {
-        k_mig: a.k_mig,
-        k_rep: a.k_rep,
-        ..PolicyParams::default()
-    };
+    let mut params = PolicyParams { k_mig: a.k_mig, k_rep: a.k_rep, ..PolicyParams::default() };
     params.errors[ClassKind::Ro.index()] = a.e_ro;
     params.errors[ClassKind::Rm.index()] = a.e_rm;
     params.errors[ClassKind::Ss.index()] = a.e_ss;
@@ -318,11 +301,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
         classes: class_set,
         policy: policies[0],
         params,
-        calibration: Calibration {
-            tau_us: a.tau,
-            q_o: a.q_o,
-            c_o_us: a.c_o,
-        },
+        calibration: Calibration { tau_us: a.tau, q_o: a.q_o, c_o_us: a.c_o },
     };
 
     // Every point of the sweep grid (first axis outermost), for every policy.
@@ -341,27 +320,11 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
     }
     let swept: Vec<Param> = sweeps.iter().map(|s| s.param).collect();
     // Class parameters appear in a point only when swept.
-    let mut input_params: Vec<Param> = [
-        "n",
-        "tau",
-        "cost_scale",
-        "t_l",
-        "t_x",
-        "c_mig",
-        "c_rep",
-        "c_coh",
-        "k_mig",
-        "k_rep",
-        "e_ro",
-        "e_rm",
-        "e_ss",
-        "e_sp",
-        "q_o",
-        "c_o",
-    ]
-    .iter()
-    .map(|n| Param::parse(n).expect("known parameter"))
-    .collect();
+    let mut input_params: Vec<Param> =
+        ["n", "tau", "cost_scale", "t_l", "t_x", "c_mig", "c_rep", "c_coh", "k_mig", "k_rep", "e_ro", "e_rm", "e_ss", "e_sp", "q_o", "c_o"]
+            .iter()
+            .map(|n| Param::parse(n).expect("known parameter"))
+            .collect();
     for p in &swept {
         if !input_params.contains(p) {
             input_params.push(*p);
@@ -370,27 +333,14 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
 
     let mut headers: Vec<String> = vec!["policy".into()];
     headers.extend(swept.iter().map(|p| p.name()));
-    headers.extend(
-        [
-            "p_l",
-            "q_m",
-            "q_r",
-            "q_c",
-            "w_l_us",
-            "w_r_us",
-            "r_us",
-            "predicted_s",
-        ]
-        .map(String::from),
-    );
+    headers.extend(["p_l", "q_m", "q_r", "q_c", "w_l_us", "w_r_us", "r_us", "predicted_s"].map(String::from));
     let mut table = Table::new(headers);
     let mut points = Vec::new();
     let mut treatments_note: Option<String> = None;
     for point in &grid {
         let mut sc = base.clone();
         for &(p, v) in point {
-            sc.set(p, v)
-                .with_context(|| format!("sweep point {}={v}", p.name()))?;
+            sc.set(p, v).with_context(|| format!("sweep point {}={v}", p.name()))?;
         }
         for &policy in &policies {
             sc.policy = policy;
@@ -407,14 +357,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
             obj.insert("network".into(), json!(sc.hardware.network.as_str()));
             for p in &input_params {
                 let v = sc.get(*p);
-                obj.insert(
-                    p.name(),
-                    if *p == Param::Nodes {
-                        json!(v as u64)
-                    } else {
-                        num(v)
-                    },
-                );
+                obj.insert(p.name(), if *p == Param::Nodes { json!(v as u64) } else { num(v) });
             }
             let (pl, s) = (&pred.placement, &pred.solution);
             for (k, v) in [
@@ -440,12 +383,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
             let ideal: Map<String, Value> = ClassKind::ALL
                 .iter()
                 .filter(|k| sc.classes.get(**k).pages > 0.0)
-                .map(|k| {
-                    (
-                        k.as_str().to_string(),
-                        json!(pl.classes[k.index()].ideal.as_str()),
-                    )
-                })
+                .map(|k| (k.as_str().to_string(), json!(pl.classes[k.index()].ideal.as_str())))
                 .collect();
             if treatments_note.is_none() {
                 let list: Vec<String> = ClassKind::ALL
@@ -453,10 +391,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
                     .filter(|k| sc.classes.get(**k).pages > 0.0)
                     .map(|k| format!("{} {}", k.as_str(), pl.classes[k.index()].ideal.as_str()))
                     .collect();
-                treatments_note = Some(format!(
-                    "ideal treatments (first point): {}",
-                    list.join(", ")
-                ));
+                treatments_note = Some(format!("ideal treatments (first point): {}", list.join(", ")));
             }
             obj.insert("ideal_treatments".into(), Value::Object(ideal));
             obj.insert("iterations".into(), json!(s.iterations));
@@ -464,19 +399,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
 
             let mut row = vec![policy.as_str().to_string()];
             row.extend(point.iter().map(|&(_, v)| sig(v, 6)));
-            row.extend(
-                [
-                    pl.p_l,
-                    pl.q_m,
-                    pl.q_r,
-                    pl.q_c,
-                    s.w_l,
-                    s.w_r,
-                    s.r,
-                    pred.time_s,
-                ]
-                .map(|v| sig(v, 6)),
-            );
+            row.extend([pl.p_l, pl.q_m, pl.q_r, pl.q_c, s.w_l, s.w_r, s.r, pred.time_s].map(|v| sig(v, 6)));
             table.row(row);
         }
     }
@@ -499,9 +422,7 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
     if let Some(n) = treatments_note {
         table.notes.push(n);
     }
-    table.notes.push(
-        "r_us: mean time per reference R = tau + R_r + R_f; predicted_s = N x R per process".into(),
-    );
+    table.notes.push("r_us: mean time per reference R = tau + R_r + R_f; predicted_s = N x R per process".into());
     table.notes.extend(hw_notes.iter().cloned());
 
     let doc = json!({
@@ -519,9 +440,7 @@ fn run_roofline(a: &RooflineArgs, out: &OutputOpts) -> Result<()> {
     let mut ais = Vec::with_capacity(a.ai.len());
     for s in &a.ai {
         let t = s.trim();
-        let v: f64 = t
-            .parse()
-            .map_err(|_| anyhow::anyhow!("bad --ai value '{t}': not a number"))?;
+        let v: f64 = t.parse().map_err(|_| anyhow::anyhow!("bad --ai value '{t}': not a number"))?;
         if !(v.is_finite() && v > 0.0) {
             bail!("bad --ai value '{t}': arithmetic intensity must be finite and > 0");
         }
@@ -544,11 +463,7 @@ fn run_roofline(a: &RooflineArgs, out: &OutputOpts) -> Result<()> {
         headers.push(format!("{}_bound", t.tier.as_str()));
     }
     if multi {
-        headers.push(format!(
-            "gain_{}_over_{}",
-            roof.tiers[fast].tier.as_str(),
-            roof.tiers[slow].tier.as_str()
-        ));
+        headers.push(format!("gain_{}_over_{}", roof.tiers[fast].tier.as_str(), roof.tiers[slow].tier.as_str()));
     }
     let mut table = Table::new(headers);
     let mut points = Vec::new();
@@ -560,9 +475,7 @@ fn run_roofline(a: &RooflineArgs, out: &OutputOpts) -> Result<()> {
             let b = roof.bound(i, ai);
             row.push(sig(p, 8));
             row.push(b.as_str().to_string());
-            tiers.push(
-                json!({"tier": t.tier.as_str(), "attainable_gflops": p, "bound": b.as_str()}),
-            );
+            tiers.push(json!({"tier": t.tier.as_str(), "attainable_gflops": p, "bound": b.as_str()}));
         }
         let gain = multi.then(|| roof.gain(slow, fast, ai));
         if let Some(g) = gain {
@@ -608,11 +521,7 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
     match &a.name {
         Some(name) => {
             classes::preset(name)?;
-            let text = classes::PRESETS
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, t)| *t)
-                .unwrap_or_default();
+            let text = classes::PRESETS.iter().find(|(n, _)| n == name).map(|(_, t)| *t).unwrap_or_default();
             crate::output::write_text(out.out.as_deref(), text)
         }
         None => {
@@ -623,11 +532,7 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
                 table.row([n.to_string(), set.description.clone()]);
                 list.push(json!({"name": n, "description": set.description}));
             }
-            emit(
-                out,
-                &json!({"schema": "numalab.model-classes/1", "presets": list}),
-                &table,
-            )
+            emit(out, &json!({"schema": "numalab.model-classes/1", "presets": list}), &table)
         }
     }
 }
@@ -648,12 +553,8 @@ const SYNTH_INSTANCES: &[(&str, &[&str])] = &[
 fn classes_of_workload(file: &numalab_workload::WorkloadFile, origin: &str) -> Result<ClassSet> {
     let mut params = [classes::ClassParams::ABSENT; 5];
     for r in &file.region {
-        let Some(k) = ClassKind::parse(&r.dunx_class) else {
-            bail!("{origin}: region '{}' has no DUnX class", r.name)
-        };
-        let need = |v: Option<f64>, what: &str| {
-            v.ok_or_else(|| anyhow::anyhow!("{origin}: region '{}' lacks {what}", r.name))
-        };
+        let Some(k) = ClassKind::parse(&r.dunx_class) else { bail!("{origin}: region '{}' has no DUnX class", r.name) };
+        let need = |v: Option<f64>, what: &str| v.ok_or_else(|| anyhow::anyhow!("{origin}: region '{}' lacks {what}", r.name));
         params[k.index()] = classes::ClassParams {
             pages: need(r.pages.map(|p| p as f64), "pages")?,
             reads: need(r.reads, "reads")?,
@@ -691,12 +592,7 @@ struct SimCase {
     local_ratio: f64,
 }
 
-fn simulate(
-    machine: &Machine,
-    file: &numalab_workload::WorkloadFile,
-    origin: &str,
-    a: &ValidateArgs,
-) -> Result<SimCase> {
+fn simulate(machine: &Machine, file: &numalab_workload::WorkloadFile, origin: &str, a: &ValidateArgs) -> Result<SimCase> {
     use std::sync::Arc;
     let machine = Arc::new(machine.clone());
     let program = numalab_workload::compile(file, origin, &machine, &Default::default())
@@ -721,16 +617,8 @@ fn simulate(
     Ok(SimCase {
         exec_s: runs.iter().map(|r| r.exec_time_s).collect(),
         refs_per_thread: runs[0].accesses as f64 / threads,
-        first_touch_faults: runs
-            .iter()
-            .map(|r| r.first_touch_faults as f64)
-            .sum::<f64>()
-            / n,
-        local_ratio: runs
-            .iter()
-            .map(|r| r.local_access_ratio.unwrap_or(0.0))
-            .sum::<f64>()
-            / n,
+        first_touch_faults: runs.iter().map(|r| r.first_touch_faults as f64).sum::<f64>() / n,
+        local_ratio: runs.iter().map(|r| r.local_access_ratio.unwrap_or(0.0)).sum::<f64>() / n,
     })
 }
 
@@ -756,43 +644,26 @@ fn run_validate(a: &ValidateArgs, out: &OutputOpts) -> Result<()> {
         a.instances
             .split(',')
             .map(|n| {
-                SYNTH_INSTANCES
-                    .iter()
-                    .find(|(name, _)| *name == n.trim())
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "unknown instance '{}'; valid: synth, {}",
-                            n.trim(),
-                            SYNTH_INSTANCES
-                                .iter()
-                                .map(|(n, _)| *n)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    })
+                SYNTH_INSTANCES.iter().find(|(name, _)| *name == n.trim()).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "unknown instance '{}'; valid: synth, {}",
+                        n.trim(),
+                        SYNTH_INSTANCES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                    )
+                })
             })
             .collect::<Result<_>>()?
     };
     let first_touch_us = machine.os_costs.first_touch_fault_ns / 1000.0;
-    let mut table = Table::new([
-        "instance",
-        "tau_us",
-        "predicted_s",
-        "simulated_mean_s",
-        "ci99_lo",
-        "ci99_hi",
-        "rel_error",
-        "p_l_model",
-        "p_l_sim",
-    ]);
+    let mut table =
+        Table::new(["instance", "tau_us", "predicted_s", "simulated_mean_s", "ci99_lo", "ci99_hi", "rel_error", "p_l_model", "p_l_sim"]);
     let mut rows = Vec::new();
     for (name, keep) in wanted {
         let origin = format!("preset:dunx-synth/{name}");
         let mut file = base.clone();
         file.workload.name = name.to_string();
         file.workload.access_bytes = a.access_bytes;
-        file.region
-            .retain(|r| keep.contains(&r.dunx_class.as_str()));
+        file.region.retain(|r| keep.contains(&r.dunx_class.as_str()));
         let kept: Vec<String> = file.region.iter().map(|r| r.name.clone()).collect();
         for ph in &mut file.phase {
             ph.accesses.retain(|acc| kept.contains(&acc.region));
@@ -813,19 +684,12 @@ fn run_validate(a: &ValidateArgs, out: &OutputOpts) -> Result<()> {
             t1,
             cal_sim.refs_per_thread,
             hw.t_l,
-            &[FaultCount {
-                count: cal_sim.first_touch_faults,
-                cost_us: first_touch_us,
-            }],
+            &[FaultCount { count: cal_sim.first_touch_faults, cost_us: first_touch_us }],
         )?;
         let pred = predict_static(&hw, &classes_n, &cal)?;
         let sim_n = simulate(&machine, &file, &origin, a)?;
         if (sim_n.refs_per_thread - pred.placement.refs).abs() > 0.5 {
-            bail!(
-                "{name}: the simulator made {} references per process, the model counts {}",
-                sim_n.refs_per_thread,
-                pred.placement.refs
-            );
+            bail!("{name}: the simulator made {} references per process, the model counts {}", sim_n.refs_per_thread, pred.placement.refs);
         }
         let ci = ci99(&sim_n.exec_s).expect("at least two samples");
         let rel = (pred.time_s - ci.mean) / ci.mean;
@@ -858,12 +722,8 @@ fn run_validate(a: &ValidateArgs, out: &OutputOpts) -> Result<()> {
         "machine {} (n = {}), policy static (simulator: first-touch), {} seeds per case, {} B per reference, MLP {}, module bandwidth {} GB/s, {:?} phases",
         machine.name, hw.nodes, a.seeds, a.access_bytes, a.mlp, sig(machine.nodes[0].mem_bw_gbps, 6), a.phases
     ));
-    table.notes.push(
-        "rel_error = (predicted - simulated mean) / simulated mean; ci99: Student t, n-1 d.o.f."
-            .into(),
-    );
+    table.notes.push("rel_error = (predicted - simulated mean) / simulated mean; ci99: Student t, n-1 d.o.f.".into());
     table.notes.extend(hw_notes);
-    let doc =
-        json!({"schema": "numalab.model-validate/1", "machine": machine.name, "instances": rows});
+    let doc = json!({"schema": "numalab.model-validate/1", "machine": machine.name, "instances": rows});
     emit(out, &doc, &table)
 }

@@ -87,14 +87,7 @@ pub fn resolve_events(a: &ProfileArgs) -> Result<Vec<String>> {
     let names: Vec<String> = match (&a.group, a.events.is_empty()) {
         (Some(g), _) => profile::group(g)
             .with_context(|| {
-                format!(
-                    "unknown group `{g}`; known: {}",
-                    profile::GROUPS
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("unknown group `{g}`; known: {}", profile::GROUPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))
             })?
             .iter()
             .map(|s| s.to_string())
@@ -106,9 +99,7 @@ pub fn resolve_events(a: &ProfileArgs) -> Result<Vec<String>> {
     for n in names {
         let id = match profile::lookup(n.trim()) {
             Some(d) => d.id.to_string(),
-            None if n.starts_with("imc.read[") || n.starts_with("imc.write[") => {
-                n.trim().to_string()
-            }
+            None if n.starts_with("imc.read[") || n.starts_with("imc.write[") => n.trim().to_string(),
             None => bail!("unknown event `{n}`; see `numalab profile events`"),
         };
         if !out.contains(&id) {
@@ -135,11 +126,7 @@ pub fn summary_table(r: &ProfileReport) -> Table {
             (Some(v), None) => v.to_string(),
             _ => String::new(),
         };
-        t.row([
-            format!("{} [{}]", e.name, e.scope.as_str()),
-            v,
-            e.status.as_str().to_string(),
-        ]);
+        t.row([format!("{} [{}]", e.name, e.scope.as_str()), v, e.status.as_str().to_string()]);
         if let Some(reason) = &e.reason {
             t.notes.push(format!("{}: {reason}", e.name));
         }
@@ -148,53 +135,28 @@ pub fn summary_table(r: &ProfileReport) -> Table {
         t.row([d.name.clone(), cell(d.value), "ok".into()]);
     }
     for p in &r.numa.pages {
-        t.row([
-            format!("pages node{} anon/file/huge", p.node),
-            format!("{}/{}/{}", p.anon_bytes, p.file_bytes, p.huge_bytes),
-            "ok".into(),
-        ]);
+        t.row([format!("pages node{} anon/file/huge", p.node), format!("{}/{}/{}", p.anon_bytes, p.file_bytes, p.huge_bytes), "ok".into()]);
     }
     for (k, c) in &r.numa.vmstat {
         if c.value != Some(0) {
-            t.row([
-                format!("vmstat {k}"),
-                c.value.map(|v| v.to_string()).unwrap_or_default(),
-                c.status.as_str().into(),
-            ]);
+            t.row([format!("vmstat {k}"), c.value.map(|v| v.to_string()).unwrap_or_default(), c.status.as_str().into()]);
         }
     }
     if let Some(s) = &r.numa.sched {
         if let Some(v) = s.numa_pages_migrated {
-            t.row([
-                "sched numa_pages_migrated".to_string(),
-                v.to_string(),
-                "ok".into(),
-            ]);
+            t.row(["sched numa_pages_migrated".to_string(), v.to_string(), "ok".into()]);
         }
         if let Some(v) = s.numa_preferred_nid {
-            t.row([
-                "sched numa_preferred_nid".to_string(),
-                v.to_string(),
-                "ok".into(),
-            ]);
+            t.row(["sched numa_preferred_nid".to_string(), v.to_string(), "ok".into()]);
         }
     }
     t.notes.push(format!(
         "target pid {} ran {} ms (exit {}), {} threads seen; numa_balancing = {}; virtualized = {}",
-        r.target
-            .pid
-            .map(|p| p.to_string())
-            .unwrap_or_else(|| "?".into()),
+        r.target.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
         r.target.duration_ms,
-        r.target
-            .exit_code
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "-".into()),
+        r.target.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
         r.target.threads_seen,
-        r.environment
-            .numa_balancing
-            .map(|b| b.to_string())
-            .unwrap_or_else(|| "unsupported".into()),
+        r.environment.numa_balancing.map(|b| b.to_string()).unwrap_or_else(|| "unsupported".into()),
         r.environment.virtualized
     ));
     t.notes.extend(r.numa.notes.iter().cloned());
@@ -205,66 +167,33 @@ pub fn summary_table(r: &ProfileReport) -> Table {
 /// The timeline as a table (CSV): empty cells for events without a value.
 pub fn timeline_table(r: &ProfileReport) -> Table {
     let events: Vec<&str> = r.events.iter().map(|e| e.name.as_str()).collect();
-    let mut nodes: Vec<u32> = r
-        .timeline
-        .iter()
-        .filter_map(|s| s.pages.as_ref())
-        .flatten()
-        .map(|p| p.node)
-        .collect();
+    let mut nodes: Vec<u32> = r.timeline.iter().filter_map(|s| s.pages.as_ref()).flatten().map(|p| p.node).collect();
     nodes.sort_unstable();
     nodes.dedup();
-    let vm: Vec<&str> = [
-        "numa_hint_faults",
-        "numa_pages_migrated",
-        "pgmigrate_success",
-        "pgpromote_success",
-    ]
-    .to_vec();
+    let vm: Vec<&str> = ["numa_hint_faults", "numa_pages_migrated", "pgmigrate_success", "pgpromote_success"].to_vec();
     let mut headers = vec!["t_ms".to_string(), "enabled".into(), "label".into()];
     headers.extend(events.iter().map(|e| e.to_string()));
     headers.extend(nodes.iter().map(|n| format!("node{n}_total_bytes")));
     headers.extend(vm.iter().map(|k| format!("vmstat.{k}")));
     let mut t = Table::new(headers);
     for s in &r.timeline {
-        let mut row = vec![
-            s.t_ms.to_string(),
-            s.enabled.to_string(),
-            s.label.clone().unwrap_or_default(),
-        ];
-        row.extend(
-            events
-                .iter()
-                .map(|e| s.events.get(*e).map(|v| v.to_string()).unwrap_or_default()),
-        );
+        let mut row = vec![s.t_ms.to_string(), s.enabled.to_string(), s.label.clone().unwrap_or_default()];
+        row.extend(events.iter().map(|e| s.events.get(*e).map(|v| v.to_string()).unwrap_or_default()));
         row.extend(nodes.iter().map(|n| {
-            s.pages
-                .as_ref()
-                .and_then(|p| p.iter().find(|x| x.node == *n))
-                .map(|p| p.total_bytes.to_string())
-                .unwrap_or_default()
+            s.pages.as_ref().and_then(|p| p.iter().find(|x| x.node == *n)).map(|p| p.total_bytes.to_string()).unwrap_or_default()
         }));
-        row.extend(
-            vm.iter()
-                .map(|k| s.vmstat.get(*k).map(|v| v.to_string()).unwrap_or_default()),
-        );
+        row.extend(vm.iter().map(|k| s.vmstat.get(*k).map(|v| v.to_string()).unwrap_or_default()));
         t.row(row);
     }
     t
 }
 
 fn read_report(path: &Path) -> Result<ProfileReport> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let r: ProfileReport = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a numalab.profile/1 document", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let r: ProfileReport =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a numalab.profile/1 document", path.display()))?;
     if r.schema != profile::PROFILE_SCHEMA {
-        bail!(
-            "{}: schema `{}`, expected `{}`",
-            path.display(),
-            r.schema,
-            profile::PROFILE_SCHEMA
-        );
+        bail!("{}: schema `{}`, expected `{}`", path.display(), r.schema, profile::PROFILE_SCHEMA);
     }
     Ok(r)
 }
@@ -273,14 +202,7 @@ fn run_diff(a: &Path, b: &Path, out: &OutputOpts) -> Result<()> {
     let d = diff(&read_report(a)?, &read_report(b)?);
     let mut t = Table::new(["name", "a", "b", "delta", "effect_pct", "status"]);
     for e in &d.entries {
-        t.row([
-            e.name.clone(),
-            cell(e.a),
-            cell(e.b),
-            cell(e.delta),
-            cell(e.effect_pct),
-            e.status.as_str().to_string(),
-        ]);
+        t.row([e.name.clone(), cell(e.a), cell(e.b), cell(e.delta), cell(e.effect_pct), e.status.as_str().to_string()]);
     }
     t.notes.extend(d.notes.iter().cloned());
     emit(out, &serde_json::to_value(&d)?, &t)
@@ -289,12 +211,7 @@ fn run_diff(a: &Path, b: &Path, out: &OutputOpts) -> Result<()> {
 fn list_events(out: &OutputOpts) -> Result<()> {
     let mut t = Table::new(["id", "perf_name", "kind", "meaning"]);
     for d in profile::CATALOGUE {
-        t.row([
-            d.id,
-            d.perf_name,
-            &format!("{:?}", d.kind).to_lowercase(),
-            d.meaning,
-        ]);
+        t.row([d.id, d.perf_name, &format!("{:?}", d.kind).to_lowercase(), d.meaning]);
     }
     for (g, evs) in profile::GROUPS {
         t.notes.push(format!("group {g}: {}", evs.join(",")));
@@ -338,10 +255,6 @@ pub fn run(a: &ProfileArgs, out: &OutputOpts) -> Result<()> {
     if let Some(p) = &a.timeline_csv {
         write_text(Some(p), &timeline_table(&report).render_csv())?;
     }
-    let table = if out.resolved_format() == Format::Csv {
-        timeline_table(&report)
-    } else {
-        summary_table(&report)
-    };
+    let table = if out.resolved_format() == Format::Csv { timeline_table(&report) } else { summary_table(&report) };
     emit(out, &serde_json::to_value(&report)?, &table)
 }

@@ -43,17 +43,8 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
         anyhow::bail!("--runs must be at least 1");
     }
     let (doc, runs, s) = simulate(&a.scenario, &a.policy)?;
-    let mut t = Table::new([
-        "run",
-        "seed",
-        "exec_time_s",
-        "local_ratio",
-        "imbalance_%",
-        "link_load_%",
-        "ft_faults",
-        "thread_migs",
-        "cross_node",
-    ]);
+    let mut t =
+        Table::new(["run", "seed", "exec_time_s", "local_ratio", "imbalance_%", "link_load_%", "ft_faults", "thread_migs", "cross_node"]);
     for (i, r) in runs.iter().enumerate() {
         t.row([
             i.to_string(),

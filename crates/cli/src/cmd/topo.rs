@@ -72,41 +72,16 @@ pub fn topo_json(t: &Topology, root: &FsRoot) -> serde_json::Value {
 }
 
 pub fn topo_table(t: &Topology) -> Table {
-    let mut table = Table::new([
-        "node",
-        "cpus",
-        "mem_total",
-        "mem_free",
-        "tier",
-        "distances",
-        "numa_hit",
-        "numa_miss",
-        "other_node",
-    ]);
+    let mut table = Table::new(["node", "cpus", "mem_total", "mem_free", "tier", "distances", "numa_hit", "numa_miss", "other_node"]);
     for n in &t.nodes {
-        let stat = |k: &str| {
-            n.numastat
-                .get(k)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "n/a".into())
-        };
+        let stat = |k: &str| n.numastat.get(k).map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
         table.row([
             n.id.to_string(),
-            if n.cpus.is_empty() {
-                "(none)".to_string()
-            } else {
-                numalab_linux::parse::format_list(&n.cpus)
-            },
+            if n.cpus.is_empty() { "(none)".to_string() } else { numalab_linux::parse::format_list(&n.cpus) },
             human_bytes(n.mem_total_bytes),
             human_bytes(n.mem_free_bytes),
-            t.tier_of(n.id)
-                .map(|x| x.to_string())
-                .unwrap_or_else(|| "n/a".into()),
-            n.distances
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
+            t.tier_of(n.id).map(|x| x.to_string()).unwrap_or_else(|| "n/a".into()),
+            n.distances.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" "),
             stat("numa_hit"),
             stat("numa_miss"),
             stat("other_node"),
@@ -114,36 +89,17 @@ pub fn topo_table(t: &Topology) -> Table {
     }
     match &t.tiers {
         Some(tiers) => {
-            let list: Vec<String> = tiers
-                .iter()
-                .map(|x| {
-                    format!(
-                        "memory_tier{}: nodes {}",
-                        x.id,
-                        numalab_linux::parse::format_list(&x.nodes)
-                    )
-                })
-                .collect();
-            table.notes.push(format!(
-                "memory tiers (lower = faster): {}",
-                list.join("; ")
-            ));
+            let list: Vec<String> =
+                tiers.iter().map(|x| format!("memory_tier{}: nodes {}", x.id, numalab_linux::parse::format_list(&x.nodes))).collect();
+            table.notes.push(format!("memory tiers (lower = faster): {}", list.join("; ")));
         }
-        None => table.notes.push(
-            "memory tiers: not exposed by this kernel (/sys/devices/virtual/memory_tiering absent)"
-                .into(),
-        ),
+        None => table.notes.push("memory tiers: not exposed by this kernel (/sys/devices/virtual/memory_tiering absent)".into()),
     }
     let cpu_less = t.cpu_less_nodes();
     if !cpu_less.is_empty() {
-        table.notes.push(format!(
-            "CPU-less memory nodes: {}",
-            numalab_linux::parse::format_list(&cpu_less)
-        ));
+        table.notes.push(format!("CPU-less memory nodes: {}", numalab_linux::parse::format_list(&cpu_less)));
     }
-    table
-        .notes
-        .push("numastat counts page allocations (pages, cumulative), not memory accesses".into());
+    table.notes.push("numastat counts page allocations (pages, cumulative), not memory accesses".into());
     table
 }
 
@@ -151,20 +107,9 @@ pub fn run(a: &TopoArgs, out: &OutputOpts) -> Result<()> {
     let root = FsRoot::at(&a.root);
     let t = Topology::read(&root).context("cannot read the NUMA topology")?;
     if let Some(path) = &a.export {
-        let e = to_machine(
-            &t,
-            &ExportOptions {
-                name: a.name.clone(),
-                ..Default::default()
-            },
-        )
-        .map_err(anyhow::Error::msg)?;
+        let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() }).map_err(anyhow::Error::msg)?;
         write_text(Some(path), &e.toml)?;
-        eprintln!(
-            "wrote {} ({} estimated or adjusted fields, marked `# estimate:`)",
-            path.display(),
-            e.estimates.len()
-        );
+        eprintln!("wrote {} ({} estimated or adjusted fields, marked `# estimate:`)", path.display(), e.estimates.len());
     }
     emit(out, &topo_json(&t, &root), &topo_table(&t))
 }

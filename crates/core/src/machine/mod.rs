@@ -178,10 +178,7 @@ impl Machine {
     /// (a file path or `preset:NAME`).
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Machine, MachineError> {
         let machine: Machine = toml::from_str(text).map_err(|e| MachineError::parse(origin, text, e))?;
-        machine.validate().map_err(|problem| MachineError::Invalid {
-            origin: origin.to_string(),
-            problem,
-        })?;
+        machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
         Ok(machine)
     }
 
@@ -192,10 +189,7 @@ impl Machine {
             line: None,
             message: crate::one_line(e.message()),
         })?;
-        machine.validate().map_err(|problem| MachineError::Invalid {
-            origin: origin.to_string(),
-            problem,
-        })?;
+        machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
         Ok(machine)
     }
 

@@ -18,7 +18,7 @@ impl Machine {
         if self.smt == 0 {
             return Err("`smt` must be at least 1".into());
         }
-        if !(self.clock_ghz > 0.0) {
+        if !is_positive(self.clock_ghz) {
             return Err(format!("`clock_ghz` = {} must be positive", self.clock_ghz));
         }
         if self.page_sizes.is_empty() || self.page_sizes.iter().any(|&p| p < 4096 || !p.is_power_of_two()) {
@@ -34,7 +34,7 @@ impl Machine {
             if node.socket >= self.sockets {
                 return Err(format!("nodes[{i}].socket = {} is not below `sockets` = {}", node.socket, self.sockets));
             }
-            if !(node.mem_bw_gbps >= 0.0) || (node.mem_bytes > 0 && node.mem_bw_gbps <= 0.0) {
+            if !is_non_negative(node.mem_bw_gbps) || (node.mem_bytes > 0 && node.mem_bw_gbps <= 0.0) {
                 return Err(format!("nodes[{i}].mem_bw_gbps = {} must be positive on a node with memory", node.mem_bw_gbps));
             }
             if let Some(peak) = node.mem_peak_gbps {
@@ -76,7 +76,7 @@ impl Machine {
             let row = &self.latency_ns[i];
             if cpu_node {
                 let local = row[i];
-                if !(local > 0.0) {
+                if !is_positive(local) {
                     return Err(format!("latency_ns[{i}][{i}] = {local} must be positive on a CPU node"));
                 }
                 for (j, &l) in row.iter().enumerate() {
@@ -99,7 +99,7 @@ impl Machine {
             }
         }
         let cross_socket_direct = (0..n).any(|a| (0..n).any(|b| self.hops[a][b] == 1 && self.nodes[a].socket != self.nodes[b].socket));
-        if cross_socket_direct && !(self.link_bw_gbps > 0.0) {
+        if cross_socket_direct && !is_positive(self.link_bw_gbps) {
             return Err("link_bw_gbps must be positive: the machine has cross-socket links".into());
         }
         if self.intra_socket_link_bw_gbps < 0.0 {
@@ -147,4 +147,13 @@ fn check_hops_shortest_paths(hops: &[Vec<u32>]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `x > 0`, false for NaN (which a plain negated comparison would let through).
+fn is_positive(x: f64) -> bool {
+    x > 0.0
+}
+
+fn is_non_negative(x: f64) -> bool {
+    x >= 0.0
 }

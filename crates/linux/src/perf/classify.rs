@@ -30,11 +30,7 @@ pub struct Classified {
 }
 
 fn c(status: EventStatus, reason: String) -> Classified {
-    Classified {
-        status,
-        reason,
-        split_group: false,
-    }
+    Classified { status, reason, split_group: false }
 }
 
 pub fn classify(errno: i32, phase: Phase, generic_hw: bool, pv: Privilege) -> Classified {
@@ -67,47 +63,20 @@ mod tests {
 
     #[test]
     fn spec_table() {
-        let pv = Privilege {
-            paranoid: Some(2),
-            per_cpu: false,
-        };
-        assert_eq!(
-            classify(libc::ENOENT, Phase::Probe, true, pv).status,
-            EventStatus::Unsupported
-        );
-        assert_eq!(
-            classify(libc::EOPNOTSUPP, Phase::Probe, true, pv).status,
-            EventStatus::Unsupported
-        );
-        assert_eq!(
-            classify(libc::EINVAL, Phase::Probe, true, pv).status,
-            EventStatus::Unsupported
-        );
-        assert_eq!(
-            classify(libc::EINVAL, Phase::Probe, false, pv).status,
-            EventStatus::Failed
-        );
+        let pv = Privilege { paranoid: Some(2), per_cpu: false };
+        assert_eq!(classify(libc::ENOENT, Phase::Probe, true, pv).status, EventStatus::Unsupported);
+        assert_eq!(classify(libc::EOPNOTSUPP, Phase::Probe, true, pv).status, EventStatus::Unsupported);
+        assert_eq!(classify(libc::EINVAL, Phase::Probe, true, pv).status, EventStatus::Unsupported);
+        assert_eq!(classify(libc::EINVAL, Phase::Probe, false, pv).status, EventStatus::Failed);
         let m = classify(libc::EINVAL, Phase::Member, true, pv);
         assert!(m.split_group);
         assert_ne!(m.status, EventStatus::Unsupported);
         let d = classify(libc::EACCES, Phase::Probe, true, pv);
         assert_eq!(d.status, EventStatus::Denied);
-        assert!(
-            d.reason.contains("perf_event_paranoid = 2") && d.reason.contains("CAP_PERFMON"),
-            "{}",
-            d.reason
-        );
-        assert_eq!(
-            classify(libc::EPERM, Phase::Probe, true, pv).status,
-            EventStatus::Denied
-        );
+        assert!(d.reason.contains("perf_event_paranoid = 2") && d.reason.contains("CAP_PERFMON"), "{}", d.reason);
+        assert_eq!(classify(libc::EPERM, Phase::Probe, true, pv).status, EventStatus::Denied);
         let b = classify(libc::EBUSY, Phase::Probe, true, pv);
-        assert_eq!(
-            (b.status, b.reason.contains("busy")),
-            (EventStatus::Failed, true)
-        );
-        assert!(classify(libc::EMFILE, Phase::Probe, false, pv)
-            .reason
-            .starts_with("EMFILE"));
+        assert_eq!((b.status, b.reason.contains("busy")), (EventStatus::Failed, true));
+        assert!(classify(libc::EMFILE, Phase::Probe, false, pv).reason.starts_with("EMFILE"));
     }
 }

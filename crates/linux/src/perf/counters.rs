@@ -49,10 +49,8 @@ fn attr(enc: Encoding, leader: bool, opts: OpenOpts) -> PerfEventAttr {
     if opts.user_only {
         flags |= sys::FLAG_EXCLUDE_KERNEL | sys::FLAG_EXCLUDE_HV;
     }
-    let read_format = sys::PERF_FORMAT_GROUP
-        | sys::PERF_FORMAT_ID
-        | sys::PERF_FORMAT_TOTAL_TIME_ENABLED
-        | sys::PERF_FORMAT_TOTAL_TIME_RUNNING;
+    let read_format =
+        sys::PERF_FORMAT_GROUP | sys::PERF_FORMAT_ID | sys::PERF_FORMAT_TOTAL_TIME_ENABLED | sys::PERF_FORMAT_TOTAL_TIME_RUNNING;
     PerfEventAttr::counting(enc.type_, enc.config, read_format, flags)
 }
 
@@ -77,9 +75,7 @@ pub fn probe(ids: &[String], place: Place, pv: Privilege) -> Vec<Probed> {
                     encoding: None,
                     problem: Some(Classified {
                         status: EventStatus::Unsupported,
-                        reason: format!(
-                            "no encoding for `{id}` on Linux (needs an uncore PMU or a raw event)"
-                        ),
+                        reason: format!("no encoding for `{id}` on Linux (needs an uncore PMU or a raw event)"),
                         split_group: false,
                     }),
                     needs_user_only: false,
@@ -88,34 +84,12 @@ pub fn probe(ids: &[String], place: Place, pv: Privilege) -> Vec<Probed> {
             let (pid, cpu) = place.pid_cpu();
             let full = sys::perf_event_open(&attr(enc, true, OpenOpts::default()), pid, cpu, -1);
             match full {
-                Ok(_) => Probed {
-                    id: id.clone(),
-                    encoding: Some(enc),
-                    problem: None,
-                    needs_user_only: false,
-                },
+                Ok(_) => Probed { id: id.clone(), encoding: Some(enc), problem: None, needs_user_only: false },
                 Err(libc::EACCES) => {
                     // Kernel counting refused: retry once user-only (perfutil §7.1).
-                    let user = sys::perf_event_open(
-                        &attr(
-                            enc,
-                            true,
-                            OpenOpts {
-                                user_only: true,
-                                ..Default::default()
-                            },
-                        ),
-                        pid,
-                        cpu,
-                        -1,
-                    );
+                    let user = sys::perf_event_open(&attr(enc, true, OpenOpts { user_only: true, ..Default::default() }), pid, cpu, -1);
                     match user {
-                        Ok(_) => Probed {
-                            id: id.clone(),
-                            encoding: Some(enc),
-                            problem: None,
-                            needs_user_only: true,
-                        },
+                        Ok(_) => Probed { id: id.clone(), encoding: Some(enc), problem: None, needs_user_only: true },
                         Err(e) => Probed {
                             id: id.clone(),
                             encoding: Some(enc),
@@ -153,42 +127,21 @@ pub struct OpenFailure {
 }
 
 impl Group {
-    pub fn open(
-        encodings: &[Encoding],
-        place: Place,
-        opts: OpenOpts,
-    ) -> Result<Group, OpenFailure> {
+    pub fn open(encodings: &[Encoding], place: Place, opts: OpenOpts) -> Result<Group, OpenFailure> {
         let (pid, cpu) = place.pid_cpu();
         let Some((&first, rest)) = encodings.split_first() else {
-            return Err(OpenFailure {
-                index: 0,
-                errno: libc::EINVAL,
-            });
+            return Err(OpenFailure { index: 0, errno: libc::EINVAL });
         };
-        let leader = sys::perf_event_open(&attr(first, true, opts), pid, cpu, -1)
-            .map_err(|errno| OpenFailure { index: 0, errno })?;
-        let mut ids =
-            vec![sys::event_id(leader.as_raw_fd())
-                .map_err(|errno| OpenFailure { index: 0, errno })?];
+        let leader = sys::perf_event_open(&attr(first, true, opts), pid, cpu, -1).map_err(|errno| OpenFailure { index: 0, errno })?;
+        let mut ids = vec![sys::event_id(leader.as_raw_fd()).map_err(|errno| OpenFailure { index: 0, errno })?];
         let mut members = Vec::new();
         for (k, &enc) in rest.iter().enumerate() {
             let fd = sys::perf_event_open(&attr(enc, false, opts), pid, cpu, leader.as_raw_fd())
-                .map_err(|errno| OpenFailure {
-                    index: k + 1,
-                    errno,
-                })?;
-            ids.push(sys::event_id(fd.as_raw_fd()).map_err(|errno| OpenFailure {
-                index: k + 1,
-                errno,
-            })?);
+                .map_err(|errno| OpenFailure { index: k + 1, errno })?;
+            ids.push(sys::event_id(fd.as_raw_fd()).map_err(|errno| OpenFailure { index: k + 1, errno })?);
             members.push(fd);
         }
-        Ok(Group {
-            place,
-            leader,
-            _members: members,
-            ids,
-        })
+        Ok(Group { place, leader, _members: members, ids })
     }
 
     pub fn enable(&self) -> Result<(), i32> {
@@ -207,8 +160,7 @@ impl Group {
     /// state: not schedulable).
     pub fn read(&self) -> Result<Option<GroupRead>, String> {
         let mut buf = vec![0u8; 8 * (3 + 2 * self.ids.len())];
-        let n = sys::read_fd(self.leader.as_raw_fd(), &mut buf)
-            .map_err(|e| format!("{} reading the group", sys::errno_name(e)))?;
+        let n = sys::read_fd(self.leader.as_raw_fd(), &mut buf).map_err(|e| format!("{} reading the group", sys::errno_name(e)))?;
         if n == 0 {
             return Ok(None);
         }
@@ -248,12 +200,7 @@ pub struct CounterSet {
 
 impl CounterSet {
     pub fn new(events: Vec<String>, encodings: Vec<Encoding>, opts: OpenOpts) -> CounterSet {
-        CounterSet {
-            events,
-            encodings,
-            opts,
-            groups: Vec::new(),
-        }
+        CounterSet { events, encodings, opts, groups: Vec::new() }
     }
 
     /// Open the group at one more place (a thread found later, or a CPU).
@@ -287,10 +234,7 @@ impl CounterSet {
                 Ok(Some(r)) => {
                     for (k, v) in g.values(&r).into_iter().enumerate() {
                         let Some(v) = v else {
-                            return SetReading::Failed(format!(
-                                "event {} missing from the group read",
-                                self.events[k]
-                            ));
+                            return SetReading::Failed(format!("event {} missing from the group read", self.events[k]));
                         };
                         totals[k].value += v;
                         totals[k].enabled_ns += r.time_enabled_ns;

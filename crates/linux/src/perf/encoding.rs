@@ -29,27 +29,14 @@ const ACCESS: u64 = 0;
 const MISS: u64 = 1;
 
 const fn cache(c: u64, op: u64, result: u64) -> Encoding {
-    Encoding {
-        type_: PERF_TYPE_HW_CACHE,
-        config: c | op << 8 | result << 16,
-    }
+    Encoding { type_: PERF_TYPE_HW_CACHE, config: c | op << 8 | result << 16 }
 }
 
 /// Encoding of a catalogue ID; `None` for IDs this backend cannot name (e.g. `imc.*` without
 /// an uncore PMU).
 pub fn encode(id: &str) -> Option<Encoding> {
-    let sw = |config| {
-        Some(Encoding {
-            type_: PERF_TYPE_SOFTWARE,
-            config,
-        })
-    };
-    let hw = |config| {
-        Some(Encoding {
-            type_: PERF_TYPE_HARDWARE,
-            config,
-        })
-    };
+    let sw = |config| Some(Encoding { type_: PERF_TYPE_SOFTWARE, config });
+    let hw = |config| Some(Encoding { type_: PERF_TYPE_HARDWARE, config });
     match id {
         "sw.task_clock" => sw(1),
         "sw.page_faults" => sw(2),
@@ -79,30 +66,12 @@ mod tests {
     #[test]
     fn spec_encodings() {
         // perfutil §11 vector 1 and the §7.2 table.
-        assert_eq!(
-            encode("node.read.remote"),
-            Some(Encoding {
-                type_: 3,
-                config: 0x10006
-            })
-        );
+        assert_eq!(encode("node.read.remote"), Some(Encoding { type_: 3, config: 0x10006 }));
         assert_eq!(encode("llc.read.access").unwrap().config, 0x2);
         assert_eq!(encode("llc.write.miss").unwrap().config, 0x10102);
         assert_eq!(encode("node.write.local").unwrap().config, 0x106);
-        assert_eq!(
-            encode("sw.page_faults.major"),
-            Some(Encoding {
-                type_: 1,
-                config: 6
-            })
-        );
-        assert_eq!(
-            encode("cpu.ref_cycles"),
-            Some(Encoding {
-                type_: 0,
-                config: 9
-            })
-        );
+        assert_eq!(encode("sw.page_faults.major"), Some(Encoding { type_: 1, config: 6 }));
+        assert_eq!(encode("cpu.ref_cycles"), Some(Encoding { type_: 0, config: 9 }));
         assert_eq!(encode("imc.read[0]"), None);
         for d in numalab_core::profile::CATALOGUE {
             assert!(encode(d.id).is_some(), "{} has no encoding", d.id);

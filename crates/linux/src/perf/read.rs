@@ -16,31 +16,16 @@ impl GroupRead {
 }
 
 pub fn parse_group_read(buf: &[u8]) -> Result<GroupRead, String> {
-    let words: Vec<u64> = buf
-        .chunks_exact(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-        .collect();
-    if buf.len() % 8 != 0 || words.len() < 3 {
-        return Err(format!(
-            "group read of {} bytes is not nr, enabled, running, entries",
-            buf.len()
-        ));
+    let words: Vec<u64> = buf.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+    if !buf.len().is_multiple_of(8) || words.len() < 3 {
+        return Err(format!("group read of {} bytes is not nr, enabled, running, entries", buf.len()));
     }
     let nr = words[0] as usize;
     if words.len() < 3 + 2 * nr {
-        return Err(format!(
-            "group read announces {nr} entries but holds {}",
-            (words.len() - 3) / 2
-        ));
+        return Err(format!("group read announces {nr} entries but holds {}", (words.len() - 3) / 2));
     }
-    let values = (0..nr)
-        .map(|k| (words[3 + 2 * k + 1], words[3 + 2 * k]))
-        .collect();
-    Ok(GroupRead {
-        time_enabled_ns: words[1],
-        time_running_ns: words[2],
-        values,
-    })
+    let values = (0..nr).map(|k| (words[3 + 2 * k + 1], words[3 + 2 * k])).collect();
+    Ok(GroupRead { time_enabled_ns: words[1], time_running_ns: words[2], values })
 }
 
 #[cfg(test)]
@@ -58,29 +43,11 @@ mod tests {
         let r = parse_group_read(&buf(&[2, 1000, 1000, 3, 12, 7, 11])).unwrap();
         assert_eq!(r.value_of(11), Some(7));
         assert_eq!(r.value_of(12), Some(3));
-        let e = EventReading::ok(
-            "a",
-            Scope::Thread,
-            r.value_of(11).unwrap(),
-            r.time_enabled_ns,
-            r.time_running_ns,
-        );
+        let e = EventReading::ok("a", Scope::Thread, r.value_of(11).unwrap(), r.time_enabled_ns, r.time_running_ns);
         assert!(!e.multiplexed);
         let r = parse_group_read(&buf(&[2, 1000, 500, 7, 11, 3, 12])).unwrap();
-        let a = EventReading::ok(
-            "a",
-            Scope::Thread,
-            r.value_of(11).unwrap(),
-            r.time_enabled_ns,
-            r.time_running_ns,
-        );
-        let b = EventReading::ok(
-            "b",
-            Scope::Thread,
-            r.value_of(12).unwrap(),
-            r.time_enabled_ns,
-            r.time_running_ns,
-        );
+        let a = EventReading::ok("a", Scope::Thread, r.value_of(11).unwrap(), r.time_enabled_ns, r.time_running_ns);
+        let b = EventReading::ok("b", Scope::Thread, r.value_of(12).unwrap(), r.time_enabled_ns, r.time_running_ns);
         assert_eq!((a.scaled_value, b.scaled_value), (Some(14.0), Some(6.0)));
         assert!(a.multiplexed && b.multiplexed);
     }
@@ -88,8 +55,6 @@ mod tests {
     #[test]
     fn short_buffers_are_errors_not_zeros() {
         assert!(parse_group_read(&[]).unwrap_err().contains("0 bytes"));
-        assert!(parse_group_read(&buf(&[3, 1, 1, 5, 1]))
-            .unwrap_err()
-            .contains("announces 3"));
+        assert!(parse_group_read(&buf(&[3, 1, 1, 5, 1])).unwrap_err().contains("announces 3"));
     }
 }

@@ -62,40 +62,17 @@ pub const ATTR_SIZE: u32 = std::mem::size_of::<PerfEventAttr>() as u32;
 
 impl PerfEventAttr {
     pub fn counting(type_: u32, config: u64, read_format: u64, flags: u64) -> PerfEventAttr {
-        PerfEventAttr {
-            type_,
-            size: ATTR_SIZE,
-            config,
-            read_format,
-            flags,
-            ..Default::default()
-        }
+        PerfEventAttr { type_, size: ATTR_SIZE, config, read_format, flags, ..Default::default() }
     }
 }
 
 /// `perf_event_open(attr, pid, cpu, group_fd, FD_CLOEXEC)`; `Err(errno)` on failure.
-pub fn perf_event_open(
-    attr: &PerfEventAttr,
-    pid: i32,
-    cpu: i32,
-    group_fd: i32,
-) -> Result<OwnedFd, i32> {
+pub fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32, group_fd: i32) -> Result<OwnedFd, i32> {
     // SAFETY: attr points to a live, fully initialised struct whose `size` matches its layout;
     // the other arguments are plain integers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            pid,
-            cpu,
-            group_fd,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, group_fd, PERF_FLAG_FD_CLOEXEC) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
@@ -105,9 +82,7 @@ fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> Result<(), i32>
     // SAFETY: perf ioctls with an integer argument; an invalid fd yields EBADF, not UB.
     let r = unsafe { libc::ioctl(fd, request as _, arg) };
     if r < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     Ok(())
 }
@@ -130,9 +105,7 @@ pub fn event_id(fd: i32) -> Result<u64, i32> {
     // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which is valid.
     let r = unsafe { libc::ioctl(fd, PERF_EVENT_IOC_ID as _, &mut id as *mut u64) };
     if r < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     Ok(id)
 }
@@ -142,9 +115,7 @@ pub fn read_fd(fd: i32, buf: &mut [u8]) -> Result<usize, i32> {
     // SAFETY: buf is a valid writable buffer of the given length.
     let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
     if n < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     Ok(n as usize)
 }

@@ -54,9 +54,7 @@ impl NumaMapsEntry {
     }
 }
 
-fn split_policy<'a>(
-    tokens: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>,
-) -> Option<String> {
+fn split_policy<'a>(tokens: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>) -> Option<String> {
     let first = tokens.next()?;
     // Two-word policies: `prefer (many):…` and `weighted interleave:…`.
     if first == "prefer" || first == "weighted" {
@@ -76,31 +74,13 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaMapsEntry>> {
         }
         let mut tokens = line.split_whitespace().peekable();
         let addr = tokens.next().unwrap_or("");
-        let start = u64::from_str_radix(addr, 16).map_err(|_| {
-            LinuxError::parse(
-                path,
-                lineno,
-                "address",
-                format!("`{addr}` is not hexadecimal"),
-            )
-        })?;
-        let policy = split_policy(&mut tokens)
-            .ok_or_else(|| LinuxError::parse(path, lineno, "policy", "missing"))?;
-        let mut e = NumaMapsEntry {
-            start,
-            policy,
-            ..Default::default()
-        };
+        let start = u64::from_str_radix(addr, 16)
+            .map_err(|_| LinuxError::parse(path, lineno, "address", format!("`{addr}` is not hexadecimal")))?;
+        let policy = split_policy(&mut tokens).ok_or_else(|| LinuxError::parse(path, lineno, "policy", "missing"))?;
+        let mut e = NumaMapsEntry { start, policy, ..Default::default() };
         for tok in tokens {
             let num = |field: &str, v: &str| {
-                v.parse::<u64>().map_err(|_| {
-                    LinuxError::parse(
-                        path,
-                        lineno,
-                        field,
-                        format!("`{v}` is not an unsigned integer"),
-                    )
-                })
+                v.parse::<u64>().map_err(|_| LinuxError::parse(path, lineno, field, format!("`{v}` is not an unsigned integer")))
             };
             match tok.split_once('=') {
                 None => match tok {
@@ -119,17 +99,9 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaMapsEntry>> {
                 Some(("swapcache", v)) => e.swapcache = Some(num("swapcache", v)?),
                 Some(("active", v)) => e.active = Some(num("active", v)?),
                 Some(("writeback", v)) => e.writeback = Some(num("writeback", v)?),
-                Some(("kernelpagesize_kB", v)) => {
-                    e.kernel_page_bytes = Some(num("kernelpagesize_kB", v)? * 1024)
-                }
-                Some((k, v))
-                    if k.len() > 1
-                        && k.starts_with('N')
-                        && k[1..].bytes().all(|b| b.is_ascii_digit()) =>
-                {
-                    let node: u32 = k[1..].parse().map_err(|_| {
-                        LinuxError::parse(path, lineno, k, "node number out of range")
-                    })?;
+                Some(("kernelpagesize_kB", v)) => e.kernel_page_bytes = Some(num("kernelpagesize_kB", v)? * 1024),
+                Some((k, v)) if k.len() > 1 && k.starts_with('N') && k[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                    let node: u32 = k[1..].parse().map_err(|_| LinuxError::parse(path, lineno, k, "node number out of range"))?;
                     e.pages_per_node.insert(node, num(k, v)?);
                 }
                 Some((k, v)) => {
@@ -138,12 +110,7 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaMapsEntry>> {
             }
         }
         if !e.pages_per_node.is_empty() && e.kernel_page_bytes.is_none() {
-            return Err(LinuxError::parse(
-                path,
-                lineno,
-                "kernelpagesize_kB",
-                "missing on a mapping with resident pages",
-            ));
+            return Err(LinuxError::parse(path, lineno, "kernelpagesize_kB", "missing on a mapping with resident pages"));
         }
         out.push(e);
     }
@@ -157,10 +124,7 @@ pub fn pages_per_node(entries: &[NumaMapsEntry]) -> Vec<NodePages> {
         let page = e.kernel_page_bytes.unwrap_or(0);
         for (&node, &pages) in &e.pages_per_node {
             let bytes = pages.saturating_mul(page);
-            let np = by_node.entry(node).or_insert_with(|| NodePages {
-                node,
-                ..Default::default()
-            });
+            let np = by_node.entry(node).or_insert_with(|| NodePages { node, ..Default::default() });
             match e.kind() {
                 PageKind::Anon => np.anon_bytes += bytes,
                 PageKind::File => np.file_bytes += bytes,

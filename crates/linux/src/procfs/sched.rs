@@ -6,14 +6,7 @@ use numalab_core::profile::{NodeFaults, SchedNuma};
 use std::path::Path;
 
 fn int(path: &Path, line: usize, field: &str, v: &str) -> Result<i64> {
-    v.trim().parse::<i64>().map_err(|_| {
-        LinuxError::parse(
-            path,
-            line,
-            field,
-            format!("`{}` is not an integer", v.trim()),
-        )
-    })
+    v.trim().parse::<i64>().map_err(|_| LinuxError::parse(path, line, field, format!("`{}` is not an integer", v.trim())))
 }
 
 /// Parse the NUMA statistics; `Ok(None)` when the text has none (no NUMA balancing support).
@@ -29,11 +22,7 @@ pub fn parse_sched_numa(text: &str, path: &Path) -> Result<Option<SchedNuma>> {
                     return Err(LinuxError::parse(path, n, kv, "expected key=value"));
                 };
                 match k {
-                    "node" => {
-                        f.node = int(path, n, k, v)?
-                            .try_into()
-                            .map_err(|_| LinuxError::parse(path, n, k, "negative node"))?
-                    }
+                    "node" => f.node = int(path, n, k, v)?.try_into().map_err(|_| LinuxError::parse(path, n, k, "negative node"))?,
                     "task_private" => f.task_private = int(path, n, k, v)?,
                     "task_shared" => f.task_shared = int(path, n, k, v)?,
                     "group_private" => f.group_private = int(path, n, k, v)?,

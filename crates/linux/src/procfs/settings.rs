@@ -6,14 +6,11 @@ use crate::root::FsRoot;
 
 fn read_int(root: &FsRoot, abs: &str) -> Result<Option<i64>> {
     match root.read(abs) {
-        Ok((p, t)) => t.trim().parse::<i64>().map(Some).map_err(|_| {
-            LinuxError::parse(
-                &p,
-                1,
-                abs.rsplit('/').next().unwrap_or(abs),
-                format!("`{}` is not an integer", t.trim()),
-            )
-        }),
+        Ok((p, t)) => t
+            .trim()
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| LinuxError::parse(&p, 1, abs.rsplit('/').next().unwrap_or(abs), format!("`{}` is not an integer", t.trim()))),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }
@@ -34,9 +31,7 @@ pub fn perf_event_paranoid(root: &FsRoot) -> Result<Option<i32>> {
 }
 
 pub fn kernel_release(root: &FsRoot) -> Option<String> {
-    root.read("/proc/sys/kernel/osrelease")
-        .ok()
-        .map(|(_, t)| t.trim().to_string())
+    root.read("/proc/sys/kernel/osrelease").ok().map(|(_, t)| t.trim().to_string())
 }
 
 /// Facts from `/proc/cpuinfo` and `/sys/hypervisor`.
@@ -62,15 +57,8 @@ pub fn parse_cpuinfo(text: &str) -> CpuFacts {
 }
 
 pub fn cpu_facts(root: &FsRoot) -> CpuFacts {
-    let mut f = root
-        .read("/proc/cpuinfo")
-        .map(|(_, t)| parse_cpuinfo(&t))
-        .unwrap_or_default();
-    if root
-        .read("/sys/hypervisor/type")
-        .map(|(_, t)| !t.trim().is_empty())
-        .unwrap_or(false)
-    {
+    let mut f = root.read("/proc/cpuinfo").map(|(_, t)| parse_cpuinfo(&t)).unwrap_or_default();
+    if root.read("/sys/hypervisor/type").map(|(_, t)| !t.trim().is_empty()).unwrap_or(false) {
         f.virtualized = true;
     }
     f

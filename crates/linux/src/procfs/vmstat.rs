@@ -28,14 +28,7 @@ pub const TRACKED: &[&str] = &[
 ];
 
 /// Allocation counters that stop updating when `vm.numa_stat` is 0.
-pub const ALLOCATION: &[&str] = &[
-    "numa_hit",
-    "numa_miss",
-    "numa_foreign",
-    "numa_interleave",
-    "numa_local",
-    "numa_other",
-];
+pub const ALLOCATION: &[&str] = &["numa_hit", "numa_miss", "numa_foreign", "numa_interleave", "numa_local", "numa_other"];
 
 pub fn parse_vmstat(text: &str, path: &Path) -> Result<BTreeMap<String, u64>> {
     parse_key_values(text, path)

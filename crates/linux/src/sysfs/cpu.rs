@@ -28,9 +28,7 @@ pub fn parse_cache_size(text: &str, path: &Path) -> Result<u64> {
         Some('G') => (&t[..t.len() - 1], 1024 * 1024 * 1024),
         _ => (t, 1),
     };
-    num.parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| LinuxError::parse(path, 1, "size", format!("`{t}` is not a cache size")))
+    num.parse::<u64>().map(|n| n * mult).map_err(|_| LinuxError::parse(path, 1, "size", format!("`{t}` is not a cache size")))
 }
 
 fn optional<T>(r: Result<T>) -> Result<Option<T>> {
@@ -43,34 +41,15 @@ fn optional<T>(r: Result<T>) -> Result<Option<T>> {
 
 fn read_u64(root: &FsRoot, abs: &str) -> Result<u64> {
     let (p, t) = root.read(abs)?;
-    t.trim().parse().map_err(|_| {
-        LinuxError::parse(
-            &p,
-            1,
-            abs.rsplit('/').next().unwrap_or(abs),
-            format!("`{}` is not a number", t.trim()),
-        )
-    })
+    t.trim().parse().map_err(|_| LinuxError::parse(&p, 1, abs.rsplit('/').next().unwrap_or(abs), format!("`{}` is not a number", t.trim())))
 }
 
 pub fn read_cpu(root: &FsRoot, cpu: u32) -> Result<CpuInfo> {
     let d = format!("{CPU_DIR}/cpu{cpu}");
-    let package =
-        optional(read_u64(root, &format!("{d}/topology/physical_package_id")))?.map(|v| v as u32);
-    let siblings = optional(
-        root.read(&format!("{d}/topology/thread_siblings_list"))
-            .and_then(|(p, t)| parse_list(&t, &p, "thread_siblings_list")),
-    )?;
-    let llc_bytes = optional(
-        root.read(&format!("{d}/cache/index3/size"))
-            .and_then(|(p, t)| parse_cache_size(&t, &p)),
-    )?;
+    let package = optional(read_u64(root, &format!("{d}/topology/physical_package_id")))?.map(|v| v as u32);
+    let siblings =
+        optional(root.read(&format!("{d}/topology/thread_siblings_list")).and_then(|(p, t)| parse_list(&t, &p, "thread_siblings_list")))?;
+    let llc_bytes = optional(root.read(&format!("{d}/cache/index3/size")).and_then(|(p, t)| parse_cache_size(&t, &p)))?;
     let max_freq_khz = optional(read_u64(root, &format!("{d}/cpufreq/cpuinfo_max_freq")))?;
-    Ok(CpuInfo {
-        cpu,
-        package,
-        siblings,
-        llc_bytes,
-        max_freq_khz,
-    })
+    Ok(CpuInfo { cpu, package, siblings, llc_bytes, max_freq_khz })
 }

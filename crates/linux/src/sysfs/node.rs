@@ -17,38 +17,19 @@ pub fn parse_node_meminfo(text: &str, path: &Path) -> Result<BTreeMap<String, u6
         if line.trim().is_empty() {
             continue;
         }
-        let (head, rest) = line.split_once(':').ok_or_else(|| {
-            LinuxError::parse(path, i + 1, line.trim(), "expected `Node N Key: value`")
-        })?;
+        let (head, rest) =
+            line.split_once(':').ok_or_else(|| LinuxError::parse(path, i + 1, line.trim(), "expected `Node N Key: value`"))?;
         let key = head.split_whitespace().last().unwrap_or("").to_string();
         if key.is_empty() {
             return Err(LinuxError::parse(path, i + 1, head, "empty key"));
         }
         let mut it = rest.split_whitespace();
-        let val = it
-            .next()
-            .ok_or_else(|| LinuxError::parse(path, i + 1, &key, "missing value"))?;
-        let n: u64 = val.parse().map_err(|_| {
-            LinuxError::parse(
-                path,
-                i + 1,
-                &key,
-                format!("`{val}` is not an unsigned integer"),
-            )
-        })?;
+        let val = it.next().ok_or_else(|| LinuxError::parse(path, i + 1, &key, "missing value"))?;
+        let n: u64 = val.parse().map_err(|_| LinuxError::parse(path, i + 1, &key, format!("`{val}` is not an unsigned integer")))?;
         let bytes = match it.next() {
             None => n,
-            Some("kB") => n
-                .checked_mul(1024)
-                .ok_or_else(|| LinuxError::parse(path, i + 1, &key, "value overflows bytes"))?,
-            Some(u) => {
-                return Err(LinuxError::parse(
-                    path,
-                    i + 1,
-                    &key,
-                    format!("unknown unit `{u}`"),
-                ))
-            }
+            Some("kB") => n.checked_mul(1024).ok_or_else(|| LinuxError::parse(path, i + 1, &key, "value overflows bytes"))?,
+            Some(u) => return Err(LinuxError::parse(path, i + 1, &key, format!("unknown unit `{u}`"))),
         };
         out.insert(key, bytes);
     }
@@ -58,11 +39,7 @@ pub fn parse_node_meminfo(text: &str, path: &Path) -> Result<BTreeMap<String, u6
 /// A `distance` line: distances to every online node, in online-node order.
 pub fn parse_distance(text: &str, path: &Path) -> Result<Vec<u32>> {
     text.split_whitespace()
-        .map(|t| {
-            t.parse::<u32>().map_err(|_| {
-                LinuxError::parse(path, 1, "distance", format!("`{t}` is not a number"))
-            })
-        })
+        .map(|t| t.parse::<u32>().map_err(|_| LinuxError::parse(path, 1, "distance", format!("`{t}` is not a number"))))
         .collect()
 }
 
@@ -102,11 +79,7 @@ pub fn read_node_lists(root: &FsRoot) -> Result<NodeLists> {
     let online = match read_list(root, "online")? {
         Some(l) => l,
         None => {
-            let mut ids: Vec<u32> = root
-                .list(NODE_DIR)?
-                .iter()
-                .filter_map(|n| n.strip_prefix("node")?.parse().ok())
-                .collect();
+            let mut ids: Vec<u32> = root.list(NODE_DIR)?.iter().filter_map(|n| n.strip_prefix("node")?.parse().ok()).collect();
             ids.sort_unstable();
             ids
         }
@@ -130,12 +103,7 @@ pub fn read_node(root: &FsRoot, id: u32) -> Result<NodeInfo> {
     let cpus = parse_list(&t, &p, "cpulist")?;
     let (p, t) = root.read(&format!("{dir}/meminfo"))?;
     let meminfo = parse_node_meminfo(&t, &p)?;
-    let need = |k: &str| {
-        meminfo
-            .get(k)
-            .copied()
-            .ok_or_else(|| LinuxError::parse(&p, 0, k, "missing"))
-    };
+    let need = |k: &str| meminfo.get(k).copied().ok_or_else(|| LinuxError::parse(&p, 0, k, "missing"));
     let (mem_total_bytes, mem_free_bytes) = (need("MemTotal")?, need("MemFree")?);
     let (p, t) = root.read(&format!("{dir}/distance"))?;
     let distances = parse_distance(&t, &p)?;
@@ -144,13 +112,5 @@ pub fn read_node(root: &FsRoot, id: u32) -> Result<NodeInfo> {
         Err(e) if e.is_not_found() => BTreeMap::new(),
         Err(e) => return Err(e),
     };
-    Ok(NodeInfo {
-        id,
-        cpus,
-        mem_total_bytes,
-        mem_free_bytes,
-        distances,
-        numastat,
-        meminfo,
-    })
+    Ok(NodeInfo { id, cpus, mem_total_bytes, mem_free_bytes, distances, numastat, meminfo })
 }

@@ -22,17 +22,11 @@ pub fn read_tiers(root: &FsRoot) -> Result<Option<Vec<MemoryTier>>> {
     };
     let mut tiers = Vec::new();
     for name in names {
-        let Some(id) = name
-            .strip_prefix("memory_tier")
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+        let Some(id) = name.strip_prefix("memory_tier").and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let (p, t) = root.read(&format!("{TIER_DIR}/{name}/nodelist"))?;
-        tiers.push(MemoryTier {
-            id,
-            nodes: parse_list(&t, &p, "nodelist")?,
-        });
+        tiers.push(MemoryTier { id, nodes: parse_list(&t, &p, "nodelist")? });
     }
     tiers.sort_by_key(|t| t.id);
     Ok(Some(tiers))

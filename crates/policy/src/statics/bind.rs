@@ -31,7 +31,10 @@ impl Policy for Bind {
 
     fn new(config: BindConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
         if config.nodes.is_empty() {
-            return Err(PolicyError::Config { policy: Self::NAME.into(), message: "needs a node set, e.g. --set policy.nodes=[0,1]".into() });
+            return Err(PolicyError::Config {
+                policy: Self::NAME.into(),
+                message: "needs a node set, e.g. --set policy.nodes=[0,1]".into(),
+            });
         }
         let nodes = resolve_nodes(Self::NAME, &config.nodes, env)?;
         if let Some(h) = config.home_node {

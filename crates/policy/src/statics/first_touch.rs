@@ -89,9 +89,10 @@ mod tests {
     fn spec_vector_1() {
         let text = presets::text("server-a-4n").unwrap();
         // Make node 2's distances 0:21, 1:16, 3:21 as in the vector (symmetric).
-        let text = text
-            .replace("[10, 11, 21, 21],\n    [11, 10, 21, 21],\n    [21, 21, 10, 11],\n    [21, 21, 11, 10]",
-                     "[10, 11, 21, 21],\n    [11, 10, 16, 21],\n    [21, 16, 10, 21],\n    [21, 21, 21, 10]");
+        let text = text.replace(
+            "[10, 11, 21, 21],\n    [11, 10, 21, 21],\n    [21, 21, 10, 11],\n    [21, 21, 11, 10]",
+            "[10, 11, 21, 21],\n    [11, 10, 16, 21],\n    [21, 16, 10, 21],\n    [21, 21, 21, 10]",
+        );
         let m = numalab_core::Machine::from_toml_str(&text, "t").unwrap();
         let env = PolicyEnv::new(Arc::new(m));
         let mut mem = FixedMemory::uniform(4, 10);

@@ -28,7 +28,10 @@ impl Policy for Preferred {
 
     fn new(config: PreferredConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
         if config.nodes.is_empty() {
-            return Err(PolicyError::Config { policy: Self::NAME.into(), message: "needs preferred node(s), e.g. --set policy.nodes=[1]".into() });
+            return Err(PolicyError::Config {
+                policy: Self::NAME.into(),
+                message: "needs preferred node(s), e.g. --set policy.nodes=[1]".into(),
+            });
         }
         let nodes = resolve_nodes(Self::NAME, &config.nodes, env)?;
         let m = &env.machine;

@@ -60,7 +60,7 @@ impl Policy for Round1G {
         let mut p = 0u64;
         'next_extent: while p < total {
             for &size in &sizes {
-                if p % size != 0 || p + size > total {
+                if !p.is_multiple_of(size) || p + size > total {
                     continue;
                 }
                 // The first and last GiB are never one 1 GiB extent (BIOS and I/O ranges).

@@ -43,7 +43,10 @@ impl Policy for WeightedInterleave {
             let mut v = Vec::new();
             for (n, &w) in config.weights.iter().enumerate() {
                 if w > 255 {
-                    return Err(PolicyError::Config { policy: Self::NAME.into(), message: format!("weights[{n}] = {w}: a weight lies in 0..=255") });
+                    return Err(PolicyError::Config {
+                        policy: Self::NAME.into(),
+                        message: format!("weights[{n}] = {w}: a weight lies in 0..=255"),
+                    });
                 }
                 if w > 0 {
                     check_node(Self::NAME, n as NodeId, env)?;
