@@ -730,3 +730,33 @@ fn compare_scopes_policy_settings_by_name() {
     let pages = results[1]["runs"][0]["pages_per_node"].as_array().unwrap();
     assert!(pages[1..].iter().all(|p| p == 0), "bind to node 0 keeps every page there: {pages:?}");
 }
+
+#[test]
+fn sim_profile_speaks_the_live_profilers_schema_and_diffs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for policy in ["first-touch", "round-4k"] {
+        let path = dir.path().join(format!("{policy}.json"));
+        let out = Command::cargo_bin("numalab")
+            .unwrap()
+            .args(["sim", "--profile", "--policy", policy, "--scale", "0.001", "--threads", "4", "--runs", "1", "--out"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(doc["schema"], "numalab.profile/1");
+        assert_eq!(doc["backend"], "sim");
+        let event = |name: &str| doc["events"].as_array().unwrap().iter().find(|e| e["name"] == name).unwrap().clone();
+        assert_eq!(event("cpu.cycles")["status"], "unsupported");
+        assert!(event("cpu.cycles")["value"].is_null(), "an unsupported counter is never 0");
+        let n = |name: &str| event(name)["value"].as_u64().unwrap();
+        assert_eq!(n("node.read.local") + n("node.read.remote"), n("llc.read.miss"));
+        assert_eq!(n("node.write.local") + n("node.write.remote"), n("llc.write.miss"));
+        paths.push(path);
+    }
+    let out = Command::cargo_bin("numalab").unwrap().args(["profile", "diff"]).args(&paths).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(diff["schema"], "numalab.profile-diff/1");
+}

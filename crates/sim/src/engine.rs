@@ -76,6 +76,7 @@ pub struct Engine<'a> {
     max_chunks: usize,
     // metrics
     access_matrix: Vec<u64>,
+    write_matrix: Vec<u64>,
     link_bytes_interval: Vec<f64>,
     interval_start: f64,
     interval_maxima: Vec<(f64, f64)>,
@@ -223,6 +224,7 @@ impl<'a> Engine<'a> {
             p2p_done,
             max_chunks,
             access_matrix: vec![0; n * n],
+            write_matrix: vec![0; n * n],
             link_bytes_interval: vec![0.0; links],
             interval_start: 0.0,
             interval_maxima: Vec::new(),
@@ -705,6 +707,7 @@ impl<'a> Engine<'a> {
                 self.access_matrix[i * n + j] += a;
                 self.tick_matrix[i * n + j] += a;
                 let w = th.wr[j];
+                self.write_matrix[i * n + j] += w;
                 for &l in self.cont.route_rd(i, j) {
                     self.link_bytes_interval[l as usize] += (a - w) as f64 * ab;
                 }
@@ -827,6 +830,7 @@ impl<'a> Engine<'a> {
                 .collect(),
             node_accesses,
             access_matrix: (0..n).map(|i| self.access_matrix[i * n..(i + 1) * n].to_vec()).collect(),
+            write_matrix: (0..n).map(|i| self.write_matrix[i * n..(i + 1) * n].to_vec()).collect(),
             thread_migrations_by_cause: self.sched.migrations,
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
             pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),

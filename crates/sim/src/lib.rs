@@ -11,6 +11,7 @@ pub mod contention;
 mod engine;
 pub mod memory;
 pub mod metrics;
+pub mod profile;
 pub mod sched;
 
 pub use config::SimConfig;

@@ -29,6 +29,8 @@ pub struct RunMetrics {
     pub node_accesses: Vec<u64>,
     /// `access_matrix[i][j]`: accesses from CPUs of node i served by node j.
     pub access_matrix: Vec<Vec<u64>>,
+    /// `write_matrix[i][j]`: the writes among them.
+    pub write_matrix: Vec<Vec<u64>>,
     /// Mean utilisation of each node's memory controller over the run (0..1).
     pub controller_utilisation: Vec<f64>,
     pub thread_migrations_by_cause: MigrationCounts,

@@ -32,6 +32,9 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
         results.push(measure(b)?);
         pb.inc(1);
     }
+    // The analytic local/remote model: solves per second (issue target: 100 000).
+    let (solves, elapsed) = numalab_model::bench_local_remote(if a.quick { 200_000 } else { 2_000_000 });
+    let model_rate = solves as f64 / elapsed.as_secs_f64();
     pb.finish_and_clear();
     // Peak RSS growth over the run, per simulated page of the largest scenario.
     let pages = results.iter().map(|r| r.simulated_pages).max().unwrap_or(1);
@@ -51,6 +54,7 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             format!("{:.2}", r.ratio_to_bare),
         ]);
     }
+    t.notes.push(format!("model-local-remote: {solves} solves of the local/remote MVA model in {:.3} s = {:.0} solves/s", elapsed.as_secs_f64(), model_rate));
     t.notes.push(match bytes_per_page {
         Some(b) => {
             format!("peak RSS growth per simulated page: {b:.1} bytes ({pages} pages of 4 KiB)")
@@ -67,6 +71,7 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             "ratio_to_bare": r.ratio_to_bare, "simulated_pages": r.simulated_pages,
         })).collect::<Vec<_>>(),
         "bytes_per_page": bytes_per_page,
+        "model": {"name": "model-local-remote", "solves": solves, "seconds": elapsed.as_secs_f64(), "solves_per_s": model_rate},
     });
     emit(out, &doc, &t)
 }

@@ -11,6 +11,11 @@ pub struct SimArgs {
     /// Placement policy (see `numalab list policies`).
     #[arg(long, default_value = "first-touch")]
     pub policy: String,
+    /// Print the profile of the first run in the live profiler's format (numalab.profile/1:
+    /// perf-style counters, pages per node, vmstat names), to compare or `profile diff` with a
+    /// profile of a real machine.
+    #[arg(long)]
+    pub profile: bool,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
 }
@@ -21,6 +26,10 @@ pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 
 /// Run a resolved scenario with a progress bar; shared with `compare`.
 pub fn simulate(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary)> {
+    simulate_resolved(args, policy).map(|(doc, runs, summary, _)| (doc, runs, summary))
+}
+
+fn simulate_resolved(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
     let resolved = resolve(args, policy)?;
     let pool = pool(args.jobs)?;
     let pb = progress(args.runs as u64, policy);
@@ -35,14 +44,17 @@ pub fn simulate(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value,
         "runs": runs,
         "summary": summary,
     });
-    Ok((doc, runs, summary))
+    Ok((doc, runs, summary, resolved))
 }
 
 pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
     }
-    let (doc, runs, s) = simulate(&a.scenario, &a.policy)?;
+    let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy)?;
+    if a.profile {
+        return emit_profile(a, &runs[0], &resolved, out);
+    }
     let mut t =
         Table::new(["run", "seed", "exec_time_s", "local_ratio", "imbalance_%", "link_load_%", "ft_faults", "thread_migs", "cross_node"]);
     for (i, r) in runs.iter().enumerate() {
@@ -73,4 +85,25 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
         100.0 * e.nmmd
     ));
     emit(out, &doc, &t)
+}
+
+fn emit_profile(a: &SimArgs, run: &RunMetrics, resolved: &crate::scenario::Resolved, out: &OutputOpts) -> Result<()> {
+    let labels = std::collections::BTreeMap::from([
+        ("machine".to_string(), resolved.scenario.machine.name.clone()),
+        ("workload".to_string(), a.scenario.workload().to_string()),
+        ("policy".to_string(), a.policy.clone()),
+        ("scale".to_string(), a.scenario.scale().to_string()),
+        ("seed".to_string(), run.seed.to_string()),
+    ]);
+    let program = &resolved.scenario.program;
+    let report = numalab_sim::profile::profile_of(run, program.threads, program.page_bytes, labels);
+    let mut t = Table::new(["event", "status", "value", "reason"]);
+    for e in &report.events {
+        t.row([e.name.clone(), e.status.as_str().to_string(), e.value.map_or("n/a".into(), |v| v.to_string()), e.reason.clone().unwrap_or_default()]);
+    }
+    for d in &report.derived {
+        t.row([d.name.clone(), d.status.as_str().to_string(), fmt_opt(d.value, 2), d.reason.clone().unwrap_or_default()]);
+    }
+    t.notes.push(format!("simulated profile of run 0 (seed {}) of {} on {}", run.seed, a.policy, resolved.scenario.machine.name));
+    emit(out, &serde_json::to_value(&report)?, &t)
 }
