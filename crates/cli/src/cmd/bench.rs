@@ -54,7 +54,11 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             format!("{:.2}", r.ratio_to_bare),
         ]);
     }
-    t.notes.push(format!("model-local-remote: {solves} solves of the local/remote MVA model in {:.3} s = {:.0} solves/s", elapsed.as_secs_f64(), model_rate));
+    t.notes.push(format!(
+        "model-local-remote: {solves} solves of the local/remote MVA model in {:.3} s = {:.0} solves/s",
+        elapsed.as_secs_f64(),
+        model_rate
+    ));
     t.notes.push(match bytes_per_page {
         Some(b) => {
             format!("peak RSS growth per simulated page: {b:.1} bytes ({pages} pages of 4 KiB)")

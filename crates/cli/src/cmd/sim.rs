@@ -29,7 +29,10 @@ pub fn simulate(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value,
     simulate_resolved(args, policy).map(|(doc, runs, summary, _)| (doc, runs, summary))
 }
 
-fn simulate_resolved(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
+fn simulate_resolved(
+    args: &ScenarioArgs,
+    policy: &str,
+) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
     let resolved = resolve(args, policy)?;
     let pool = pool(args.jobs)?;
     let pb = progress(args.runs as u64, policy);
@@ -99,7 +102,12 @@ fn emit_profile(a: &SimArgs, run: &RunMetrics, resolved: &crate::scenario::Resol
     let report = numalab_sim::profile::profile_of(run, program.threads, program.page_bytes, labels);
     let mut t = Table::new(["event", "status", "value", "reason"]);
     for e in &report.events {
-        t.row([e.name.clone(), e.status.as_str().to_string(), e.value.map_or("n/a".into(), |v| v.to_string()), e.reason.clone().unwrap_or_default()]);
+        t.row([
+            e.name.clone(),
+            e.status.as_str().to_string(),
+            e.value.map_or("n/a".into(), |v| v.to_string()),
+            e.reason.clone().unwrap_or_default(),
+        ]);
     }
     for d in &report.derived {
         t.row([d.name.clone(), d.status.as_str().to_string(), fmt_opt(d.value, 2), d.reason.clone().unwrap_or_default()]);
