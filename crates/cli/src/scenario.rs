@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use numalab_core::machine::presets as machine_presets;
 use numalab_core::Machine;
 use numalab_sim::{Scenario, SimConfig};
-use numalab_workload::{presets as workload_presets, CompileOptions, WorkloadFile};
+use numalab_workload::{presets as workload_presets, CompileOptions, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 use toml::Value;
@@ -74,11 +74,12 @@ pub fn load_machine(spec: &str) -> Result<Machine> {
     }
 }
 
-pub fn load_workload(spec: &str) -> Result<WorkloadFile> {
+/// A workload or mix, from a preset name or a file.
+pub fn load_workload(spec: &str) -> Result<WorkloadSpec> {
     if is_path(spec) {
-        Ok(workload_presets::parse(&read(spec)?, spec)?)
+        Ok(WorkloadSpec::parse(&read(spec)?, spec)?)
     } else {
-        Ok(workload_presets::load(spec)?)
+        Ok(WorkloadSpec::parse(workload_presets::text(spec)?, &format!("preset:{spec}"))?)
     }
 }
 
@@ -164,13 +165,9 @@ fn from_tree(tree: Value) -> Result<Resolved> {
         Some(v) => bail!("workload.threads = {v}: expected a whole number"),
     };
     let source = wl.get("source").and_then(Value::as_str).unwrap_or("workload").to_string();
-    let definition: WorkloadFile = wl
-        .get("definition")
-        .cloned()
-        .ok_or_else(|| anyhow!("[workload.definition] is missing"))?
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow!("workload {source} (after --set): {}", numalab_core::one_line(e.message())))?;
-    let program = numalab_workload::compile(&definition, &source, &machine, &CompileOptions { threads, scale })?;
+    let definition = wl.get("definition").cloned().ok_or_else(|| anyhow!("[workload.definition] is missing"))?;
+    let definition = WorkloadSpec::from_value(definition, &format!("workload {source} (after --set)"))?;
+    let program = numalab_workload::compile_spec(&definition, &source, &machine, &CompileOptions { threads, scale })?;
     let mut policy = take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
     let name = policy.remove("name").and_then(|v| v.as_str().map(String::from)).ok_or_else(|| anyhow!("policy.name is missing"))?;
     let entry = numalab_policy::find(&name)?;

@@ -26,7 +26,7 @@ const MACHINES: [&str; 11] = [
     "cxl-expander",
 ];
 
-const WORKLOADS: [&str; 14] = [
+const WORKLOADS: [&str; 15] = [
     "is-like",
     "ep-like",
     "cg-like",
@@ -41,6 +41,7 @@ const WORKLOADS: [&str; 14] = [
     "stream-like",
     "master-slave",
     "dunx-synth",
+    "hydm-npb-mix",
 ];
 
 const POLICIES: [&str; 6] = ["first-touch", "round-4k", "round-1g", "bind", "preferred", "weighted-interleave"];

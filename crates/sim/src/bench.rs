@@ -67,8 +67,8 @@ pub fn bare_loop(p: &Program, nodes: usize) -> (u64, f64) {
     let start = Instant::now();
     let mut events = 0u64;
     let mut sink = 0u64;
-    for s in 0..p.steps.len() {
-        for t in 0..p.threads {
+    for t in 0..p.threads {
+        for s in 0..p.steps_of(t).len() {
             let mut rng = numalab_core::rng::stream(1, "bench.bare", t as u64);
             let mut w = p.work(s, t, &mut rng);
             for e in w.entries.iter_mut().chain(w.epilogue.iter_mut()) {

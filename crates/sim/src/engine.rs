@@ -132,7 +132,7 @@ impl<'a> Engine<'a> {
                     HomeRule::Node(node) => node,
                     HomeRule::Interleave => memory_nodes[(i % memory_nodes.len() as u64) as usize],
                     HomeRule::Owner => {
-                        let owner = r.owner_of.owner(i, r.pages).unwrap_or(0);
+                        let owner = r.thread_base + r.owner_of.owner(i, r.pages).unwrap_or(0);
                         cpus.node_of_cpu[p.initial_cpus[owner as usize] as usize]
                     }
                 };
@@ -200,8 +200,10 @@ impl<'a> Engine<'a> {
                 }
             })
             .collect();
-        let max_chunks = p.steps.iter().filter_map(|s| s.p2p.map(|x| x.chunks as usize)).max().unwrap_or(0);
-        let p2p_done = if max_chunks > 0 { vec![vec![f64::NAN; p.steps.len() * max_chunks]; p.threads as usize] } else { Vec::new() };
+        let max_chunks =
+            (0..p.threads).flat_map(|t| p.steps_of(t).iter()).filter_map(|s| s.p2p.map(|x| x.chunks as usize)).max().unwrap_or(0);
+        let p2p_done =
+            if max_chunks > 0 { (0..p.threads).map(|t| vec![f64::NAN; p.steps_of(t).len() * max_chunks]).collect() } else { Vec::new() };
         let links = cont.links();
         let link_capacity = ic.links.iter().map(|l| l.capacity_gbps).collect();
         let eff = cfg.memory.random_efficiency;
@@ -381,28 +383,36 @@ impl<'a> Engine<'a> {
     }
 
     /// Release the barrier when every thread has arrived (or finished).
+    /// Release each process's barrier when all its threads have arrived (or finished).
     fn release_barrier(&mut self) -> bool {
-        let mut step = None;
-        for th in &self.threads {
-            match th.state {
-                State::Barrier(s) => step = Some(s),
-                State::Done => {}
-                _ => return false,
+        let mut released = false;
+        for proc in 0..self.p.processes() {
+            let threads = self.p.process_threads(proc);
+            let mut step = None;
+            let mut all_in = true;
+            for t in threads.clone() {
+                match self.threads[t as usize].state {
+                    State::Barrier(s) => step = Some(s),
+                    State::Done => {}
+                    _ => all_in = false,
+                }
             }
-        }
-        let Some(s) = step else { return false };
-        let release = self.threads.iter().map(|t| t.clock).fold(0.0, f64::max);
-        for t in 0..self.threads.len() {
-            if self.threads[t].state == State::Barrier(s) {
-                self.threads[t].clock = release;
-                self.advance(t, s + 1);
+            let Some(s) = step.filter(|_| all_in) else { continue };
+            let release = threads.clone().map(|t| self.threads[t as usize].clock).fold(0.0, f64::max);
+            for t in threads {
+                let t = t as usize;
+                if self.threads[t].state == State::Barrier(s) {
+                    self.threads[t].clock = release;
+                    self.advance(t, s + 1);
+                }
             }
+            released = true;
         }
-        true
+        released
     }
 
     fn advance(&mut self, t: usize, next: usize) {
-        if next >= self.p.steps.len() {
+        if next >= self.p.steps_of(t as u32).len() {
             self.threads[t].state = State::Done;
             return;
         }
@@ -415,12 +425,14 @@ impl<'a> Engine<'a> {
     fn p2p_ready(&mut self, t: usize) -> bool {
         let th = &self.threads[t];
         let step = th.step;
-        let Some(p2p) = self.p.steps[step].p2p else {
+        let Some(p2p) = self.p.steps_of(t as u32)[step].p2p else {
             self.threads[t].state = State::Run;
             return true;
         };
+        // The neighbour inside the same process.
+        let range = self.p.process_threads(self.p.process_of(t as u32));
         let pred = if p2p.reverse { t + 1 } else { t.wrapping_sub(1) };
-        if pred >= self.threads.len() {
+        if !range.contains(&(pred as u32)) {
             self.threads[t].state = State::Run;
             self.threads[t].stage_started = true;
             return true;
@@ -450,7 +462,9 @@ impl<'a> Engine<'a> {
         let cpu_node = self.node_of_cpu[cpu as usize];
         loop {
             let step = self.threads[t].step;
-            let p2p = self.p.steps[step].p2p;
+            let p = self.p;
+            let steps = p.steps_of(t as u32);
+            let p2p = steps[step].p2p;
             // p2p steps: a stage starts once the predecessor finished the same stage; its end
             // is recorded for the successor.
             if let Some(pp) = p2p {
@@ -478,7 +492,7 @@ impl<'a> Engine<'a> {
             if !in_main {
                 if th.epilogue_idx >= th.work.epilogue.len() {
                     // Step done.
-                    if self.p.steps[step].barrier_after {
+                    if steps[step].barrier_after {
                         th.state = State::Barrier(step);
                         return Ok(());
                     }
@@ -538,7 +552,7 @@ impl<'a> Engine<'a> {
         let mut h = self.mem.home[page as usize];
         let mut extra = 0.0;
         if h == UNPLACED {
-            let req = PlaceRequest { space: SPACE, thread: t as ThreadId, cpu, cpu_node, page };
+            let req = PlaceRequest { space: self.p.process_of(t as u32) as SpaceId, thread: t as ThreadId, cpu, cpu_node, page };
             let node = self.policy.place(&req, &self.mem).map_err(|_| SimError::OutOfMemory { page })?;
             if node as usize >= n || self.mem.free[node as usize] == 0 {
                 return Err(SimError::Policy(format!(
@@ -557,7 +571,7 @@ impl<'a> Engine<'a> {
             self.hint_faults += 1;
             extra += costs.hint_fault_ns;
             let fault = HintFault {
-                space: SPACE,
+                space: self.p.process_of(t as u32) as SpaceId,
                 thread: t as ThreadId,
                 cpu,
                 cpu_node,

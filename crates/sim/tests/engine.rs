@@ -201,3 +201,35 @@ proptest! {
         prop_assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>());
     }
 }
+
+#[test]
+fn mixes_run_their_processes_with_their_own_barriers() {
+    let m = Arc::new(presets::load("server-a-4n").unwrap());
+    let opts = CompileOptions { threads: Some(4), scale: 0.001 };
+    let mut file = wp::load("master-slave").unwrap();
+    let single = Arc::new(compile(&file, "m", &m, &opts).unwrap());
+    file.workload.copies = 2;
+    let mix = Arc::new(numalab_workload::compile_spec(&numalab_workload::WorkloadSpec::Single(file), "m", &m, &opts).unwrap());
+    let run = |program: Arc<numalab_workload::Program>| {
+        let s = quiet(Scenario {
+            machine: m.clone(),
+            program,
+            policy: numalab_policy::find("first-touch").unwrap(),
+            policy_config: Default::default(),
+            sim: SimConfig::default(),
+        });
+        run_one(&s, 1).unwrap()
+    };
+    let (one, two) = (run(single.clone()), run(mix.clone()));
+    check_conservation(&two, &m, mix.total_pages);
+    assert_eq!(two.first_touch_faults, 2 * one.first_touch_faults);
+    assert_eq!(two.accesses, 2 * one.accesses, "each process issues its own program");
+    // Two copies share the machine: not faster than one alone, and (8 of 32 cores busy) not
+    // serialised either.
+    assert!(
+        two.exec_time_s >= one.exec_time_s * 0.99 && two.exec_time_s < one.exec_time_s * 1.5,
+        "{} vs {}",
+        two.exec_time_s,
+        one.exec_time_s
+    );
+}

@@ -106,7 +106,7 @@ impl Geo {
 }
 
 /// Internal: everything `Program::work` needs besides the public fields.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Internals {
     geos: Vec<Geo>,
     /// Per step: repartition offset of every region (empty when no phase repartitions).
@@ -159,7 +159,7 @@ fn parse_init_by(s: &str, threads: u32) -> Result<Option<u32>, String> {
 }
 
 /// Initial CPU of every thread (workloads.md §7.2 "Threads").
-fn place_threads(machine: &Machine, threads: u32, placement: ThreadPlacement, seed: u64) -> Vec<CpuId> {
+pub(crate) fn place_threads(machine: &Machine, threads: u32, placement: ThreadPlacement, seed: u64) -> Vec<CpuId> {
     let cpus = machine.cpu_table();
     let cpu_nodes = machine.cpu_nodes();
     let cores = |n: NodeId| machine.nodes[n as usize].cores;
@@ -203,7 +203,7 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         return Err(bad(format!("--scale {} must be a positive number", opts.scale)));
     }
     if h.copies != 1 {
-        return Err(bad(format!("copies = {}: multi-instance mixes are not simulated yet (use copies = 1)", h.copies)));
+        return Err(bad(format!("copies = {}: compile the file with `compile_spec`, which makes a mix of the copies", h.copies)));
     }
     let sys = &h.sys;
     for (k, v) in [
@@ -315,6 +315,7 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
             // One copy per CPU node, each homed on its node; threads read their node's copy.
             for &n in &cpu_nodes {
                 regions.push(RegionLayout {
+                    thread_base: 0,
                     name: format!("{}@{n}", r.name),
                     first_page: next_page,
                     pages,
@@ -333,7 +334,7 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
             }
             continue;
         }
-        regions.push(RegionLayout { name: r.name.clone(), first_page: next_page, pages, home, owner_of });
+        regions.push(RegionLayout { name: r.name.clone(), thread_base: 0, first_page: next_page, pages, home, owner_of });
         geos.push(Geo { first_line: next_page * lpp, pages, lpp, partition, plane_lines: plane_lines(r.plane_bytes, opts.scale, ab) });
         init_by.push(ib);
         next_page += pages;
@@ -617,13 +618,13 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         init,
         phases,
         internals: Internals { geos, offsets, synth_k },
+        members: Vec::new(),
     })
 }
 
 impl Program {
-    /// The work of thread `t` in step `s`. `rng` is the thread's own stream (start offsets of
-    /// `any` streams are drawn from it).
-    pub fn work<R: Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R) -> ThreadWork {
+    /// The work of thread `t` (numbered inside this single program) in step `s`.
+    pub(crate) fn work_single<R: Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R) -> ThreadWork {
         let step = &self.steps[s];
         let Some(pi) = step.phase else {
             let segs = &self.init[t as usize];

@@ -9,6 +9,7 @@
 //! `access_bytes` line.
 
 pub mod error;
+pub mod mix;
 pub mod presets;
 pub mod program;
 pub mod schema;
@@ -19,6 +20,7 @@ mod compile;
 
 pub use compile::{compile, CompileOptions};
 pub use error::WorkloadError;
+pub use mix::{compile_spec, MixFile, WorkloadSpec};
 pub use program::{Program, RegionLayout, Step};
 pub use schema::WorkloadFile;
 pub use stream::{Cursor, Entry, Seg};

@@ -69,16 +69,29 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Built-in mixes (several programs at once), `(name, what it mimics, TOML text)`.
+pub const MIXES: &[(&str, &str, &str)] = &[(
+    "hydm-npb-mix",
+    "HyDM multi-program run: 16 NPB-like programs, 4 threads each, random pinned cores",
+    include_str!("../presets/hydm-npb-mix.toml"),
+)];
+
+/// Every built-in workload: single programs, then mixes.
+pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+    PRESETS.iter().chain(MIXES.iter())
+}
+
+/// Names of the single-program presets (mixes: [`MIXES`]).
 pub fn names() -> Vec<&'static str> {
     PRESETS.iter().map(|p| p.0).collect()
 }
 
+/// The text of any built-in workload (single program or mix).
 pub fn text(name: &str) -> Result<&'static str, WorkloadError> {
-    PRESETS
-        .iter()
+    all()
         .find(|p| p.0 == name)
         .map(|p| p.2)
-        .ok_or_else(|| WorkloadError::UnknownPreset { name: name.to_string(), valid: names().join(", ") })
+        .ok_or_else(|| WorkloadError::UnknownPreset { name: name.to_string(), valid: all().map(|p| p.0).collect::<Vec<_>>().join(", ") })
 }
 
 /// Parse workload TOML (`origin` names it in errors).
@@ -86,6 +99,7 @@ pub fn parse(text: &str, origin: &str) -> Result<WorkloadFile, WorkloadError> {
     toml::from_str(text).map_err(|e| WorkloadError::parse(origin, text, e))
 }
 
+/// Load a single-program preset (mixes: `WorkloadSpec::parse(text(name)?, ..)`).
 pub fn load(name: &str) -> Result<WorkloadFile, WorkloadError> {
     parse(text(name)?, &format!("preset:{name}"))
 }

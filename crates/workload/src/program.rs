@@ -19,6 +19,9 @@ pub enum HomeRule {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RegionLayout {
     pub name: String,
+    /// Global id of the owning process's thread 0 (its owners are numbered from here).
+    #[serde(skip)]
+    pub thread_base: u32,
     pub first_page: u64,
     pub pages: u64,
     pub home: Option<HomeRule>,
@@ -106,6 +109,19 @@ pub struct Program {
     pub(crate) init: Vec<Vec<Seg>>,
     pub(crate) phases: Vec<crate::compile::CompiledPhase>,
     pub(crate) internals: crate::compile::Internals,
+    /// A mix: independent processes, each a compiled program with its own threads, pages and
+    /// schedule (empty for a single program).
+    pub members: Vec<Member>,
+}
+
+/// One process of a mix, placed in the combined thread and page numbering.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// `<PROG>.<k>`, e.g. `cg-like.0`.
+    pub name: String,
+    pub program: Program,
+    pub first_thread: u32,
+    pub first_page: u64,
 }
 
 impl Program {
@@ -126,6 +142,52 @@ impl Program {
     /// Total references of the whole run (for progress and benchmarks), without drawing.
     pub fn total_refs(&self) -> u64 {
         let mut rng = numalab_core::rng::stream(0, "count", 0);
-        (0..self.steps.len()).map(|s| (0..self.threads).map(|t| self.work(s, t, &mut rng).total_refs()).sum::<u64>()).sum()
+        (0..self.threads).map(|t| (0..self.steps_of(t).len()).map(|s| self.work(s, t, &mut rng).total_refs()).sum::<u64>()).sum()
+    }
+
+    /// Processes: 1 for a single program, one per instance for a mix.
+    pub fn processes(&self) -> usize {
+        self.members.len().max(1)
+    }
+
+    /// The process thread `t` belongs to.
+    pub fn process_of(&self, t: u32) -> usize {
+        if self.members.is_empty() {
+            0
+        } else {
+            self.members.partition_point(|m| m.first_thread <= t) - 1
+        }
+    }
+
+    /// Threads of process `p`: `first..first + count`.
+    pub fn process_threads(&self, p: usize) -> std::ops::Range<u32> {
+        match self.members.get(p) {
+            None => 0..self.threads,
+            Some(m) => m.first_thread..m.first_thread + m.program.threads,
+        }
+    }
+
+    /// The schedule thread `t` follows (its process's).
+    pub fn steps_of(&self, t: u32) -> &[Step] {
+        if self.members.is_empty() {
+            &self.steps
+        } else {
+            &self.members[self.process_of(t)].program.steps
+        }
+    }
+
+    /// The work of thread `t` in step `s` of its process's schedule. `rng` is the thread's
+    /// own stream (start offsets of `any` streams are drawn from it).
+    pub fn work<R: rand::Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R) -> ThreadWork {
+        if self.members.is_empty() {
+            return self.work_single(s, t, rng);
+        }
+        let m = &self.members[self.process_of(t)];
+        let mut w = m.program.work_single(s, t - m.first_thread, rng);
+        let delta = m.first_page * self.lines_per_page;
+        for e in w.entries.iter_mut().chain(w.epilogue.iter_mut()) {
+            e.shift_lines(delta);
+        }
+        w
     }
 }

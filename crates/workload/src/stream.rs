@@ -61,7 +61,28 @@ pub enum Cursor {
     Runs { runs: Vec<(u64, u32, u32)>, idx: usize, pos: u32 },
 }
 
+impl Seg {
+    fn shift(&mut self, delta: u64) {
+        self.start += delta;
+    }
+}
+
 impl Cursor {
+    /// Move every line this cursor can produce by `delta` (placing a process's address space
+    /// inside a mix).
+    pub fn shift_lines(&mut self, delta: u64) {
+        match self {
+            Cursor::Walk { segs, .. } => segs.iter_mut().for_each(|s| s.shift(delta)),
+            Cursor::Strided { seg, .. } | Cursor::Random { seg } => seg.shift(delta),
+            Cursor::Alternate { a, b, .. } => {
+                a.shift_lines(delta);
+                b.shift_lines(delta);
+            }
+            Cursor::Fixed { line } => *line += delta,
+            Cursor::Runs { runs, .. } => runs.iter_mut().for_each(|r| r.0 += delta),
+        }
+    }
+
     /// `next_line` for cursors nested in `Alternate`: out of line, so that `next_line` itself
     /// is not recursive and can be inlined into the simulator's hot loop.
     #[inline(never)]
@@ -227,6 +248,14 @@ impl Entry {
             }
         }
         writes as u64
+    }
+
+    /// See [`Cursor::shift_lines`]; escapes move too.
+    pub fn shift_lines(&mut self, delta: u64) {
+        self.cursor.shift_lines(delta);
+        if let Some(e) = &mut self.escape {
+            e.others.iter_mut().for_each(|s| s.shift(delta));
+        }
     }
 
     pub fn remaining(&self) -> u64 {

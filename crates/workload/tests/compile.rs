@@ -130,3 +130,59 @@ proptest! {
         prop_assert!(seen.iter().all(|&c| c == want), "{}", name);
     }
 }
+
+#[test]
+fn copies_make_a_mix_of_independent_processes() {
+    let m = machines::load("server-a-4n").unwrap();
+    let mut file = presets::load("stream-like").unwrap();
+    file.workload.copies = 3;
+    let spec = numalab_workload::WorkloadSpec::Single(file.clone());
+    let p = numalab_workload::compile_spec(&spec, "s", &m, &CompileOptions { threads: Some(4), scale: 0.001 }).unwrap();
+    let one = compile(&presets::load("stream-like").unwrap(), "s", &m, &CompileOptions { threads: Some(4), scale: 0.001 }).unwrap();
+    assert_eq!(p.processes(), 3);
+    assert_eq!(p.threads, 12);
+    assert_eq!(p.total_pages, 3 * one.total_pages);
+    assert_eq!(p.members[2].name, "stream-like.2");
+    assert_eq!(p.process_of(5), 1);
+    assert_eq!(p.process_threads(1), 4..8);
+    assert_eq!(p.steps_of(9).len(), one.steps.len());
+    // Thread 5 is thread 1 of instance 1: the same lines as thread 1 alone, one instance up.
+    let shifted = lines_of(&p.work(1, 5, &mut rng()), &mut rng());
+    let alone = lines_of(&one.work(1, 1, &mut rng()), &mut rng());
+    assert_eq!(shifted.len(), alone.len());
+    for (a, b) in shifted.iter().zip(&alone) {
+        assert_eq!(a.0, b.0 + one.total_pages * one.lines_per_page);
+    }
+    // Threads are spread over all cores as one group.
+    let mut cpus = p.initial_cpus.clone();
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert_eq!(cpus.len(), 12);
+}
+
+#[test]
+fn mix_presets_compile_with_named_instances_on_distinct_pinned_cores() {
+    let m = machines::load("knl-7250-flat").unwrap();
+    let spec = numalab_workload::WorkloadSpec::parse(presets::text("hydm-npb-mix").unwrap(), "mix").unwrap();
+    let p = numalab_workload::compile_spec(&spec, "mix", &m, &CompileOptions { threads: None, scale: 0.001 }).unwrap();
+    assert_eq!(p.processes(), 16);
+    assert_eq!(p.threads, 64);
+    assert!(p.pinned, "random placement pins");
+    assert_eq!(p.members[5].name, "cg-like.1");
+    let mut cpus = p.initial_cpus.clone();
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert_eq!(cpus.len(), 64, "distinct cores for every thread of every instance");
+    let bad = "mix = { name = \"m\" }\nmember = [ { preset = \"nope\" } ]\n";
+    let e = numalab_workload::compile_spec(
+        &numalab_workload::WorkloadSpec::parse(bad, "m.toml").unwrap(),
+        "m.toml",
+        &m,
+        &CompileOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("unknown workload preset 'nope'"), "{e}");
+    let e = numalab_workload::WorkloadSpec::parse("mix = { name = \"m\", bogus = 1 }\nmember = []\n", "m.toml").unwrap_err().to_string();
+    assert!(e.starts_with("m.toml:1") && e.contains("bogus"), "{e}");
+}

@@ -46,7 +46,7 @@ pub fn run(a: &ListArgs, out: &OutputOpts) -> Result<()> {
         What::Workloads => {
             let mut t = Table::new(["name", "mimics"]);
             let mut items = Vec::new();
-            for (name, what, _) in workloads::PRESETS {
+            for (name, what, _) in workloads::all() {
                 t.row([name.to_string(), what.to_string()]);
                 items.push(json!({"name": name, "mimics": what}));
             }
