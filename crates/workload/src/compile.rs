@@ -343,15 +343,7 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
     let need = total_pages * page_bytes;
     let have = machine.total_mem_bytes();
     if need > have {
-        let over = need - have;
-        return Err(WorkloadError::TooLarge {
-            origin: origin.to_string(),
-            need_bytes: need,
-            have_bytes: have,
-            over_bytes: over,
-            over_pct: 100.0 * over as f64 / have as f64,
-            suggest_scale: opts.scale * 0.9 * have as f64 / need as f64,
-        });
+        return Err(WorkloadError::too_large(origin, need, have, opts.scale));
     }
     // Map file region index -> first layout index (replicated regions expand to several).
     let region_index = |name: &str| -> Option<usize> {

@@ -18,6 +18,20 @@ impl WorkloadError {
         let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
         WorkloadError::Parse { origin: origin.to_string(), line, message: numalab_core::one_line(e.message()) }
     }
+    /// A footprint of `need` bytes on a machine with `have`, at `scale`: says by how much and
+    /// suggests a scale that fits with 10% to spare.
+    pub(crate) fn too_large(origin: &str, need: u64, have: u64, scale: f64) -> WorkloadError {
+        let over = need - have;
+        WorkloadError::TooLarge {
+            origin: origin.to_string(),
+            need_bytes: need,
+            have_bytes: have,
+            over_bytes: over,
+            over_pct: 100.0 * over as f64 / have as f64,
+            suggest_scale: scale * 0.9 * have as f64 / need as f64,
+        }
+    }
+
     pub(crate) fn invalid(origin: &str, message: impl Into<String>) -> WorkloadError {
         WorkloadError::Invalid { origin: origin.to_string(), message: message.into() }
     }
