@@ -6,17 +6,18 @@
 
 use crate::config::SimConfig;
 use crate::contention::{Contention, Demand};
-use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
+use crate::hot::{kind_index, Hot};
+use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, RunMetrics};
 use crate::sched::{Move, Scheduler};
+use crate::view::{Nop, View};
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
-use numalab_core::{Machine, NodeId, PageIdx, ThreadId};
-use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, MemoryState, PlaceRequest, ScanEnd, SpaceId, SystemView, Tick};
+use numalab_core::{Machine, NodeId, ThreadId};
+use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, PlaceRequest, ScanEnd, SpaceId, Tick};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
-use rand::Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -57,11 +58,11 @@ struct Thread {
 
 pub struct Engine<'a> {
     m: &'a Machine,
-    p: &'a Program,
+    pub(crate) p: &'a Program,
     cfg: &'a SimConfig,
     policy: Box<dyn DynPolicy>,
-    mem: Memory,
-    sched: Scheduler,
+    pub(crate) mem: Memory,
+    pub(crate) sched: Scheduler,
     cont: Contention,
     threads: Vec<Thread>,
     n: usize,
@@ -70,7 +71,7 @@ pub struct Engine<'a> {
     ns_per_flop: f64,
     mlp: [f64; 3],
     svc_mult: [f64; 3],
-    now: f64,
+    pub(crate) now: f64,
     // p2p stage completion times: [thread][step * max_chunks + stage], NaN = not yet.
     p2p_done: Vec<Vec<f64>>,
     max_chunks: usize,
@@ -103,10 +104,6 @@ pub struct Engine<'a> {
 }
 
 const SPACE: SpaceId = 0;
-
-fn kind_index(k: AccessKind) -> usize {
-    k as usize
-}
 
 impl<'a> Engine<'a> {
     pub fn new(
@@ -852,169 +849,5 @@ impl<'a> Engine<'a> {
             replica_collapses: self.replica_collapses,
             refused_decisions: self.refused,
         }
-    }
-}
-
-/// The per-access loop, with everything it reads held in locals.
-struct Hot<'m> {
-    home: &'m [u8],
-    shift: u32,
-    n: usize,
-    end: f64,
-    gap_exp_ns: f64,
-}
-
-impl Hot<'_> {
-    /// Issue up to `max` references, each from the entry `pick` names, until the clock passes
-    /// the epoch end or a page needs the slow path (that reference is counted as issued and
-    /// returned for `slow_access`). Returns (issued, clock, slow reference).
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn issue(
-        &self,
-        entries: &mut [numalab_workload::Entry],
-        mut pick: impl FnMut() -> usize,
-        max: u64,
-        rng: &mut StreamRng,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
-        mut clock: f64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
-        let mut issued = 0;
-        while issued < max {
-            let e = &mut entries[pick()];
-            let (line, write) = e.next(rng);
-            issued += 1;
-            let page = line >> self.shift;
-            let h = self.home[page as usize];
-            if h >= SLOW {
-                return (issued, clock, Some((page, write, e.kind)));
-            }
-            let j = h as usize;
-            acc[j] += 1;
-            wr[j] += u64::from(write);
-            let mut c = cost[kind_index(e.kind) * self.n + j];
-            if self.gap_exp_ns > 0.0 {
-                c += -(1.0 - rng.random::<f64>()).ln() * self.gap_exp_ns;
-            }
-            clock += c;
-            if clock >= self.end {
-                break;
-            }
-        }
-        (issued, clock, None)
-    }
-}
-
-impl Hot<'_> {
-    /// `issue` for a single walking entry: consecutive references to one page are charged
-    /// together (same node, same cost), which is what makes streaming cheap to simulate.
-    /// Counts, writes and the point where the epoch ends are those of `issue`; only the
-    /// floating-point sum of the clock is formed as `k·c` instead of `c + c + ...`.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn issue_runs(
-        &self,
-        e: &mut numalab_workload::Entry,
-        max: u64,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
-        mut clock: f64,
-        lpp: u64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
-        let kb = kind_index(e.kind) * self.n;
-        let mut issued = 0;
-        while issued < max {
-            let (line, avail) = e.peek_run(lpp, max - issued).expect("a walking entry");
-            let page = line >> self.shift;
-            let h = self.home[page as usize];
-            if h >= SLOW {
-                let write = e.take_run(1) > 0;
-                return (issued + 1, clock, Some((page, write, e.kind)));
-            }
-            let j = h as usize;
-            let c = cost[kb + j];
-            // References until the clock reaches the epoch end (the crossing one included).
-            let room = ((self.end - clock) / c).ceil().max(1.0);
-            let k = if room < avail as f64 { room as u64 } else { avail };
-            let writes = e.take_run(k);
-            acc[j] += k;
-            wr[j] += writes;
-            clock += k as f64 * c;
-            issued += k;
-            if clock >= self.end {
-                break;
-            }
-        }
-        (issued, clock, None)
-    }
-}
-
-/// What policies see of the running simulation.
-struct View<'e, 'a> {
-    e: &'e Engine<'a>,
-}
-
-impl MemoryState for View<'_, '_> {
-    fn free_pages(&self, node: NodeId) -> u64 {
-        self.e.mem.free[node as usize]
-    }
-    fn capacity_pages(&self, node: NodeId) -> u64 {
-        self.e.mem.capacity[node as usize]
-    }
-}
-
-impl SystemView for View<'_, '_> {
-    fn now_ns(&self) -> u64 {
-        self.e.now as u64
-    }
-    fn threads(&self, _space: SpaceId) -> u32 {
-        self.e.p.threads
-    }
-    fn node_of_thread(&self, _space: SpaceId, thread: ThreadId) -> NodeId {
-        self.e.sched.node_of_thread(thread)
-    }
-    fn page_node(&self, _space: SpaceId, page: PageIdx) -> Option<NodeId> {
-        if page < self.e.p.total_pages {
-            self.e.mem.node_of(page)
-        } else {
-            None
-        }
-    }
-}
-
-/// Stand-in while the real policy is borrowed out during a hook.
-struct Nop;
-
-impl DynPolicy for Nop {
-    fn name(&self) -> &'static str {
-        "nop"
-    }
-    fn config_toml(&self) -> toml::Table {
-        toml::Table::new()
-    }
-    fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, numalab_policy::OutOfMemory> {
-        Err(numalab_policy::OutOfMemory { wanted: req.cpu_node, pages: 1 })
-    }
-    fn layout(
-        &mut self,
-        _s: &AddressSpaceInfo,
-        _m: &dyn MemoryState,
-    ) -> Result<Option<Vec<numalab_policy::Extent>>, numalab_policy::OutOfMemory> {
-        Ok(None)
-    }
-    fn wants_hint_faults(&self) -> bool {
-        false
-    }
-    fn should_unmap(&mut self, _s: SpaceId, _p: PageIdx) -> bool {
-        false
-    }
-    fn on_hint_fault(&mut self, _f: &HintFault, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
-    fn on_scan_end(&mut self, _s: &ScanEnd, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
-    fn on_tick(&mut self, _t: &Tick, _v: &dyn SystemView, _o: &mut Vec<Decision>) {}
-    fn mempolicy(&self) -> Option<numalab_policy::MempolicyIntent> {
-        None
     }
 }

@@ -9,10 +9,12 @@ pub mod bench;
 pub mod config;
 pub mod contention;
 mod engine;
+mod hot;
 pub mod memory;
 pub mod metrics;
 pub mod profile;
 pub mod sched;
+mod view;
 
 pub use config::SimConfig;
 pub use metrics::{RunMetrics, RunsSummary};
