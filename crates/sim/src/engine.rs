@@ -515,6 +515,8 @@ impl<'a> Engine<'a> {
                 let max = th.left.min(limit);
                 if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
+                } else if th.work.entries.len() == 1 && th.gap_exp_ns == 0.0 {
+                    hot.issue_one(&mut th.work.entries[0], max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
                 } else if th.work.entries.len() == 1 {
                     hot.issue(&mut th.work.entries, || 0, max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
                 } else {

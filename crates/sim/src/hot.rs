@@ -63,6 +63,44 @@ impl Hot<'_> {
 }
 
 impl Hot<'_> {
+    /// `issue` for a single entry that is not a walk and has no exponential gaps (random,
+    /// gather, chase, strided ...): the entry, its cost row and the counters are hoisted out
+    /// of the loop.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_one(
+        &self,
+        e: &mut numalab_workload::Entry,
+        max: u64,
+        rng: &mut StreamRng,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let kb = kind_index(e.kind) * self.n;
+        let cost = &cost[kb..kb + self.n];
+        let (acc, wr) = (&mut acc[..self.n], &mut wr[..self.n]);
+        let mut issued = 0;
+        while issued < max {
+            let (line, write) = e.next(rng);
+            issued += 1;
+            let page = line >> self.shift;
+            let h = self.home[page as usize];
+            if h >= SLOW {
+                return (issued, clock, Some((page, write, e.kind)));
+            }
+            let j = h as usize;
+            acc[j] += 1;
+            wr[j] += u64::from(write);
+            clock += cost[j];
+            if clock >= self.end {
+                break;
+            }
+        }
+        (issued, clock, None)
+    }
+
     /// `issue` for a single walking entry: consecutive references to one page are charged
     /// together (same node, same cost), which is what makes streaming cheap to simulate.
     /// Counts, writes and the point where the epoch ends are those of `issue`; only the
