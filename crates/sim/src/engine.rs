@@ -511,22 +511,30 @@ impl<'a> Engine<'a> {
             let start_clock = th.clock;
             let lpp = self.p.lines_per_page;
             let hot = Hot { home: &self.mem.home, shift, n, end, gap_exp_ns: th.gap_exp_ns };
+            // Monomorphise the loop for the exponential-gap case so the common one pays nothing.
+            macro_rules! issue {
+                ($entries:expr, $pick:expr, $max:expr) => {
+                    if th.gap_exp_ns > 0.0 {
+                        hot.issue::<true>($entries, $pick, $max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                    } else {
+                        hot.issue::<false>($entries, $pick, $max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                    }
+                };
+            }
             let (issued, clock, slow) = if in_main {
                 let max = th.left.min(limit);
                 if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
-                } else if th.work.entries.len() == 1 && th.gap_exp_ns == 0.0 {
-                    hot.issue_one(&mut th.work.entries[0], max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
                 } else if th.work.entries.len() == 1 {
-                    hot.issue(&mut th.work.entries, || 0, max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                    issue!(&mut th.work.entries, || 0, max)
                 } else {
                     let swrr = &mut th.swrr;
-                    hot.issue(&mut th.work.entries, || swrr.pick(), max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                    issue!(&mut th.work.entries, || swrr.pick(), max)
                 }
             } else {
                 let idx = th.epilogue_idx;
                 let max = th.work.epilogue[idx].remaining().min(limit);
-                hot.issue(&mut th.work.epilogue, || idx, max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
+                issue!(&mut th.work.epilogue, || idx, max)
             };
             if in_main {
                 th.left -= issued;

@@ -22,10 +22,12 @@ pub(crate) struct Hot<'m> {
 impl Hot<'_> {
     /// Issue up to `max` references, each from the entry `pick` names, until the clock passes
     /// the epoch end or a page needs the slow path (that reference is counted as issued and
-    /// returned for `slow_access`). Returns (issued, clock, slow reference).
+    /// returned for `slow_access`). Returns (issued, clock, slow reference). `GAP_EXP` adds
+    /// the exponential compute gaps; with a constant `pick` (one entry) the compiler hoists
+    /// the entry and its cost row out of the loop.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn issue(
+    pub fn issue<const GAP_EXP: bool>(
         &self,
         entries: &mut [numalab_workload::Entry],
         mut pick: impl FnMut() -> usize,
@@ -36,6 +38,7 @@ impl Hot<'_> {
         cost: &[f64],
         mut clock: f64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let (acc, wr) = (&mut acc[..self.n], &mut wr[..self.n]);
         let mut issued = 0;
         while issued < max {
             let e = &mut entries[pick()];
@@ -50,50 +53,10 @@ impl Hot<'_> {
             acc[j] += 1;
             wr[j] += u64::from(write);
             let mut c = cost[kind_index(e.kind) * self.n + j];
-            if self.gap_exp_ns > 0.0 {
+            if GAP_EXP {
                 c += -(1.0 - rng.random::<f64>()).ln() * self.gap_exp_ns;
             }
             clock += c;
-            if clock >= self.end {
-                break;
-            }
-        }
-        (issued, clock, None)
-    }
-}
-
-impl Hot<'_> {
-    /// `issue` for a single entry that is not a walk and has no exponential gaps (random,
-    /// gather, chase, strided ...): the entry, its cost row and the counters are hoisted out
-    /// of the loop.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn issue_one(
-        &self,
-        e: &mut numalab_workload::Entry,
-        max: u64,
-        rng: &mut StreamRng,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
-        mut clock: f64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
-        let kb = kind_index(e.kind) * self.n;
-        let cost = &cost[kb..kb + self.n];
-        let (acc, wr) = (&mut acc[..self.n], &mut wr[..self.n]);
-        let mut issued = 0;
-        while issued < max {
-            let (line, write) = e.next(rng);
-            issued += 1;
-            let page = line >> self.shift;
-            let h = self.home[page as usize];
-            if h >= SLOW {
-                return (issued, clock, Some((page, write, e.kind)));
-            }
-            let j = h as usize;
-            acc[j] += 1;
-            wr[j] += u64::from(write);
-            clock += cost[j];
             if clock >= self.end {
                 break;
             }
