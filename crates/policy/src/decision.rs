@@ -1,5 +1,11 @@
-//! What the driver tells a policy (requests, faults, ticks) and what a policy answers
-//! (decisions). Plain data, so a recorded trace can be replayed and compared.
+//! What the driver tells a policy (events) and what a policy answers (decisions), and what
+//! became of a decision (outcomes). Plain serialisable data, so a run's decisions can be
+//! logged, replayed and compared (`docs/policies/README.md`, "Decision log").
+//!
+//! Identifiers: a [`SpaceId`] names an address space (a simulated process, or one live Linux
+//! process); a page index ([`PageIdx`]) is local to its space, page 0 being the first page of
+//! that space; thread ids ([`ThreadId`]) and CPU ids are global to the run, as Linux pids and
+//! CPU numbers are.
 
 use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use serde::{Deserialize, Serialize};
@@ -8,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub type SpaceId = u32;
 
 /// A page is being placed (first touch, or a lazily placed interleave page).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct PlaceRequest {
     pub space: SpaceId,
     pub thread: ThreadId,
@@ -19,8 +25,8 @@ pub struct PlaceRequest {
     pub page: PageIdx,
 }
 
-/// A hinting fault: a thread touched a page the scanner had unmapped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A hinting fault: a thread touched a page the scanner had made inaccessible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct HintFault {
     pub space: SpaceId,
     pub thread: ThreadId,
@@ -30,26 +36,115 @@ pub struct HintFault {
     /// Where the page lives now.
     pub page_node: NodeId,
     pub write: bool,
+    /// The page's mapping is writable (Linux sets `TNF_NO_GROUP` on faults through a
+    /// read-only PTE). Every simulated mapping is writable.
+    pub pte_writable: bool,
+    /// The page may be mapped by several processes (`MAP_SHARED`; Linux's `TNF_SHARED`).
+    pub shared_mapping: bool,
     pub time_ns: u64,
 }
 
-/// One completed scan pass over an address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScanEnd {
+/// The outcome of one scan step (a [`Decision::ScanStep`] the driver carried out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ScanStepDone {
     pub space: SpaceId,
-    /// Passes completed so far (1 after the first).
+    /// The thread in whose context the step ran (it was charged the time).
+    pub thread: ThreadId,
+    /// PTEs made inaccessible by this step (Linux's `numa_pte_updates`).
+    pub pte_updates: u64,
+    /// CPU time the step cost the thread, nanoseconds.
+    pub cpu_ns: u64,
+    /// Completed passes over the space so far (Linux's `mm->numa_scan_seq`).
     pub sequence: u64,
+    /// This step reached the end of the space and started a new pass.
+    pub pass_completed: bool,
     pub time_ns: u64,
 }
 
 /// Periodic statistics handed to policies (every `tick_ms` of simulated or wall time).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Tick {
     pub time_ns: u64,
     pub interval_ns: u64,
     /// `access_matrix[i][j]`: memory accesses issued by CPUs of node i, served by node j,
     /// during the interval.
+    #[serde(skip)]
     pub access_matrix: Vec<Vec<u64>>,
+}
+
+/// A scheduler tick on a CPU running a workload thread (Linux's `task_tick_fair`, which calls
+/// `task_tick_numa`). Delivered every scheduler tick for every thread on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskTick {
+    pub space: SpaceId,
+    pub thread: ThreadId,
+    pub cpu: CpuId,
+    /// CPU time the thread has run so far (Linux's `se.sum_exec_runtime`), nanoseconds.
+    pub runtime_ns: u64,
+    pub time_ns: u64,
+}
+
+/// Why a thread changed CPU. The same names are the keys of `thread_migrations_by_cause`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveCause {
+    /// A CPU that went idle pulled it (newidle balancing).
+    IdleBalance,
+    /// Periodic (or active) load balancing.
+    LoadBalance,
+    /// Placed on another CPU when it woke up (`select_task_rq_fair`).
+    Wakeup,
+    /// NUMA task placement moved it to an idle CPU (`sched_move_numa`).
+    NumaMove,
+    /// NUMA task placement swapped it with another task (`sched_swap_numa`).
+    NumaSwap,
+    /// Any other policy decision.
+    Policy,
+}
+
+impl MoveCause {
+    pub const ALL: [MoveCause; 6] =
+        [MoveCause::IdleBalance, MoveCause::LoadBalance, MoveCause::Wakeup, MoveCause::NumaMove, MoveCause::NumaSwap, MoveCause::Policy];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveCause::IdleBalance => "idle_balance",
+            MoveCause::LoadBalance => "load_balance",
+            MoveCause::Wakeup => "wakeup",
+            MoveCause::NumaMove => "numa_move",
+            MoveCause::NumaSwap => "numa_swap",
+            MoveCause::Policy => "policy",
+        }
+    }
+}
+
+/// A workload thread moved to a CPU of another node, whatever moved it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ThreadMigrated {
+    pub space: SpaceId,
+    pub thread: ThreadId,
+    pub from_node: NodeId,
+    pub to_node: NodeId,
+    pub cause: MoveCause,
+    pub time_ns: u64,
+}
+
+/// Every event a driver hands a policy, for the decision log (`cause` of a decision).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventRef {
+    Place { space: SpaceId, thread: ThreadId, page: PageIdx },
+    HintFault { space: SpaceId, thread: ThreadId, page: PageIdx, page_node: NodeId, cpu_node: NodeId },
+    ScanStep { space: SpaceId, thread: ThreadId, sequence: u64 },
+    Tick,
+    TaskTick { thread: ThreadId },
+    ThreadMigrated { thread: ThreadId, from_node: NodeId, to_node: NodeId },
+}
+
+impl From<&HintFault> for EventRef {
+    fn from(f: &HintFault) -> Self {
+        EventRef::HintFault { space: f.space, thread: f.thread, page: f.page, page_node: f.page_node, cpu_node: f.cpu_node }
+    }
 }
 
 /// A run of contiguous pages placed together (eager layouts such as Round-1G).
@@ -61,7 +156,8 @@ pub struct Extent {
 }
 
 /// An action a policy asks the driver to carry out. The driver may refuse one it cannot do
-/// (the live agent refuses replication) and counts refusals.
+/// (the live agent refuses replication; nobody migrates to a full node) and says why in a
+/// [`Refusal`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Decision {
@@ -73,16 +169,69 @@ pub enum Decision {
     CollapseReplicas { space: SpaceId, page: PageIdx, keep: NodeId },
     /// Make a page inaccessible so its next access is a hinting fault.
     Unmap { space: SpaceId, page: PageIdx },
-    /// Move a thread to a CPU of another node.
-    MoveThread { space: SpaceId, thread: ThreadId, to: NodeId },
+    /// One step of the space's hinting scanner, run in `thread`'s context (Linux's
+    /// `task_numa_work`): from the space's resume offset, make up to `pages` pages
+    /// inaccessible, 2 MiB range by range, skipping unplaced and already-marked pages and those
+    /// the policy's `should_unmap` declines; at most `8 × pages` of address space is walked.
+    /// The driver answers with a [`ScanStepDone`] to `on_scan_step`.
+    ScanStep { space: SpaceId, thread: ThreadId, pages: u64 },
+    /// Move a thread to a CPU of `to`: `cpu` if given (it must be on `to`), else the least
+    /// busy CPU of `to`.
+    MoveThread { thread: ThreadId, to: NodeId, cpu: Option<CpuId>, cause: MoveCause },
     /// Exchange the CPUs of two threads.
-    SwapThreads { space: SpaceId, a: ThreadId, b: ThreadId },
+    SwapThreads { a: ThreadId, b: ThreadId, cause: MoveCause },
+    /// The node a thread should run on, which the load balancer honours (Linux's
+    /// `numa_preferred_nid`, read by `migrate_degrades_locality`); `None` clears it.
+    SetPreferredNode { thread: ThreadId, node: Option<NodeId> },
     /// Move every page of an address space to a node (tier migration, HyDM).
     MoveSpace { space: SpaceId, to: NodeId },
 }
 
+/// Why a driver did not carry out a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The decision names a space, page, thread, CPU or node that does not exist.
+    NoSuchTarget,
+    /// The page has not been placed yet (nothing to move, copy or unmap).
+    NotPlaced,
+    /// The target node has no free page.
+    NodeFull,
+    /// The page is already where the decision wants it (or already marked, or already copied).
+    AlreadyThere,
+    /// The page has replicas; collapse them before migrating it.
+    Replicated,
+    /// The threads are pinned, or the CPU is outside the thread's allowed set.
+    Pinned,
+    /// This driver does not implement the decision at all (e.g. replication on live Linux).
+    Unsupported,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NoSuchTarget => "no_such_target",
+            Refusal::NotPlaced => "not_placed",
+            Refusal::NodeFull => "node_full",
+            Refusal::AlreadyThere => "already_there",
+            Refusal::Replicated => "replicated",
+            Refusal::Pinned => "pinned",
+            Refusal::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// What became of a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "reason", rename_all = "snake_case")]
+pub enum Outcome {
+    Applied,
+    Refused(Refusal),
+}
+
 /// How a static policy is realised with Linux `set_mempolicy(2)`/`mbind(2)`
-/// (static-policies.md §8). Pure data; the live agent owns the system calls.
+/// (docs/policies/README.md, "Live realisation"). Pure data; the live agent owns the system
+/// calls.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MempolicyIntent {
     pub mode: MempolicyMode,

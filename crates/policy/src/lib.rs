@@ -14,8 +14,12 @@ pub mod fallback;
 pub mod policy;
 pub mod registry;
 pub mod statics;
+pub mod testing;
 
-pub use decision::{Decision, Extent, HintFault, MempolicyIntent, MempolicyMode, PlaceRequest, ScanEnd, SpaceId, Tick};
+pub use decision::{
+    Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest, Refusal, ScanStepDone,
+    SpaceId, TaskTick, ThreadMigrated, Tick,
+};
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
 pub use registry::{build, find, PolicyEntry, PolicyKind, REGISTRY};

@@ -1,8 +1,8 @@
 //! The policy trait and the object-safe form the drivers use.
 
-use crate::decision::{Decision, Extent, HintFault, MempolicyIntent, PlaceRequest, ScanEnd, SpaceId, Tick};
+use crate::decision::{Decision, Extent, HintFault, MempolicyIntent, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated, Tick};
 use crate::error::{OutOfMemory, PolicyError};
-use numalab_core::{Machine, NodeId, PageIdx, ThreadId};
+use numalab_core::{CpuId, Machine, NodeId, PageIdx, ThreadId};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
@@ -36,11 +36,41 @@ pub trait MemoryState {
     }
 }
 
-/// Read-only view of the system for dynamic policies' hooks.
+/// Read-only view of the running system for dynamic policies' hooks: what Linux's NUMA
+/// balancing reads of the scheduler and the memory manager. Threads and CPUs are numbered
+/// globally; pages are local to their space.
 pub trait SystemView: MemoryState {
     fn now_ns(&self) -> u64;
-    fn threads(&self, space: SpaceId) -> u32;
-    fn node_of_thread(&self, space: SpaceId, thread: ThreadId) -> NodeId;
+    /// Address spaces of the run (spaces are numbered `0..spaces()`).
+    fn spaces(&self) -> u32;
+    /// Pages of an address space (its local page indices are `0..space_pages`).
+    fn space_pages(&self, space: SpaceId) -> u64;
+    /// Threads of an address space: a contiguous range of global thread ids.
+    fn space_threads(&self, space: SpaceId) -> std::ops::Range<ThreadId>;
+    /// Workload threads of the whole run.
+    fn thread_count(&self) -> u32;
+    fn space_of_thread(&self, thread: ThreadId) -> SpaceId;
+    /// The thread has not finished its work.
+    fn thread_alive(&self, thread: ThreadId) -> bool;
+    /// CPU time the thread has run so far (Linux's `se.sum_exec_runtime`).
+    fn thread_runtime_ns(&self, thread: ThreadId) -> u64;
+    fn cpu_of_thread(&self, thread: ThreadId) -> CpuId;
+    fn node_of_thread(&self, thread: ThreadId) -> NodeId;
+    /// The node the balancer keeps the thread on, set by [`Decision::SetPreferredNode`].
+    fn preferred_node(&self, thread: ThreadId) -> Option<NodeId>;
+    /// The thread may not change CPU (pinned workloads).
+    fn thread_pinned(&self, thread: ThreadId) -> bool;
+    fn cpu_count(&self) -> u32;
+    fn node_of_cpu(&self, cpu: CpuId) -> NodeId;
+    /// CPUs of a node (0 for a memory-only node).
+    fn node_cpu_count(&self, node: NodeId) -> u32;
+    /// The workload thread current on a CPU (running, or spinning at a barrier), if any.
+    fn current_thread(&self, cpu: CpuId) -> Option<ThreadId>;
+    /// Nothing runs on the CPU: no workload thread and no background task.
+    fn cpu_idle(&self, cpu: CpuId) -> bool;
+    /// Runnable tasks on the node's CPUs (workload threads and background tasks), Linux's
+    /// summed `nr_running`.
+    fn nr_running(&self, node: NodeId) -> u32;
     /// Home node of a page, `None` if not yet placed.
     fn page_node(&self, space: SpaceId, page: PageIdx) -> Option<NodeId>;
 }
@@ -54,6 +84,16 @@ pub struct AddressSpaceInfo {
 }
 
 /// A placement policy. Hooks have no-op defaults, so a static policy implements `place` only.
+///
+/// **One instance per run, state per space.** A driver builds one instance for the whole run
+/// and hands it the events of every address space; a policy that keeps state keeps it per
+/// [`SpaceId`] (and per thread, threads being numbered globally), as the kernel keeps NUMA
+/// state per mm and per task. This lets a policy compare threads of different processes (a
+/// NUMA swap may exchange two of them), which one instance per space could not.
+///
+/// Hooks never touch memory or threads: they push [`Decision`]s, which the driver carries out
+/// in order after the hook returns, and whose follow-up events (a scan step's
+/// [`ScanStepDone`], a move's [`ThreadMigrated`]) are delivered after that.
 pub trait Policy: Send + Sized + 'static {
     /// Tunables, read from the `[policy]` table (`deny_unknown_fields`).
     type Config: Serialize + DeserializeOwned + Default + Clone + Debug + Send;
@@ -73,21 +113,25 @@ pub trait Policy: Send + Sized + 'static {
         Ok(None)
     }
 
-    /// Whether the driver should run a hinting-fault scanner for this policy at all.
-    fn wants_hint_faults(&self) -> bool {
-        false
-    }
-
-    /// Selective profiling: may the scanner unmap this page in this pass?
+    /// Selective profiling: may a scan step make this page inaccessible?
     fn should_unmap(&mut self, _space: SpaceId, _page: PageIdx) -> bool {
         true
     }
 
+    /// A thread touched a page a scan step had made inaccessible.
     fn on_hint_fault(&mut self, _fault: &HintFault, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 
-    fn on_scan_end(&mut self, _scan: &ScanEnd, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    /// A [`Decision::ScanStep`] was carried out.
+    fn on_scan_step(&mut self, _step: &ScanStepDone, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 
+    /// Periodic statistics, every `tick_ms`.
     fn on_tick(&mut self, _tick: &Tick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+
+    /// A scheduler tick on a CPU running one of the workload's threads.
+    fn on_task_tick(&mut self, _tick: &TaskTick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+
+    /// A thread moved to another node, for any cause (the policy's own moves included).
+    fn on_thread_migrated(&mut self, _moved: &ThreadMigrated, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 
     /// How the live agent realises this policy with Linux mempolicy, if it can.
     fn mempolicy(&self) -> Option<MempolicyIntent> {
@@ -102,11 +146,12 @@ pub trait DynPolicy: Send {
     fn config_toml(&self) -> toml::Table;
     fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory>;
     fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory>;
-    fn wants_hint_faults(&self) -> bool;
     fn should_unmap(&mut self, space: SpaceId, page: PageIdx) -> bool;
     fn on_hint_fault(&mut self, fault: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn on_scan_end(&mut self, scan: &ScanEnd, view: &dyn SystemView, out: &mut Vec<Decision>);
+    fn on_scan_step(&mut self, step: &ScanStepDone, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>);
+    fn on_task_tick(&mut self, tick: &TaskTick, view: &dyn SystemView, out: &mut Vec<Decision>);
+    fn on_thread_migrated(&mut self, moved: &ThreadMigrated, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn mempolicy(&self) -> Option<MempolicyIntent>;
 }
 
@@ -126,20 +171,23 @@ impl<P: Policy> DynPolicy for P {
     fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
         Policy::layout(self, space, mem)
     }
-    fn wants_hint_faults(&self) -> bool {
-        Policy::wants_hint_faults(self)
-    }
     fn should_unmap(&mut self, space: SpaceId, page: PageIdx) -> bool {
         Policy::should_unmap(self, space, page)
     }
     fn on_hint_fault(&mut self, fault: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>) {
         Policy::on_hint_fault(self, fault, view, out)
     }
-    fn on_scan_end(&mut self, scan: &ScanEnd, view: &dyn SystemView, out: &mut Vec<Decision>) {
-        Policy::on_scan_end(self, scan, view, out)
+    fn on_scan_step(&mut self, step: &ScanStepDone, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        Policy::on_scan_step(self, step, view, out)
     }
     fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
         Policy::on_tick(self, tick, view, out)
+    }
+    fn on_task_tick(&mut self, tick: &TaskTick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        Policy::on_task_tick(self, tick, view, out)
+    }
+    fn on_thread_migrated(&mut self, moved: &ThreadMigrated, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        Policy::on_thread_migrated(self, moved, view, out)
     }
     fn mempolicy(&self) -> Option<MempolicyIntent> {
         Policy::mempolicy(self)

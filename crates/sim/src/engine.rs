@@ -9,12 +9,12 @@ use crate::contention::{Contention, Demand};
 use crate::hot::{kind_index, Hot};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, RunMetrics};
-use crate::sched::{Move, Scheduler};
+use crate::sched::{Move, Scheduler, TaskState};
 use crate::view::{Nop, View};
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{Machine, NodeId, ThreadId};
-use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, PlaceRequest, ScanEnd, SpaceId, Tick};
+use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, PlaceRequest, SpaceId, Tick};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
@@ -91,19 +91,25 @@ pub struct Engine<'a> {
     refused: u64,
     decisions: Vec<Decision>,
     // scanner and ticks
-    scan_next_ns: f64,
-    scan_offset: u64,
-    scan_seq: u64,
     tick_next_ns: f64,
     tick_matrix: Vec<u64>,
     tick_start: f64,
-    runnable: Vec<bool>,
+    states: Vec<TaskState>,
     share: Vec<f64>,
     moves: Vec<Move>,
     demands: Vec<Demand>,
 }
 
 const SPACE: SpaceId = 0;
+
+/// What the scheduler is told about a thread for the epoch ending at `end`.
+fn task_state(th: &Thread, end: f64) -> TaskState {
+    match th.state {
+        State::Run if th.clock < end => TaskState::Runnable,
+        State::Done => TaskState::Done,
+        _ => TaskState::Sleeping,
+    }
+}
 
 impl<'a> Engine<'a> {
     pub fn new(
@@ -236,13 +242,10 @@ impl<'a> Engine<'a> {
             replica_collapses: 0,
             refused: 0,
             decisions: Vec::new(),
-            scan_next_ns: cfg.scan.delay_ms * 1e6,
-            scan_offset: 0,
-            scan_seq: 0,
             tick_next_ns: cfg.tick_ms * 1e6,
             tick_matrix: vec![0; n * n],
             tick_start: 0.0,
-            runnable: vec![true; p.threads as usize],
+            states: vec![TaskState::Runnable; p.threads as usize],
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
@@ -276,9 +279,9 @@ impl<'a> Engine<'a> {
             let start = self.now;
             let end = start + epoch;
             for (t, th) in self.threads.iter().enumerate() {
-                self.runnable[t] = th.state == State::Run && th.clock < end;
+                self.states[t] = task_state(th, end);
             }
-            self.sched.epoch(start, end, &self.runnable, &mut self.share, &mut self.moves);
+            self.sched.epoch(start, end, &self.states, &mut self.share, &mut self.moves);
             self.charge_moves();
             self.update_costs();
             self.run_epoch(end)?;
@@ -310,7 +313,7 @@ impl<'a> Engine<'a> {
             let compute_ns = self.compute_ns(t, th);
             let d = &mut self.demands[t];
             d.node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
-            d.share = if self.runnable[t] { self.share[t] } else { 0.0 };
+            d.share = if self.states[t] == TaskState::Runnable { self.share[t] } else { 0.0 };
             let (mut w, mut inv_mlp, mut svc) = (0.0, 0.0, 0.0);
             for e in &th.work.entries {
                 let r = e.remaining() as f64;
@@ -368,7 +371,7 @@ impl<'a> Engine<'a> {
             if self.release_barrier() {
                 // A new phase starts mid-epoch: its threads load memory from now on.
                 for (t, th) in self.threads.iter().enumerate() {
-                    self.runnable[t] = th.state == State::Run && th.clock < end;
+                    self.states[t] = task_state(th, end);
                 }
                 self.update_costs();
                 progressed = true;
@@ -585,6 +588,8 @@ impl<'a> Engine<'a> {
                 page,
                 page_node: (h & NODE_MASK) as NodeId,
                 write,
+                pte_writable: true,
+                shared_mapping: false,
                 time_ns: self.threads[t].clock as u64,
             };
             let mut out = std::mem::take(&mut self.decisions);
@@ -660,12 +665,9 @@ impl<'a> Engine<'a> {
                         self.refused += 1;
                     }
                 }
-                Decision::MoveThread { thread, to, .. } => {
+                Decision::MoveThread { thread, to, cpu, cause } => {
                     let at = self.threads[t].clock;
-                    match (thread < self.p.threads && (to as usize) < self.n)
-                        .then(|| self.sched.move_to_node(thread, to, &self.runnable, at))
-                        .flatten()
-                    {
+                    match self.sched.move_thread(thread, to, cpu, cause, &self.states, at).ok() {
                         Some(mv) => {
                             self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
                                 * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share }
@@ -673,8 +675,9 @@ impl<'a> Engine<'a> {
                         None => self.refused += 1,
                     }
                 }
-                Decision::SwapThreads { a, b, .. } => {
-                    match (a < self.p.threads && b < self.p.threads).then(|| self.sched.swap(a, b)).flatten() {
+                Decision::SwapThreads { a, b, cause } => {
+                    let at = self.threads[t].clock;
+                    match self.sched.swap(a, b, cause, at).ok() {
                         Some((ma, mb)) => {
                             for mv in [ma, mb] {
                                 self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
@@ -684,6 +687,14 @@ impl<'a> Engine<'a> {
                         None => self.refused += 1,
                     }
                 }
+                Decision::SetPreferredNode { thread, node } => {
+                    if thread < self.p.threads {
+                        self.sched.set_preferred(thread, node);
+                    } else {
+                        self.refused += 1;
+                    }
+                }
+                Decision::ScanStep { .. } => self.refused += 1,
                 Decision::MoveSpace { to, .. } => {
                     if (to as usize) >= self.n {
                         self.refused += 1;
@@ -764,27 +775,6 @@ impl<'a> Engine<'a> {
 
     /// The hinting scanner and the periodic policy tick.
     fn service(&mut self, end: f64) -> Result<(), SimError> {
-        if self.policy.wants_hint_faults() && end >= self.scan_next_ns {
-            self.scan_next_ns = end + self.cfg.scan.period_ms * 1e6;
-            let budget = ((self.cfg.scan.size_mb * 1048576.0) / self.p.page_bytes as f64) as u64;
-            let mut scanned = 0;
-            while scanned < budget.max(1) {
-                let page = self.scan_offset;
-                let h = self.mem.home[page as usize];
-                if h != UNPLACED && h & ARMED == 0 && self.policy.should_unmap(SPACE, page) {
-                    self.mem.home[page as usize] |= ARMED;
-                }
-                scanned += 1;
-                self.scan_offset += 1;
-                if self.scan_offset == self.p.total_pages {
-                    self.scan_offset = 0;
-                    self.scan_seq += 1;
-                    let ev = ScanEnd { space: SPACE, sequence: self.scan_seq, time_ns: end as u64 };
-                    self.with_policy(|p, view, out| p.on_scan_end(&ev, view, out));
-                    break;
-                }
-            }
-        }
         if end >= self.tick_next_ns {
             let n = self.n;
             let tick = Tick {
@@ -859,5 +849,17 @@ impl<'a> Engine<'a> {
             replica_collapses: self.replica_collapses,
             refused_decisions: self.refused,
         }
+    }
+}
+
+impl Engine<'_> {
+    pub(crate) fn thread_alive(&self, t: ThreadId) -> bool {
+        self.threads[t as usize].state != State::Done
+    }
+    pub(crate) fn thread_runtime_ns(&self, t: ThreadId) -> u64 {
+        self.threads[t as usize].busy_ns as u64
+    }
+    pub(crate) fn task_states(&self) -> &[TaskState] {
+        &self.states
     }
 }

@@ -9,38 +9,82 @@ use numalab_core::{CpuId, NodeId};
 use rand::Rng;
 use serde::Serialize;
 
-/// Why a thread changed CPU.
+pub use numalab_policy::MoveCause as Cause;
+use numalab_policy::Refusal;
+
+/// What a workload thread is doing, as the engine tells the scheduler at each epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// A CPU that went idle pulled it (newidle balancing).
-    IdleBalance,
-    /// Periodic balancing between nodes or CPUs.
-    LoadBalance,
-    /// The placement policy asked for it.
-    Policy,
+pub enum TaskState {
+    /// Has work: it runs or waits in its CPU's run queue.
+    Runnable,
+    /// Waits at a barrier but busy-waits (an OpenMP runtime spins before it sleeps): it holds
+    /// its CPU, cannot be pulled, and its CPU is not idle.
+    Spinning,
+    /// Waits at a barrier asleep: its CPU is free; it is woken (and placed) at the release.
+    Sleeping,
+    Done,
 }
 
-/// Thread migrations by cause, split into moves within a node and across nodes.
+impl TaskState {
+    /// Occupies its CPU (counts in `nr_running`).
+    pub fn on_cpu(self) -> bool {
+        matches!(self, TaskState::Runnable | TaskState::Spinning)
+    }
+}
+
+/// Moves of one cause, within a node and across nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct MigrationCounts {
-    pub idle_balance: u64,
-    pub load_balance: u64,
-    pub policy: u64,
-    /// Of all the above, those that crossed nodes.
+pub struct CauseCount {
+    pub in_node: u64,
     pub cross_node: u64,
 }
 
+/// Thread migrations by cause (metric `thread_migrations_by_cause`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MigrationCounts {
+    pub idle_balance: CauseCount,
+    pub load_balance: CauseCount,
+    pub wakeup: CauseCount,
+    pub numa_move: CauseCount,
+    pub numa_swap: CauseCount,
+    pub policy: CauseCount,
+}
+
 impl MigrationCounts {
-    pub fn total(&self) -> u64 {
-        self.idle_balance + self.load_balance + self.policy
-    }
-    fn count(&mut self, cause: Cause, cross: bool) {
+    pub fn of(&self, cause: Cause) -> CauseCount {
         match cause {
-            Cause::IdleBalance => self.idle_balance += 1,
-            Cause::LoadBalance => self.load_balance += 1,
-            Cause::Policy => self.policy += 1,
+            Cause::IdleBalance => self.idle_balance,
+            Cause::LoadBalance => self.load_balance,
+            Cause::Wakeup => self.wakeup,
+            Cause::NumaMove => self.numa_move,
+            Cause::NumaSwap => self.numa_swap,
+            Cause::Policy => self.policy,
         }
-        self.cross_node += u64::from(cross);
+    }
+    fn slot(&mut self, cause: Cause) -> &mut CauseCount {
+        match cause {
+            Cause::IdleBalance => &mut self.idle_balance,
+            Cause::LoadBalance => &mut self.load_balance,
+            Cause::Wakeup => &mut self.wakeup,
+            Cause::NumaMove => &mut self.numa_move,
+            Cause::NumaSwap => &mut self.numa_swap,
+            Cause::Policy => &mut self.policy,
+        }
+    }
+    /// Every CPU change (Linux's `se.nr_migrations`).
+    pub fn total(&self) -> u64 {
+        Cause::ALL.iter().map(|&c| self.of(c).in_node + self.of(c).cross_node).sum()
+    }
+    pub fn cross_node(&self) -> u64 {
+        Cause::ALL.iter().map(|&c| self.of(c).cross_node).sum()
+    }
+    pub fn count(&mut self, cause: Cause, cross: bool) {
+        let c = self.slot(cause);
+        if cross {
+            c.cross_node += 1;
+        } else {
+            c.in_node += 1;
+        }
     }
 }
 
@@ -58,6 +102,8 @@ pub struct Move {
     pub from: CpuId,
     pub to: CpuId,
     pub cross_node: bool,
+    pub cause: Cause,
+    pub at_ns: f64,
 }
 
 pub struct Scheduler {
@@ -74,6 +120,7 @@ pub struct Scheduler {
     pub migrations: MigrationCounts,
     /// Scratch: runnable threads per CPU.
     load: Vec<u32>,
+    preferred: Vec<Option<NodeId>>,
 }
 
 impl Scheduler {
@@ -87,6 +134,7 @@ impl Scheduler {
     ) -> Scheduler {
         let nodes = node_of_cpu.iter().map(|&n| n as usize + 1).max().unwrap_or(1);
         let cpus = node_of_cpu.len();
+        let threads = initial.len();
         let mut s = Scheduler {
             next_balance_ns: cfg.balance_interval_ms * 1e6,
             cfg,
@@ -100,6 +148,7 @@ impl Scheduler {
             rng,
             migrations: MigrationCounts::default(),
             load: vec![0; cpus],
+            preferred: vec![None; threads],
         };
         s.next_noise_ns = s.draw_interarrival();
         s
@@ -118,10 +167,10 @@ impl Scheduler {
         self.node_of_cpu[self.cpu_of[t as usize] as usize]
     }
 
-    fn recount(&mut self, runnable: &[bool]) {
+    fn recount(&mut self, states: &[TaskState]) {
         self.load.iter_mut().for_each(|l| *l = 0);
-        for (t, &r) in runnable.iter().enumerate() {
-            if r {
+        for (t, st) in states.iter().enumerate() {
+            if st.on_cpu() {
                 self.load[self.cpu_of[t] as usize] += 1;
             }
         }
@@ -133,10 +182,10 @@ impl Scheduler {
 
     /// Advance to the epoch `[start, end)`: start background tasks, balance load. Returns the
     /// moves made; `share` receives each thread's CPU share for the epoch.
-    pub fn epoch(&mut self, start: f64, end: f64, runnable: &[bool], share: &mut [f64], moves: &mut Vec<Move>) {
+    pub fn epoch(&mut self, start: f64, end: f64, states: &[TaskState], share: &mut [f64], moves: &mut Vec<Move>) {
         moves.clear();
         self.noise.retain(|n| n.end_ns > start);
-        self.recount(runnable);
+        self.recount(states);
         // New background tasks; one waking on a busy CPU goes to an idle CPU of the same node
         // if there is one (Linux wakes tasks on idle siblings).
         while self.next_noise_ns < end {
@@ -155,15 +204,15 @@ impl Scheduler {
         }
         if !self.pinned {
             if self.cfg.idle_balance {
-                self.idle_balance(runnable, start, moves);
+                self.idle_balance(states, start, moves);
             }
             if start >= self.next_balance_ns {
                 self.next_balance_ns = start + self.cfg.balance_interval_ms * 1e6;
-                self.periodic_balance(runnable, start, moves);
+                self.periodic_balance(states, start, moves);
             }
         }
         // Shares: time-slice with the other runnable threads and the noise on the CPU.
-        self.recount(runnable);
+        self.recount(states);
         let len = end - start;
         let mut noise_frac = vec![0.0f64; self.node_of_cpu.len()];
         for n in &self.noise {
@@ -176,7 +225,7 @@ impl Scheduler {
         // shares its CPU like a runnable thread, so it gets the share it would have.
         for (t, s) in share.iter_mut().enumerate() {
             let cpu = self.cpu_of[t] as usize;
-            let k = (self.load[cpu] + u32::from(!runnable[t])) as f64;
+            let k = (self.load[cpu] + u32::from(!states[t].on_cpu())) as f64;
             let o = noise_frac[cpu];
             *s = (1.0 - o) / k + o / (k + 1.0);
         }
@@ -207,21 +256,21 @@ impl Scheduler {
 
     /// A queued (not running) thread of `cpu`: with two tasks on a CPU one waits, and Linux
     /// migrates only waiting tasks. The highest-numbered thread is taken [ours].
-    fn movable_thread(&self, cpu: usize, runnable: &[bool]) -> Option<u32> {
-        (0..self.cpu_of.len()).rev().find(|&t| runnable[t] && self.cpu_of[t] as usize == cpu).map(|t| t as u32)
+    fn movable_thread(&self, cpu: usize, states: &[TaskState]) -> Option<u32> {
+        (0..self.cpu_of.len()).rev().find(|&t| states[t] == TaskState::Runnable && self.cpu_of[t] as usize == cpu).map(|t| t as u32)
     }
 
-    fn do_move(&mut self, t: u32, to: usize, cause: Cause, moves: &mut Vec<Move>) {
+    fn do_move(&mut self, t: u32, to: usize, cause: Cause, at: f64, moves: &mut Vec<Move>) {
         let from = self.cpu_of[t as usize] as usize;
         let cross = self.node_of_cpu[from] != self.node_of_cpu[to];
         self.cpu_of[t as usize] = to as CpuId;
         self.load[from] -= 1;
         self.load[to] += 1;
         self.migrations.count(cause, cross);
-        moves.push(Move { thread: t, from: from as CpuId, to: to as CpuId, cross_node: cross });
+        moves.push(Move { thread: t, from: from as CpuId, to: to as CpuId, cross_node: cross, cause, at_ns: at });
     }
 
-    fn idle_balance(&mut self, runnable: &[bool], at: f64, moves: &mut Vec<Move>) {
+    fn idle_balance(&mut self, states: &[TaskState], at: f64, moves: &mut Vec<Move>) {
         let cpus = self.node_of_cpu.len();
         for idle in 0..cpus {
             if self.busy(idle, at) > 0 {
@@ -243,14 +292,14 @@ impl Scheduler {
                     .max_by_key(|&c| (self.busy(c, at), std::cmp::Reverse(c)))
             });
             if let Some(src) = src {
-                if let Some(t) = self.movable_thread(src, runnable) {
-                    self.do_move(t, idle, Cause::IdleBalance, moves);
+                if let Some(t) = self.movable_thread(src, states) {
+                    self.do_move(t, idle, Cause::IdleBalance, at, moves);
                 }
             }
         }
     }
 
-    fn periodic_balance(&mut self, runnable: &[bool], at: f64, moves: &mut Vec<Move>) {
+    fn periodic_balance(&mut self, states: &[TaskState], at: f64, moves: &mut Vec<Move>) {
         let cpus = self.node_of_cpu.len();
         // Between nodes: busiest vs least loaded (per CPU), Linux's imbalance_pct rule.
         let loads: Vec<(u32, u32)> = (0..self.nodes).map(|n| self.node_load(n, at)).collect();
@@ -267,8 +316,8 @@ impl Scheduler {
                 let dst = (0..cpus).filter(|&c| self.node_of_cpu[c] as usize == idlest).min_by_key(|&c| (self.busy(c, at), c));
                 if let (Some(src), Some(dst)) = (src, dst) {
                     if self.busy(dst, at) + 1 < self.busy(src, at) {
-                        if let Some(t) = self.movable_thread(src, runnable) {
-                            self.do_move(t, dst, Cause::LoadBalance, moves);
+                        if let Some(t) = self.movable_thread(src, states) {
+                            self.do_move(t, dst, Cause::LoadBalance, at, moves);
                         }
                     }
                 }
@@ -279,41 +328,112 @@ impl Scheduler {
             while self.load[src] >= 2 {
                 let node = self.node_of_cpu[src];
                 let Some(dst) = (0..cpus).find(|&c| self.node_of_cpu[c] == node && self.busy(c, at) == 0) else { break };
-                let Some(t) = self.movable_thread(src, runnable) else { break };
-                self.do_move(t, dst, Cause::LoadBalance, moves);
+                let Some(t) = self.movable_thread(src, states) else { break };
+                self.do_move(t, dst, Cause::LoadBalance, at, moves);
             }
         }
     }
 
-    /// Move a thread to the least busy CPU of `node` (a policy decision).
-    pub fn move_to_node(&mut self, t: u32, node: NodeId, runnable: &[bool], at: f64) -> Option<Move> {
+    /// A sleeping thread wakes at `at` (a barrier released). The skeleton keeps it on its CPU;
+    /// `select_idle_sibling` placement is part of the faithful scheduler.
+    pub fn wake(&mut self, _t: u32, _at: f64, _states: &[TaskState], _moves: &mut Vec<Move>) {}
+
+    /// Move a thread to `cpu` (which must be on `node`) or to the least busy CPU of `node`
+    /// (a policy decision).
+    pub fn move_thread(
+        &mut self,
+        t: u32,
+        node: NodeId,
+        cpu: Option<CpuId>,
+        cause: Cause,
+        states: &[TaskState],
+        at: f64,
+    ) -> Result<Move, Refusal> {
         if self.pinned {
-            return None;
+            return Err(Refusal::Pinned);
         }
-        self.recount(runnable);
+        if t as usize >= self.cpu_of.len() || node as usize >= self.nodes {
+            return Err(Refusal::NoSuchTarget);
+        }
+        self.recount(states);
         let cpus = self.node_of_cpu.len();
-        let dst = (0..cpus).filter(|&c| self.node_of_cpu[c] == node).min_by_key(|&c| (self.busy(c, at), c))?;
+        let dst = match cpu {
+            Some(c) if (c as usize) < cpus && self.node_of_cpu[c as usize] == node => c as usize,
+            Some(_) => return Err(Refusal::NoSuchTarget),
+            None => {
+                (0..cpus).filter(|&c| self.node_of_cpu[c] == node).min_by_key(|&c| (self.busy(c, at), c)).ok_or(Refusal::NoSuchTarget)?
+            }
+        };
         if dst == self.cpu_of[t as usize] as usize {
-            return None;
+            return Err(Refusal::AlreadyThere);
         }
         let from = self.cpu_of[t as usize];
         let cross = self.node_of_cpu[from as usize] != node;
         self.cpu_of[t as usize] = dst as CpuId;
-        self.migrations.count(Cause::Policy, cross);
-        Some(Move { thread: t, from, to: dst as CpuId, cross_node: cross })
+        self.migrations.count(cause, cross);
+        Ok(Move { thread: t, from, to: dst as CpuId, cross_node: cross, cause, at_ns: at })
     }
 
     /// Exchange the CPUs of two threads (a policy decision).
-    pub fn swap(&mut self, a: u32, b: u32) -> Option<(Move, Move)> {
-        if self.pinned || a == b {
-            return None;
+    pub fn swap(&mut self, a: u32, b: u32, cause: Cause, at: f64) -> Result<(Move, Move), Refusal> {
+        if self.pinned {
+            return Err(Refusal::Pinned);
+        }
+        if a as usize >= self.cpu_of.len() || b as usize >= self.cpu_of.len() {
+            return Err(Refusal::NoSuchTarget);
         }
         let (ca, cb) = (self.cpu_of[a as usize], self.cpu_of[b as usize]);
+        if a == b || ca == cb {
+            return Err(Refusal::AlreadyThere);
+        }
         let cross = self.node_of_cpu[ca as usize] != self.node_of_cpu[cb as usize];
         self.cpu_of.swap(a as usize, b as usize);
-        self.migrations.count(Cause::Policy, cross);
-        self.migrations.count(Cause::Policy, cross);
-        Some((Move { thread: a, from: ca, to: cb, cross_node: cross }, Move { thread: b, from: cb, to: ca, cross_node: cross }))
+        self.migrations.count(cause, cross);
+        self.migrations.count(cause, cross);
+        Ok((
+            Move { thread: a, from: ca, to: cb, cross_node: cross, cause, at_ns: at },
+            Move { thread: b, from: cb, to: ca, cross_node: cross, cause, at_ns: at },
+        ))
+    }
+
+    /// The node the balancer should keep `t` on (`numa_preferred_nid`).
+    pub fn set_preferred(&mut self, t: u32, node: Option<NodeId>) {
+        self.preferred[t as usize] = node;
+    }
+
+    pub fn preferred(&self, t: u32) -> Option<NodeId> {
+        self.preferred[t as usize]
+    }
+
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    pub fn cpu_count(&self) -> usize {
+        self.node_of_cpu.len()
+    }
+
+    pub fn node_of_cpu(&self, cpu: CpuId) -> NodeId {
+        self.node_of_cpu[cpu as usize]
+    }
+
+    pub fn node_cpu_count(&self, node: NodeId) -> u32 {
+        self.node_of_cpu.iter().filter(|&&n| n == node).count() as u32
+    }
+
+    /// Tasks on the node's CPUs at `at` (workload threads on a CPU and background tasks), as
+    /// of the last epoch's states.
+    pub fn nr_running(&self, node: NodeId, at: f64) -> u32 {
+        (0..self.node_of_cpu.len()).filter(|&c| self.node_of_cpu[c] == node).map(|c| self.busy(c, at)).sum()
+    }
+
+    /// The workload thread current on `cpu` (the lowest-numbered one on it) [ours].
+    pub fn current_thread(&self, cpu: CpuId, states: &[TaskState]) -> Option<u32> {
+        (0..self.cpu_of.len()).find(|&t| states[t].on_cpu() && self.cpu_of[t] == cpu).map(|t| t as u32)
+    }
+
+    pub fn cpu_idle(&self, cpu: CpuId, at: f64) -> bool {
+        self.busy(cpu as usize, at) == 0
     }
 }
 
@@ -335,10 +455,10 @@ mod tests {
         let mut s = sched(quiet(), vec![0, 0, 2, 3]);
         let mut share = vec![0.0; 4];
         let mut moves = Vec::new();
-        s.epoch(0.0, 1000.0, &[true; 4], &mut share, &mut moves);
-        assert_eq!(moves, vec![Move { thread: 1, from: 0, to: 1, cross_node: false }]);
+        s.epoch(0.0, 1000.0, &[TaskState::Runnable; 4], &mut share, &mut moves);
+        assert_eq!(moves, vec![Move { thread: 1, from: 0, to: 1, cross_node: false, cause: Cause::IdleBalance, at_ns: 0.0 }]);
         assert_eq!(share, vec![1.0; 4]);
-        assert_eq!(s.migrations.idle_balance, 1);
+        assert_eq!(s.migrations.idle_balance.in_node, 1);
     }
 
     #[test]
@@ -347,13 +467,13 @@ mod tests {
         let mut s = sched(quiet(), vec![0, 0, 1, 2]);
         let mut share = vec![0.0; 4];
         let mut moves = Vec::new();
-        s.epoch(0.0, 1000.0, &[true; 4], &mut share, &mut moves);
+        s.epoch(0.0, 1000.0, &[TaskState::Runnable; 4], &mut share, &mut moves);
         assert_eq!(moves.len(), 1);
         assert!(moves[0].cross_node);
         assert_eq!(moves[0].to, 3);
         // Blocked threads free their CPUs: nothing to balance.
         let mut s = sched(quiet(), vec![0, 0, 2, 3]);
-        s.epoch(0.0, 1000.0, &[true, false, true, true], &mut share, &mut moves);
+        s.epoch(0.0, 1000.0, &[TaskState::Runnable, TaskState::Sleeping, TaskState::Runnable, TaskState::Runnable], &mut share, &mut moves);
         assert!(moves.is_empty());
         assert_eq!(share[1], 0.5, "released mid-epoch, a blocked thread would share CPU 0 with thread 0");
     }
@@ -363,7 +483,7 @@ mod tests {
         let mut s = Scheduler::new(quiet(), vec![0, 0, 1, 1], vec![0, 1, 2, 3], vec![0, 0], true, numalab_core::rng::stream(1, "t", 0));
         let mut share = vec![0.0; 2];
         let mut moves = Vec::new();
-        s.epoch(0.0, 1000.0, &[true, true], &mut share, &mut moves);
+        s.epoch(0.0, 1000.0, &[TaskState::Runnable; 2], &mut share, &mut moves);
         assert!(moves.is_empty());
         assert_eq!(share, vec![0.5, 0.5]);
     }
@@ -377,7 +497,7 @@ mod tests {
             let mut moves = Vec::new();
             let mut total = 0.0;
             for e in 0..100 {
-                s.epoch(e as f64 * 1e4, (e + 1) as f64 * 1e4, &[true; 4], &mut share, &mut moves);
+                s.epoch(e as f64 * 1e4, (e + 1) as f64 * 1e4, &[TaskState::Runnable; 4], &mut share, &mut moves);
                 total += share.iter().sum::<f64>();
             }
             total

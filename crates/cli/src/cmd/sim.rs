@@ -70,7 +70,7 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
             fmt_opt(r.interconnect_load, 1),
             r.first_touch_faults.to_string(),
             r.thread_migrations.to_string(),
-            r.thread_migrations_by_cause.cross_node.to_string(),
+            r.thread_migrations_by_cause.cross_node().to_string(),
         ]);
     }
     let e = &s.exec_time_s;
