@@ -89,6 +89,11 @@ pub struct SchedConfig {
     pub idle_balance: bool,
     /// Cache refill paid by a thread moved within its node, as a share of the cross-node cost [A].
     pub intra_node_refill_share: f64,
+    /// Scheduler tick rate, Hz (Linux CONFIG_HZ; Debian's kernels use 250).
+    pub tick_hz: f64,
+    /// How long a thread waiting at a barrier busy-waits before it sleeps, microseconds (the
+    /// OpenMP runtime's spin; libgomp's GOMP_SPINCOUNT) [A].
+    pub barrier_spin_us: f64,
 }
 
 impl Default for SchedConfig {
@@ -100,6 +105,8 @@ impl Default for SchedConfig {
             imbalance_pct: 117,
             idle_balance: true,
             intra_node_refill_share: 0.25,
+            tick_hz: 250.0,
+            barrier_spin_us: 300.0,
         }
     }
 }

@@ -102,12 +102,14 @@ pub struct Engine<'a> {
 
 const SPACE: SpaceId = 0;
 
-/// What the scheduler is told about a thread for the epoch ending at `end`.
-fn task_state(th: &Thread, end: f64) -> TaskState {
+/// What the scheduler is told about a thread at `at`: a waiter spins for `spin_ns` after it
+/// arrived (its clock stopped at the arrival), then sleeps (docs/simulator.md, "Barriers").
+fn task_state(th: &Thread, at: f64, spin_ns: f64) -> TaskState {
     match th.state {
-        State::Run if th.clock < end => TaskState::Runnable,
+        State::Run => TaskState::Runnable,
         State::Done => TaskState::Done,
-        _ => TaskState::Sleeping,
+        State::Barrier(_) | State::P2pWait if at < th.clock + spin_ns => TaskState::Spinning,
+        State::Barrier(_) | State::P2pWait => TaskState::Sleeping,
     }
 }
 
@@ -278,8 +280,9 @@ impl<'a> Engine<'a> {
         loop {
             let start = self.now;
             let end = start + epoch;
+            let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
             for (t, th) in self.threads.iter().enumerate() {
-                self.states[t] = task_state(th, end);
+                self.states[t] = task_state(th, start, spin_ns);
             }
             self.sched.epoch(start, end, &self.states, &mut self.share, &mut self.moves);
             self.charge_moves();
@@ -299,8 +302,15 @@ impl<'a> Engine<'a> {
     }
 
     fn charge_moves(&mut self) {
+        let moves = std::mem::take(&mut self.moves);
+        self.charge(&moves);
+        self.moves = moves;
+    }
+
+    /// Cache refill after a change of CPU, charged to the moved thread.
+    fn charge(&mut self, moves: &[Move]) {
         let refill = self.m.os_costs.thread_migration_refill_ns;
-        for mv in &self.moves {
+        for mv in moves {
             let th = &mut self.threads[mv.thread as usize];
             th.clock += if mv.cross_node { refill } else { refill * self.cfg.sched.intra_node_refill_share };
         }
@@ -370,8 +380,11 @@ impl<'a> Engine<'a> {
             }
             if self.release_barrier() {
                 // A new phase starts mid-epoch: its threads load memory from now on.
+                let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
                 for (t, th) in self.threads.iter().enumerate() {
-                    self.states[t] = task_state(th, end);
+                    if th.state != State::Run {
+                        self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
+                    }
                 }
                 self.update_costs();
                 progressed = true;
@@ -399,11 +412,22 @@ impl<'a> Engine<'a> {
             }
             let Some(s) = step.filter(|_| all_in) else { continue };
             let release = threads.clone().map(|t| self.threads[t as usize].clock).fold(0.0, f64::max);
+            let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
             for t in threads {
                 let t = t as usize;
                 if self.threads[t].state == State::Barrier(s) {
+                    // A waiter still spinning continues in place; one asleep is woken, and the
+                    // scheduler may place it on another CPU.
+                    let asleep = task_state(&self.threads[t], release, spin_ns) == TaskState::Sleeping;
                     self.threads[t].clock = release;
                     self.advance(t, s + 1);
+                    if asleep {
+                        self.states[t] = TaskState::Runnable;
+                        let mut woke = Vec::new();
+                        self.sched.wake(t as ThreadId, release, &self.states, &mut woke);
+                        self.charge(&woke);
+                        self.moves.extend(woke);
+                    }
                 }
             }
             released = true;
