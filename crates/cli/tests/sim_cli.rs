@@ -275,7 +275,7 @@ const RUN_FIELDS: [&str; 10] = [
 #[test]
 fn sim_json_carries_schema_config_runs_and_summary() {
     let doc = json_of(&[&["sim", "--seed", "7"][..], &SMALL].concat());
-    assert_eq!(doc["schema"], "numalab.sim/1");
+    assert_eq!(doc["schema"], "numalab.sim/2");
     assert_eq!(doc["seed"], 7);
     assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
 
@@ -395,7 +395,7 @@ fn sim_table_and_csv_have_the_header_and_one_row_per_run() {
 fn default_format_is_json_when_piped() {
     let text = stdout_of(&[&["sim"][..], &SMALL].concat());
     let doc: Value = serde_json::from_str(&text).expect("JSON by default on a pipe");
-    assert_eq!(doc["schema"], "numalab.sim/1");
+    assert_eq!(doc["schema"], "numalab.sim/2");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -404,7 +404,7 @@ fn default_format_is_json_when_piped() {
 #[test]
 fn compare_json_has_one_sim_result_per_policy_in_order() {
     let doc = json_of(&[&["compare", "--policies", "round-4k,first-touch,round-1g"][..], &SMALL].concat());
-    assert_eq!(doc["schema"], "numalab.compare/1");
+    assert_eq!(doc["schema"], "numalab.compare/2");
     assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(doc["seed"], 1);
     assert_eq!(doc["baseline"], "round-4k");
@@ -416,7 +416,7 @@ fn compare_json_has_one_sim_result_per_policy_in_order() {
     assert_eq!(f(&norm[0]), 1.0, "the baseline normalises to exactly 1");
     let base = f(&results[0]["summary"]["exec_time_s"]["mean"]);
     for (r, n) in results.iter().zip(norm) {
-        assert_eq!(r["schema"], "numalab.sim/1");
+        assert_eq!(r["schema"], "numalab.sim/2");
         assert_eq!(r["runs"].as_array().unwrap().len(), 2);
         // (Within an ulp or two: serde_json's default float parser is not exactly round-trip.)
         let want = f(&r["summary"]["exec_time_s"]["mean"]) / base;
@@ -545,7 +545,7 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
         numalab().args([&["sim", "--out", p.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("").stderr("");
     }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(doc["schema"], "numalab.sim/1");
+    assert_eq!(doc["schema"], "numalab.sim/2");
     assert_eq!(doc, json_of(&[&["sim"][..], &SMALL].concat()));
 
     let rows = parse_csv(&std::fs::read_to_string(&csv_path).unwrap());
@@ -569,7 +569,7 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
         .success()
         .stdout("");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    assert_eq!(doc["schema"], "numalab.compare/1");
+    assert_eq!(doc["schema"], "numalab.compare/2");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -16,13 +16,21 @@ pub struct PolicyEnv {
     pub allowed: Vec<NodeId>,
     /// Base page size in bytes.
     pub page_bytes: u64,
+    /// The run's seed: a policy that draws random numbers derives its own stream from it
+    /// (`numalab_core::rng::stream(seed, "policy.NAME", 0)`).
+    pub seed: u64,
 }
 
 impl PolicyEnv {
     pub fn new(machine: Arc<Machine>) -> PolicyEnv {
         let allowed = machine.memory_nodes();
         let page_bytes = machine.base_page_bytes();
-        PolicyEnv { machine, allowed, page_bytes }
+        PolicyEnv { machine, allowed, page_bytes, seed: 0 }
+    }
+
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 }
 

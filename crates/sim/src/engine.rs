@@ -3,21 +3,29 @@
 //! every running thread issues accesses until its clock passes the epoch's end or it blocks
 //! at a barrier. Threads run one after another in id order; the result depends only on the
 //! seed.
+//!
+//! [`World`] is the simulated machine and program; the policy lives in the [`Driver`], which
+//! calls it with a view of the world and carries out its decisions (docs/simulator.md).
 
 use crate::config::SimConfig;
 use crate::contention::{Contention, Demand};
+use crate::driver::{Driver, FollowUp};
 use crate::hot::{kind_index, Hot};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
-use crate::metrics::{node_imbalance, BusySummary, RunMetrics};
+use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
+use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
-use crate::view::{Nop, View};
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{Machine, NodeId, ThreadId};
-use numalab_policy::{AddressSpaceInfo, Decision, DynPolicy, HintFault, PlaceRequest, SpaceId, Tick};
+use numalab_policy::{
+    AddressSpaceInfo, Decision, EventRef, HintFault, MoveCause, Outcome, PlaceRequest, Refusal, ScanStepDone, SpaceId, TaskTick,
+    ThreadMigrated, Tick,
+};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -39,6 +47,8 @@ struct Thread {
     epilogue_idx: usize,
     clock: f64,
     busy_ns: f64,
+    /// CPU time spent busy-waiting at barriers (counts as run time, like Linux's).
+    spin_ns: f64,
     state: State,
     // p2p: references issued in this step, index of the next stage to start, its boundary.
     issued: u64,
@@ -56,13 +66,30 @@ struct Thread {
     write_frac: f64,
 }
 
-pub struct Engine<'a> {
+/// An address space: a process of the program (a mix has one per instance). Its pages are the
+/// contiguous global range `first_page..first_page + pages`; policies see them as `0..pages`.
+#[derive(Clone, Debug)]
+pub(crate) struct Space {
+    pub first_page: u64,
+    pub pages: u64,
+    pub threads: std::ops::Range<ThreadId>,
+}
+
+/// Where a space's hinting scanner resumes, and how many passes it completed.
+#[derive(Clone, Copy, Debug, Default)]
+struct ScanCursor {
+    offset: u64,
+    sequence: u64,
+}
+
+/// The simulated machine and program: everything a policy may look at, nothing of the policy.
+pub(crate) struct World<'a> {
     m: &'a Machine,
     pub(crate) p: &'a Program,
     cfg: &'a SimConfig,
-    policy: Box<dyn DynPolicy>,
     pub(crate) mem: Memory,
     pub(crate) sched: Scheduler,
+    pub(crate) spaces: Vec<Space>,
     cont: Contention,
     threads: Vec<Thread>,
     n: usize,
@@ -82,16 +109,13 @@ pub struct Engine<'a> {
     interval_start: f64,
     interval_maxima: Vec<(f64, f64)>,
     link_capacity: Vec<f64>,
-    first_touch_faults: u64,
-    hint_faults: u64,
-    page_migrations: u64,
-    tlb_shootdowns: u64,
-    replications: u64,
-    replica_collapses: u64,
-    refused: u64,
-    decisions: Vec<Decision>,
-    // scanner and ticks
+    pub(crate) counters: Counters,
+    pingpong: PingPong,
+    // scanner, ticks and follow-up events
+    scan: Vec<ScanCursor>,
+    pub(crate) follow_ups: VecDeque<FollowUp>,
     tick_next_ns: f64,
+    task_tick_next_ns: f64,
     tick_matrix: Vec<u64>,
     tick_start: f64,
     states: Vec<TaskState>,
@@ -100,7 +124,11 @@ pub struct Engine<'a> {
     demands: Vec<Demand>,
 }
 
-const SPACE: SpaceId = 0;
+/// A run: the world and the driver of its policy.
+pub struct Engine<'a, 'l> {
+    w: World<'a>,
+    drv: Driver<'l>,
+}
 
 /// What the scheduler is told about a thread at `at`: a waiter spins for `spin_ns` after it
 /// arrived (its clock stopped at the arrival), then sleeps (docs/simulator.md, "Barriers").
@@ -113,14 +141,23 @@ fn task_state(th: &Thread, at: f64, spin_ns: f64) -> TaskState {
     }
 }
 
-impl<'a> Engine<'a> {
-    pub fn new(
-        m: &'a Machine,
-        p: &'a Program,
-        cfg: &'a SimConfig,
-        mut policy: Box<dyn DynPolicy>,
-        seed: u64,
-    ) -> Result<Engine<'a>, SimError> {
+/// The address spaces of a program: one per process.
+fn spaces_of(p: &Program) -> Vec<Space> {
+    if p.members.is_empty() {
+        return vec![Space { first_page: 0, pages: p.total_pages, threads: 0..p.threads }];
+    }
+    p.members
+        .iter()
+        .map(|m| Space {
+            first_page: m.first_page,
+            pages: m.program.total_pages,
+            threads: m.first_thread..m.first_thread + m.program.threads,
+        })
+        .collect()
+}
+
+impl<'a, 'l> Engine<'a, 'l> {
+    pub fn new(m: &'a Machine, p: &'a Program, cfg: &'a SimConfig, drv: Driver<'l>, seed: u64) -> Result<Engine<'a, 'l>, SimError> {
         let n = m.node_count();
         if n > MAX_NODES {
             return Err(SimError::Machine(format!("{n} nodes: the simulator supports at most {MAX_NODES}")));
@@ -153,11 +190,24 @@ impl<'a> Engine<'a> {
                 mem.place(r.first_page + i, node);
             }
         }
-        // Eager layouts (round-1g) cover every page not placed by a home rule.
-        let info = AddressSpaceInfo { space: SPACE, pages: p.total_pages, threads: p.threads };
-        if let Some(extents) = policy.layout(&info, &mem).map_err(|e| SimError::Policy(e.to_string()))? {
+        let spaces = spaces_of(p);
+        let mut drv = drv;
+        // Eager layouts (round-1g) cover every page of a space not placed by a home rule.
+        for (s, sp) in spaces.iter().enumerate() {
+            let info = AddressSpaceInfo { space: s as SpaceId, pages: sp.pages, threads: sp.threads.len() as u32 };
+            let Some(extents) = drv.policy_mut().layout(&info, &mem).map_err(|e| SimError::Policy(e.to_string()))? else { continue };
             for e in extents {
-                for pg in e.first_page..e.first_page + e.pages {
+                if e.first_page.checked_add(e.pages).is_none_or(|end| end > sp.pages) || e.node as usize >= n {
+                    return Err(SimError::Policy(format!(
+                        "policy '{}' laid out pages {}..+{} on node {} outside space {s} ({} pages)",
+                        drv.policy_name(),
+                        e.first_page,
+                        e.pages,
+                        e.node,
+                        sp.pages
+                    )));
+                }
+                for pg in sp.first_page + e.first_page..sp.first_page + e.first_page + e.pages {
                     if mem.home[pg as usize] == UNPLACED {
                         if mem.free[e.node as usize] == 0 {
                             return Err(SimError::OutOfMemory { page: pg });
@@ -191,6 +241,7 @@ impl<'a> Engine<'a> {
                     epilogue_idx: 0,
                     clock: 0.0,
                     busy_ns: 0.0,
+                    spin_ns: 0.0,
                     state: State::Run,
                     issued: 0,
                     total: 0,
@@ -212,13 +263,14 @@ impl<'a> Engine<'a> {
         let links = cont.links();
         let link_capacity = ic.links.iter().map(|l| l.capacity_gbps).collect();
         let eff = cfg.memory.random_efficiency;
-        let mut e = Engine {
+        let mut w = World {
             m,
             p,
             cfg,
-            policy,
             mem,
             sched,
+            scan: vec![ScanCursor::default(); spaces.len()],
+            spaces,
             cont,
             threads,
             n,
@@ -236,15 +288,11 @@ impl<'a> Engine<'a> {
             interval_start: 0.0,
             interval_maxima: Vec::new(),
             link_capacity,
-            first_touch_faults: 0,
-            hint_faults: 0,
-            page_migrations: 0,
-            tlb_shootdowns: 0,
-            replications: 0,
-            replica_collapses: 0,
-            refused: 0,
-            decisions: Vec::new(),
+            counters: Counters::default(),
+            pingpong: PingPong::new(p.threads as usize),
+            follow_ups: VecDeque::new(),
             tick_next_ns: cfg.tick_ms * 1e6,
+            task_tick_next_ns: 1e9 / cfg.sched.tick_hz,
             tick_matrix: vec![0; n * n],
             tick_start: 0.0,
             states: vec![TaskState::Runnable; p.threads as usize],
@@ -253,11 +301,45 @@ impl<'a> Engine<'a> {
             demands: vec![Demand::default(); p.threads as usize],
         };
         for t in 0..p.threads {
-            e.load_step(t as usize);
+            w.load_step(t as usize);
         }
-        Ok(e)
+        Ok(Engine { w, drv })
     }
 
+    /// Run to completion.
+    pub fn run(self, seed: u64) -> Result<RunMetrics, SimError> {
+        let Engine { mut w, mut drv } = self;
+        let epoch = w.cfg.epoch_us * 1e3;
+        let spin_ns = w.cfg.sched.barrier_spin_us * 1e3;
+        loop {
+            let start = w.now;
+            let end = start + epoch;
+            for (t, th) in w.threads.iter().enumerate() {
+                w.states[t] = task_state(th, start, spin_ns);
+            }
+            let mut moves = std::mem::take(&mut w.moves);
+            w.sched.epoch(start, end, &w.states, &mut w.share, &mut moves);
+            w.note_moves(&moves);
+            w.moves = moves;
+            drv.deliver_follow_ups(&mut w);
+            w.update_costs();
+            w.run_epoch(&mut drv, end)?;
+            w.close_epoch(end);
+            w.now = end;
+            w.service(&mut drv, end);
+            if w.threads.iter().all(|t| t.state == State::Done) {
+                break;
+            }
+            if !w.threads.iter().any(|t| matches!(t.state, State::Run | State::P2pWait)) {
+                return Err(SimError::Internal(format!("every thread is blocked at {} ns", w.now)));
+            }
+        }
+        drv.finish()?;
+        Ok(w.finish(seed))
+    }
+}
+
+impl World<'_> {
     fn load_step(&mut self, t: usize) {
         let th = &mut self.threads[t];
         th.work = self.p.work(th.step, t as u32, &mut th.rng);
@@ -274,46 +356,50 @@ impl<'a> Engine<'a> {
         };
     }
 
-    /// Run to completion.
-    pub fn run(mut self, seed: u64) -> Result<RunMetrics, SimError> {
-        let epoch = self.cfg.epoch_us * 1e3;
-        loop {
-            let start = self.now;
-            let end = start + epoch;
-            let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
-            for (t, th) in self.threads.iter().enumerate() {
-                self.states[t] = task_state(th, start, spin_ns);
-            }
-            self.sched.epoch(start, end, &self.states, &mut self.share, &mut self.moves);
-            self.charge_moves();
-            self.update_costs();
-            self.run_epoch(end)?;
-            self.close_epoch(end);
-            self.service(end)?;
-            self.now = end;
-            if self.threads.iter().all(|t| t.state == State::Done) {
-                break;
-            }
-            if !self.threads.iter().any(|t| matches!(t.state, State::Run | State::P2pWait)) {
-                return Err(SimError::Internal(format!("every thread is blocked at {} ns", self.now)));
-            }
-        }
-        Ok(self.finish(seed))
-    }
-
-    fn charge_moves(&mut self) {
-        let moves = std::mem::take(&mut self.moves);
-        self.charge(&moves);
-        self.moves = moves;
-    }
-
-    /// Cache refill after a change of CPU, charged to the moved thread.
-    fn charge(&mut self, moves: &[Move]) {
+    /// Charge cache refills, record ping-pong and queue `ThreadMigrated` for cross-node moves.
+    pub(crate) fn note_moves(&mut self, moves: &[Move]) {
         let refill = self.m.os_costs.thread_migration_refill_ns;
         for mv in moves {
-            let th = &mut self.threads[mv.thread as usize];
+            let t = mv.thread as usize;
+            let th = &mut self.threads[t];
             th.clock += if mv.cross_node { refill } else { refill * self.cfg.sched.intra_node_refill_share };
+            if mv.cross_node {
+                let (from, to) = (self.node_of_cpu[mv.from as usize], self.node_of_cpu[mv.to as usize]);
+                self.pingpong.record(t, from, to, mv.at_ns);
+                self.follow_ups.push_back(FollowUp::Migrated(ThreadMigrated {
+                    space: self.p.process_of(mv.thread) as SpaceId,
+                    thread: mv.thread,
+                    from_node: from,
+                    to_node: to,
+                    cause: mv.cause,
+                    time_ns: mv.at_ns as u64,
+                }));
+            }
         }
+    }
+
+    pub(crate) fn charge_thread(&mut self, t: usize, ns: f64) {
+        self.threads[t].clock += ns;
+        self.threads[t].busy_ns += ns;
+    }
+
+    /// Simulated time in `actor`'s context (its clock, or the epoch start if it is behind).
+    pub(crate) fn now_ns(&self, actor: usize) -> u64 {
+        self.threads.get(actor).map_or(self.now, |th| th.clock.max(self.now)) as u64
+    }
+
+    pub(crate) fn thread_alive(&self, t: ThreadId) -> bool {
+        self.threads[t as usize].state != State::Done
+    }
+
+    /// CPU time: busy time plus busy-waiting at barriers.
+    pub(crate) fn thread_runtime_ns(&self, t: ThreadId) -> u64 {
+        let th = &self.threads[t as usize];
+        (th.busy_ns + th.spin_ns) as u64
+    }
+
+    pub(crate) fn task_states(&self) -> &[TaskState] {
+        &self.states
     }
 
     /// Solve the contention model for the coming epoch and build each thread's cost table.
@@ -365,13 +451,13 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn run_epoch(&mut self, end: f64) -> Result<(), SimError> {
+    fn run_epoch(&mut self, drv: &mut Driver, end: f64) -> Result<(), SimError> {
         loop {
             let mut progressed = false;
             for t in 0..self.threads.len() {
                 match self.threads[t].state {
                     State::Run if self.threads[t].clock < end => {
-                        self.run_thread(t, end)?;
+                        self.run_thread(drv, t, end)?;
                         progressed = true;
                     }
                     State::P2pWait => progressed |= self.p2p_ready(t),
@@ -379,6 +465,7 @@ impl<'a> Engine<'a> {
                 }
             }
             if self.release_barrier() {
+                drv.deliver_follow_ups(self);
                 // A new phase starts mid-epoch: its threads load memory from now on.
                 let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
                 for (t, th) in self.threads.iter().enumerate() {
@@ -395,10 +482,10 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Release the barrier when every thread has arrived (or finished).
     /// Release each process's barrier when all its threads have arrived (or finished).
     fn release_barrier(&mut self) -> bool {
         let mut released = false;
+        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         for proc in 0..self.p.processes() {
             let threads = self.p.process_threads(proc);
             let mut step = None;
@@ -412,20 +499,21 @@ impl<'a> Engine<'a> {
             }
             let Some(s) = step.filter(|_| all_in) else { continue };
             let release = threads.clone().map(|t| self.threads[t as usize].clock).fold(0.0, f64::max);
-            let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
             for t in threads {
                 let t = t as usize;
                 if self.threads[t].state == State::Barrier(s) {
                     // A waiter still spinning continues in place; one asleep is woken, and the
                     // scheduler may place it on another CPU.
                     let asleep = task_state(&self.threads[t], release, spin_ns) == TaskState::Sleeping;
-                    self.threads[t].clock = release;
+                    let th = &mut self.threads[t];
+                    th.spin_ns += (release - th.clock).min(spin_ns);
+                    th.clock = release;
                     self.advance(t, s + 1);
                     if asleep {
                         self.states[t] = TaskState::Runnable;
                         let mut woke = Vec::new();
                         self.sched.wake(t as ThreadId, release, &self.states, &mut woke);
-                        self.charge(&woke);
+                        self.note_moves(&woke);
                         self.moves.extend(woke);
                     }
                 }
@@ -479,7 +567,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Issue thread t's accesses until its clock reaches `end` or it blocks.
-    fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+    fn run_thread(&mut self, drv: &mut Driver, t: usize, end: f64) -> Result<(), SimError> {
         let shift = self.p.line_shift();
         let n = self.n;
         let cpu = self.sched.cpu_of[t];
@@ -570,7 +658,11 @@ impl<'a> Engine<'a> {
             th.clock = clock;
             th.issued += issued;
             if let Some((page, write, kind)) = slow {
-                self.slow_access(t, cpu, cpu_node, page, write, kind)?;
+                self.slow_access(drv, t, cpu, cpu_node, page, write, kind)?;
+                // A decision may have moved the thread: later accesses count on its new node.
+                if self.sched.cpu_of[t] != cpu {
+                    return Ok(());
+                }
             }
             let th = &self.threads[t];
             if th.clock >= end {
@@ -580,49 +672,56 @@ impl<'a> Engine<'a> {
     }
 
     /// First touches, hinting faults and replicated pages.
-    fn slow_access(&mut self, t: usize, cpu: u32, cpu_node: NodeId, page: u64, write: bool, kind: AccessKind) -> Result<(), SimError> {
+    fn slow_access(
+        &mut self,
+        drv: &mut Driver,
+        t: usize,
+        cpu: u32,
+        cpu_node: NodeId,
+        page: u64,
+        write: bool,
+        kind: AccessKind,
+    ) -> Result<(), SimError> {
         let n = self.n;
         let costs = &self.m.os_costs;
+        let space = self.p.process_of(t as u32);
+        let local_page = page - self.spaces[space].first_page;
         let mut h = self.mem.home[page as usize];
         let mut extra = 0.0;
         if h == UNPLACED {
-            let req = PlaceRequest { space: self.p.process_of(t as u32) as SpaceId, thread: t as ThreadId, cpu, cpu_node, page };
-            let node = self.policy.place(&req, &self.mem).map_err(|_| SimError::OutOfMemory { page })?;
+            let req = PlaceRequest { space: space as SpaceId, thread: t as ThreadId, cpu, cpu_node, page: local_page };
+            let node = drv.place(&req, self).map_err(|_| SimError::OutOfMemory { page })?;
             if node as usize >= n || self.mem.free[node as usize] == 0 {
                 return Err(SimError::Policy(format!(
                     "policy '{}' placed page {page} on node {node}, which cannot hold it",
-                    self.policy.name()
+                    drv.policy_name()
                 )));
             }
             self.mem.place(page, node);
-            self.first_touch_faults += 1;
+            self.counters.first_touch_faults += 1;
             extra += costs.first_touch_fault_ns;
             h = node as u8;
         }
         if h & ARMED != 0 {
             self.mem.home[page as usize] &= !ARMED;
             h &= !ARMED;
-            self.hint_faults += 1;
+            let page_node = (h & NODE_MASK) as NodeId;
+            self.counters.numa_hint_faults += 1;
+            self.counters.numa_hint_faults_local += u64::from(page_node == cpu_node);
             extra += costs.hint_fault_ns;
             let fault = HintFault {
-                space: self.p.process_of(t as u32) as SpaceId,
+                space: space as SpaceId,
                 thread: t as ThreadId,
                 cpu,
                 cpu_node,
-                page,
-                page_node: (h & NODE_MASK) as NodeId,
+                page: local_page,
+                page_node,
                 write,
                 pte_writable: true,
                 shared_mapping: false,
                 time_ns: self.threads[t].clock as u64,
             };
-            let mut out = std::mem::take(&mut self.decisions);
-            let mut policy = std::mem::replace(&mut self.policy, Box::new(Nop));
-            policy.on_hint_fault(&fault, &View { e: self }, &mut out);
-            self.policy = policy;
-            extra += self.apply(&out, t);
-            out.clear();
-            self.decisions = out;
+            extra += drv.dispatch(self, EventRef::from(&fault), t, true, |p, v, o| p.on_hint_fault(&fault, v, o));
             h = self.mem.home[page as usize] & !ARMED;
         }
         let mut j = (h & NODE_MASK) as NodeId;
@@ -630,9 +729,9 @@ impl<'a> Engine<'a> {
             if write {
                 // A write invalidates the other copies; the writer keeps its local one if any.
                 self.mem.collapse(page, cpu_node);
-                self.replica_collapses += 1;
-                self.tlb_shootdowns += 1;
-                extra += costs.tlb_shootdown_ns;
+                self.counters.replica_collapses += 1;
+                self.counters.tlb_shootdowns += 1;
+                extra += self.m.os_costs.tlb_shootdown_ns;
                 j = self.mem.node_of(page).expect("placed");
             } else {
                 j = self.mem.read_copy(page, cpu_node);
@@ -647,98 +746,209 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// Carry out policy decisions; returns the time charged to the deciding thread.
-    fn apply(&mut self, decisions: &[Decision], t: usize) -> f64 {
-        let costs = &self.m.os_costs;
-        let mut charged = 0.0;
-        for d in decisions {
-            match *d {
-                Decision::MigratePage { page, to, .. } => {
-                    let from = self.mem.node_of(page);
-                    if page < self.p.total_pages && (to as usize) < self.n && self.mem.migrate(page, to) {
-                        self.page_migrations += 1;
-                        self.tlb_shootdowns += 1;
-                        let bw = self.m.nodes[to as usize].mem_bw_gbps.min(self.m.nodes[from.unwrap_or(to) as usize].mem_bw_gbps);
-                        charged += costs.migrate_fixed_ns + self.p.page_bytes as f64 / bw + costs.tlb_shootdown_ns;
-                    } else {
-                        self.refused += 1;
-                    }
+    /// A space's page as a global page index, if the decision names an existing one.
+    fn global_page(&self, space: SpaceId, page: u64) -> Result<u64, Refusal> {
+        match self.spaces.get(space as usize) {
+            Some(s) if page < s.pages => Ok(s.first_page + page),
+            _ => Err(Refusal::NoSuchTarget),
+        }
+    }
+
+    /// Carry out one decision for `actor`; returns its outcome and the time charged to the
+    /// actor. Costs: docs/simulator.md, "Policies and decisions".
+    pub(crate) fn apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> (Outcome, f64) {
+        match self.try_apply(d, actor, in_fault) {
+            Ok(ns) => (Outcome::Applied, ns),
+            Err(r) => {
+                if r == Refusal::NodeFull && matches!(d, Decision::MigratePage { .. }) {
+                    self.counters.pgmigrate_fail += 1;
                 }
-                Decision::Replicate { page, to, .. } => {
-                    if page < self.p.total_pages && (to as usize) < self.n && self.mem.replicate(page, to) {
-                        self.replications += 1;
-                        charged += costs.migrate_fixed_ns + self.p.page_bytes as f64 / self.m.nodes[to as usize].mem_bw_gbps;
-                    } else {
-                        self.refused += 1;
-                    }
-                }
-                Decision::CollapseReplicas { page, keep, .. } => {
-                    if page < self.p.total_pages && self.mem.collapse(page, keep) > 0 {
-                        self.replica_collapses += 1;
-                        self.tlb_shootdowns += 1;
-                        charged += costs.tlb_shootdown_ns;
-                    } else {
-                        self.refused += 1;
-                    }
-                }
-                Decision::Unmap { page, .. } => {
-                    if page < self.p.total_pages && self.mem.node_of(page).is_some() {
-                        self.mem.home[page as usize] |= ARMED;
-                        charged += costs.scan_unmap_ns;
-                    } else {
-                        self.refused += 1;
-                    }
-                }
-                Decision::MoveThread { thread, to, cpu, cause } => {
-                    let at = self.threads[t].clock;
-                    match self.sched.move_thread(thread, to, cpu, cause, &self.states, at).ok() {
-                        Some(mv) => {
-                            self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
-                                * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share }
-                        }
-                        None => self.refused += 1,
-                    }
-                }
-                Decision::SwapThreads { a, b, cause } => {
-                    let at = self.threads[t].clock;
-                    match self.sched.swap(a, b, cause, at).ok() {
-                        Some((ma, mb)) => {
-                            for mv in [ma, mb] {
-                                self.threads[mv.thread as usize].clock += self.m.os_costs.thread_migration_refill_ns
-                                    * if mv.cross_node { 1.0 } else { self.cfg.sched.intra_node_refill_share };
-                            }
-                        }
-                        None => self.refused += 1,
-                    }
-                }
-                Decision::SetPreferredNode { thread, node } => {
-                    if thread < self.p.threads {
-                        self.sched.set_preferred(thread, node);
-                    } else {
-                        self.refused += 1;
-                    }
-                }
-                Decision::ScanStep { .. } => self.refused += 1,
-                Decision::MoveSpace { to, .. } => {
-                    if (to as usize) >= self.n {
-                        self.refused += 1;
-                        continue;
-                    }
-                    for page in 0..self.p.total_pages {
-                        if self.mem.node_of(page).is_some_and(|f| f != to) {
-                            if self.mem.migrate(page, to) {
-                                self.page_migrations += 1;
-                                charged += costs.migrate_fixed_ns / 64.0 + self.p.page_bytes as f64 / self.m.nodes[to as usize].mem_bw_gbps;
-                            } else {
-                                self.refused += 1;
-                                break;
-                            }
-                        }
-                    }
-                }
+                (Outcome::Refused(r), 0.0)
             }
         }
-        charged
+    }
+
+    fn node_ok(&self, node: NodeId) -> Result<(), Refusal> {
+        if (node as usize) < self.n {
+            Ok(())
+        } else {
+            Err(Refusal::NoSuchTarget)
+        }
+    }
+
+    fn try_apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> Result<f64, Refusal> {
+        let costs = &self.m.os_costs;
+        let page_bytes = self.p.page_bytes as f64;
+        match *d {
+            Decision::MigratePage { space, page, to } => {
+                let g = self.global_page(space, page)?;
+                self.node_ok(to)?;
+                let from = self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
+                if from == to {
+                    return Err(Refusal::AlreadyThere);
+                }
+                if self.mem.home[g as usize] & REPLICATED != 0 {
+                    return Err(Refusal::Replicated);
+                }
+                if !self.mem.migrate(g, to) {
+                    return Err(Refusal::NodeFull);
+                }
+                self.counters.page_migrations += 1;
+                self.counters.numa_pages_migrated += u64::from(in_fault);
+                self.counters.tlb_shootdowns += 1;
+                let bw = self.m.nodes[to as usize].mem_bw_gbps.min(self.m.nodes[from as usize].mem_bw_gbps);
+                Ok(costs.migrate_fixed_ns + page_bytes / bw + costs.tlb_shootdown_ns)
+            }
+            Decision::Replicate { space, page, to } => {
+                let g = self.global_page(space, page)?;
+                self.node_ok(to)?;
+                let home = self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
+                if home == to || self.mem.replicas.get(&g).is_some_and(|m| m & (1 << to) != 0) {
+                    return Err(Refusal::AlreadyThere);
+                }
+                if !self.mem.replicate(g, to) {
+                    return Err(Refusal::NodeFull);
+                }
+                self.counters.replications += 1;
+                Ok(costs.migrate_fixed_ns + page_bytes / self.m.nodes[to as usize].mem_bw_gbps)
+            }
+            Decision::CollapseReplicas { space, page, keep } => {
+                let g = self.global_page(space, page)?;
+                self.node_ok(keep)?;
+                self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
+                if self.mem.collapse(g, keep) == 0 {
+                    return Err(Refusal::AlreadyThere);
+                }
+                self.counters.replica_collapses += 1;
+                self.counters.tlb_shootdowns += 1;
+                Ok(costs.tlb_shootdown_ns)
+            }
+            Decision::Unmap { space, page } => {
+                let g = self.global_page(space, page)?;
+                self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
+                if self.mem.home[g as usize] & ARMED != 0 {
+                    return Err(Refusal::AlreadyThere);
+                }
+                self.mem.home[g as usize] |= ARMED;
+                self.counters.numa_pte_updates += 1;
+                Ok(costs.scan_unmap_ns)
+            }
+            Decision::ScanStep { .. } => unreachable!("the driver carries out scan steps"),
+            Decision::MoveThread { thread, to, cpu, cause } => {
+                crate::driver::check_thread(self.p.threads, thread)?;
+                let at = self.now_ns(actor) as f64;
+                let mv = self.sched.move_thread(thread, to, cpu, cause, &self.states, at)?;
+                self.counters.sched_move_numa += u64::from(cause == MoveCause::NumaMove);
+                self.note_moves(&[mv]);
+                Ok(0.0)
+            }
+            Decision::SwapThreads { a, b, cause } => {
+                crate::driver::check_thread(self.p.threads, a)?;
+                crate::driver::check_thread(self.p.threads, b)?;
+                let at = self.now_ns(actor) as f64;
+                let (ma, mb) = self.sched.swap(a, b, cause, at)?;
+                self.counters.sched_swap_numa += u64::from(cause == MoveCause::NumaSwap);
+                self.note_moves(&[ma, mb]);
+                Ok(0.0)
+            }
+            Decision::SetPreferredNode { thread, node } => {
+                crate::driver::check_thread(self.p.threads, thread)?;
+                if let Some(n) = node {
+                    self.node_ok(n)?;
+                }
+                self.sched.set_preferred(thread, node);
+                Ok(0.0)
+            }
+            Decision::MoveSpace { space, to } => {
+                self.node_ok(to)?;
+                let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
+                let mut charged = 0.0;
+                for g in sp.first_page..sp.first_page + sp.pages {
+                    if self.mem.node_of(g).is_some_and(|f| f != to) {
+                        if !self.mem.migrate(g, to) {
+                            // Pages moved so far stay moved; the rest could not follow.
+                            return if charged > 0.0 { Ok(charged) } else { Err(Refusal::NodeFull) };
+                        }
+                        self.counters.page_migrations += 1;
+                        charged += costs.migrate_fixed_ns / 64.0 + page_bytes / self.m.nodes[to as usize].mem_bw_gbps;
+                    }
+                }
+                Ok(charged)
+            }
+        }
+    }
+
+    /// One step of a space's hinting scanner, in `thread`'s context (docs/simulator.md, "The
+    /// hinting scanner"): from the resume offset, 2 MiB range by range, mark every placed,
+    /// unmarked page the policy agrees to; a range counts against the page budget only if it
+    /// changed a PTE, and every range against the 8× virtual budget. The end of the space
+    /// completes a pass and ends the step.
+    pub(crate) fn scan_step(
+        &mut self,
+        space: SpaceId,
+        thread: ThreadId,
+        pages: u64,
+        should_unmap: &mut dyn FnMut(SpaceId, u64) -> bool,
+    ) -> Result<(), Refusal> {
+        crate::driver::check_thread(self.p.threads, thread)?;
+        let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
+        if pages == 0 || sp.pages == 0 {
+            return Err(Refusal::NoSuchTarget);
+        }
+        let range_pages = ((2u64 << 20) / self.p.page_bytes).max(1);
+        // An mm with a single user skips pages already on the scanning thread's node.
+        let single_user = sp.threads.len() == 1;
+        let here = self.sched.node_of_thread(thread) as u8;
+        let mut page_budget = pages as i128;
+        let mut virt_budget = 8 * pages as i128;
+        let cursor = &mut self.scan[space as usize];
+        let mut updates = 0u64;
+        let mut pass_completed = false;
+        loop {
+            let start = cursor.offset;
+            let end = ((start / range_pages + 1) * range_pages).min(sp.pages);
+            let mut changed = 0u64;
+            for local in start..end {
+                let h = &mut self.mem.home[(sp.first_page + local) as usize];
+                if *h & NODE_MASK == UNPLACED || *h & ARMED != 0 || (single_user && *h & NODE_MASK == here) {
+                    continue;
+                }
+                if should_unmap(space, local) {
+                    *h |= ARMED;
+                    changed += 1;
+                }
+            }
+            updates += changed;
+            virt_budget -= (end - start) as i128;
+            if changed > 0 {
+                page_budget -= (end - start) as i128;
+            }
+            cursor.offset = end;
+            if end == sp.pages {
+                cursor.offset = 0;
+                cursor.sequence += 1;
+                pass_completed = true;
+                break;
+            }
+            if virt_budget <= 0 || page_budget <= 0 {
+                break;
+            }
+        }
+        let sequence = cursor.sequence;
+        let cpu_ns = updates as f64 * self.m.os_costs.scan_unmap_ns;
+        self.counters.numa_pte_updates += updates;
+        self.charge_thread(thread as usize, cpu_ns);
+        let time_ns = self.now_ns(thread as usize);
+        self.follow_ups.push_back(FollowUp::ScanStep(ScanStepDone {
+            space,
+            thread,
+            pte_updates: updates,
+            cpu_ns: cpu_ns as u64,
+            sequence,
+            pass_completed,
+            time_ns,
+        }));
+        Ok(())
     }
 
     /// Fold the epoch's counters into the metrics and the next demand estimate.
@@ -797,8 +1007,8 @@ impl<'a> Engine<'a> {
         self.interval_start = end;
     }
 
-    /// The hinting scanner and the periodic policy tick.
-    fn service(&mut self, end: f64) -> Result<(), SimError> {
+    /// The periodic policy tick and the scheduler tick of every thread on a CPU.
+    fn service(&mut self, drv: &mut Driver, end: f64) {
         if end >= self.tick_next_ns {
             let n = self.n;
             let tick = Tick {
@@ -809,21 +1019,27 @@ impl<'a> Engine<'a> {
             self.tick_matrix.iter_mut().for_each(|x| *x = 0);
             self.tick_start = end;
             self.tick_next_ns = end + self.cfg.tick_ms * 1e6;
-            self.with_policy(|p, view, out| p.on_tick(&tick, view, out));
+            // A daemon's work: its costs go to thread 0 [ours].
+            let ns = drv.dispatch(self, EventRef::Tick, 0, false, |p, v, o| p.on_tick(&tick, v, o));
+            self.charge_thread(0, ns);
         }
-        Ok(())
-    }
-
-    /// Call a policy hook outside a fault; its costs go to thread 0 [ours: a daemon's time].
-    fn with_policy(&mut self, f: impl FnOnce(&mut dyn DynPolicy, &View, &mut Vec<Decision>)) {
-        let mut out = std::mem::take(&mut self.decisions);
-        let mut policy = std::mem::replace(&mut self.policy, Box::new(Nop));
-        f(policy.as_mut(), &View { e: self }, &mut out);
-        self.policy = policy;
-        let c = self.apply(&out, 0);
-        self.threads[0].clock += c;
-        out.clear();
-        self.decisions = out;
+        if end >= self.task_tick_next_ns {
+            self.task_tick_next_ns += 1e9 / self.cfg.sched.tick_hz;
+            for t in 0..self.threads.len() {
+                if !self.states[t].on_cpu() || self.threads[t].state == State::Done {
+                    continue;
+                }
+                let tick = TaskTick {
+                    space: self.p.process_of(t as ThreadId) as SpaceId,
+                    thread: t as ThreadId,
+                    cpu: self.sched.cpu_of[t],
+                    runtime_ns: self.thread_runtime_ns(t as ThreadId),
+                    time_ns: self.now_ns(t),
+                };
+                let ns = drv.dispatch(self, EventRef::TaskTick { thread: t as ThreadId }, t, false, |p, v, o| p.on_task_tick(&tick, v, o));
+                self.charge_thread(t, ns);
+            }
+        }
     }
 
     fn finish(mut self, seed: u64) -> RunMetrics {
@@ -841,17 +1057,21 @@ impl<'a> Engine<'a> {
             let w: f64 = self.interval_maxima.iter().map(|x| x.1).sum();
             Some(self.interval_maxima.iter().map(|(m, l)| m * l).sum::<f64>() / w)
         };
+        let c = self.counters;
+        let migrations = self.sched.migrations;
+        let per_s = |x: u64| if exec_s > 0.0 { x as f64 / exec_s } else { 0.0 };
         RunMetrics {
             seed,
             exec_time_s: exec_s,
+            sim_time_s: exec_s,
             local_access_ratio: (total > 0).then(|| local as f64 / total as f64),
             node_imbalance: node_imbalance(&node_accesses, &self.memory_nodes),
             interconnect_load,
-            first_touch_faults: self.first_touch_faults,
-            hint_faults: self.hint_faults,
-            page_migrations: self.page_migrations,
-            thread_migrations: self.sched.migrations.total(),
-            tlb_shootdowns: self.tlb_shootdowns,
+            first_touch_faults: c.first_touch_faults,
+            hint_faults: c.numa_hint_faults,
+            page_migrations: c.page_migrations,
+            thread_migrations: migrations.total(),
+            tlb_shootdowns: c.tlb_shootdowns,
             accesses: total,
             controller_utilisation: (0..n)
                 .map(|j| {
@@ -866,24 +1086,20 @@ impl<'a> Engine<'a> {
             node_accesses,
             access_matrix: (0..n).map(|i| self.access_matrix[i * n..(i + 1) * n].to_vec()).collect(),
             write_matrix: (0..n).map(|i| self.write_matrix[i * n..(i + 1) * n].to_vec()).collect(),
-            thread_migrations_by_cause: self.sched.migrations,
+            thread_migrations_by_cause: migrations,
+            pingpong_returns: self.pingpong.returns,
+            pingpong_intervals_s: self.pingpong.histogram(),
+            hint_faults_per_s: per_s(c.numa_hint_faults),
+            page_migrations_per_s: per_s(c.page_migrations),
+            thread_migrations_per_s: per_s(migrations.cross_node()),
+            numa: c.numa_counters(),
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
             pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
-            replications: self.replications,
-            replica_collapses: self.replica_collapses,
-            refused_decisions: self.refused,
+            placed_pages: self.mem.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
+            replica_pages: self.mem.replicas.values().map(|m| m.count_ones() as u64).sum(),
+            replications: c.replications,
+            replica_collapses: c.replica_collapses,
+            refused_decisions: c.refused_decisions,
         }
-    }
-}
-
-impl Engine<'_> {
-    pub(crate) fn thread_alive(&self, t: ThreadId) -> bool {
-        self.threads[t as usize].state != State::Done
-    }
-    pub(crate) fn thread_runtime_ns(&self, t: ThreadId) -> u64 {
-        self.threads[t as usize].busy_ns as u64
-    }
-    pub(crate) fn task_states(&self) -> &[TaskState] {
-        &self.states
     }
 }

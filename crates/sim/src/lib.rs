@@ -8,10 +8,13 @@
 pub mod bench;
 pub mod config;
 pub mod contention;
+mod driver;
 mod engine;
 mod hot;
+pub mod log;
 pub mod memory;
 pub mod metrics;
+pub mod pingpong;
 pub mod profile;
 pub mod sched;
 mod view;
@@ -19,8 +22,9 @@ mod view;
 pub use config::SimConfig;
 pub use metrics::{RunMetrics, RunsSummary};
 
+pub use log::DecisionLog;
 use numalab_core::Machine;
-use numalab_policy::{PolicyEntry, PolicyEnv};
+use numalab_policy::{DynPolicy, PolicyEntry, PolicyEnv};
 use numalab_workload::Program;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -38,6 +42,8 @@ pub enum SimError {
     OutOfMemory { page: u64 },
     #[error("internal simulator error: {0}")]
     Internal(String),
+    #[error("{0}")]
+    Io(String),
 }
 
 /// Everything a run needs except its seed.
@@ -72,9 +78,26 @@ impl Scenario {
 
 /// One run with its own seed.
 pub fn run_one(s: &Scenario, seed: u64) -> Result<RunMetrics, SimError> {
-    let env = PolicyEnv::new(s.machine.clone());
-    let policy = s.policy.build(s.policy_config.clone(), &env).map_err(|e| SimError::Policy(e.to_string()))?;
-    engine::Engine::new(&s.machine, &s.program, &s.sim, policy, seed)?.run(seed)
+    run_one_logged(s, seed, None)
+}
+
+/// The policy of a scenario, built for one run: its randomness derives from the run's seed.
+pub fn build_policy(s: &Scenario, seed: u64) -> Result<Box<dyn DynPolicy>, SimError> {
+    let env = PolicyEnv::new(s.machine.clone()).with_seed(seed);
+    s.policy.build(s.policy_config.clone(), &env).map_err(|e| SimError::Policy(e.to_string()))
+}
+
+/// One run, writing every decision of the policy to `log` (docs/json.md,
+/// `numalab.decisions/1`).
+pub fn run_one_logged(s: &Scenario, seed: u64, log: Option<DecisionLog<'_>>) -> Result<RunMetrics, SimError> {
+    run_with_policy(s, build_policy(s, seed)?, seed, log)
+}
+
+/// One run of the scenario's machine, program and settings under any policy object (tests use
+/// it to run policies that are not registered).
+pub fn run_with_policy(s: &Scenario, policy: Box<dyn DynPolicy>, seed: u64, log: Option<DecisionLog<'_>>) -> Result<RunMetrics, SimError> {
+    let drv = driver::Driver::new(policy, log);
+    engine::Engine::new(&s.machine, &s.program, &s.sim, drv, seed)?.run(seed)
 }
 
 /// `runs` runs; run `k` uses `numalab_core::rng::run_seed(master_seed, k)`. `on_done` is

@@ -1,15 +1,67 @@
 //! Per-run metrics (docs/metrics.md) and cross-run summaries.
 
+use crate::pingpong::IntervalHistogram;
 use crate::sched::MigrationCounts;
 use numalab_core::stats::{rsd_percent, RsdEstimator, Summary};
 use serde::Serialize;
 
-/// Everything measured in one run. Field names are the `numalab.sim/1` JSON contract.
+/// Event counters of a run, named as Linux names them where the quantity exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub first_touch_faults: u64,
+    pub numa_pte_updates: u64,
+    pub numa_hint_faults: u64,
+    pub numa_hint_faults_local: u64,
+    /// Pages migrated while handling a hinting fault.
+    pub numa_pages_migrated: u64,
+    /// Every page migration (hint faults, policy ticks, whole-space moves).
+    pub page_migrations: u64,
+    pub sched_move_numa: u64,
+    pub sched_swap_numa: u64,
+    /// Page migrations refused because the target node was full.
+    pub pgmigrate_fail: u64,
+    pub tlb_shootdowns: u64,
+    pub replications: u64,
+    pub replica_collapses: u64,
+    pub refused_decisions: u64,
+}
+
+impl Counters {
+    pub fn numa_counters(&self) -> NumaCounters {
+        NumaCounters {
+            numa_pte_updates: self.numa_pte_updates,
+            numa_hint_faults: self.numa_hint_faults,
+            numa_hint_faults_local: self.numa_hint_faults_local,
+            numa_pages_migrated: self.numa_pages_migrated,
+            sched_move_numa: self.sched_move_numa,
+            sched_swap_numa: self.sched_swap_numa,
+            pgmigrate_fail: self.pgmigrate_fail,
+        }
+    }
+}
+
+/// NUMA-balancing counters under Linux's names (`/proc/vmstat` and the `sched:*_numa`
+/// tracepoints; docs/metrics.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NumaCounters {
+    pub numa_pte_updates: u64,
+    pub numa_hint_faults: u64,
+    pub numa_hint_faults_local: u64,
+    pub numa_pages_migrated: u64,
+    pub sched_move_numa: u64,
+    pub sched_swap_numa: u64,
+    pub pgmigrate_fail: u64,
+}
+
+/// Everything measured in one run. Field names are the `numalab.sim/2` JSON contract.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunMetrics {
     pub seed: u64,
     /// Simulated wall time until the last thread finished.
     pub exec_time_s: f64,
+    /// Simulated time the run covered (the denominator of every `_per_s` rate); equal to
+    /// `exec_time_s` since a run ends when its last thread does.
+    pub sim_time_s: f64,
     /// Share of memory accesses served by the accessing CPU's own node (null: no accesses).
     pub local_access_ratio: Option<f64>,
     /// Relative standard deviation (sample, %) of accesses served per memory node; null when
@@ -34,10 +86,25 @@ pub struct RunMetrics {
     /// Mean utilisation of each node's memory controller over the run (0..1).
     pub controller_utilisation: Vec<f64>,
     pub thread_migrations_by_cause: MigrationCounts,
+    /// Cross-node thread migrations whose thread's next cross-node migration took it back to
+    /// the node it left.
+    pub pingpong_returns: u64,
+    /// Round-trip times of those returns.
+    pub pingpong_intervals_s: IntervalHistogram,
+    pub hint_faults_per_s: f64,
+    pub page_migrations_per_s: f64,
+    /// Cross-node thread migrations per simulated second, every cause.
+    pub thread_migrations_per_s: f64,
+    /// Linux's NUMA-balancing counters.
+    pub numa: NumaCounters,
     /// Time each thread spent issuing accesses and computing (not waiting), seconds.
     pub thread_busy_s: BusySummary,
     /// Resident pages on each node at the end of the run (home copies and replicas).
     pub pages_per_node: Vec<u64>,
+    /// Pages with a home at the end of the run (each counted once).
+    pub placed_pages: u64,
+    /// Extra read-only copies alive at the end of the run.
+    pub replica_pages: u64,
     pub replications: u64,
     pub replica_collapses: u64,
     /// Decisions the simulator could not carry out (e.g. migrating to a full node).
@@ -84,6 +151,11 @@ pub struct RunsSummary {
     pub accesses: f64,
     pub replications: f64,
     pub refused_decisions: f64,
+    pub sim_time_s: f64,
+    pub pingpong_returns: f64,
+    pub hint_faults_per_s: f64,
+    pub page_migrations_per_s: f64,
+    pub thread_migrations_per_s: f64,
 }
 
 fn mean_of(runs: &[RunMetrics], f: impl Fn(&RunMetrics) -> f64) -> f64 {
@@ -112,6 +184,11 @@ impl RunsSummary {
             accesses: mean_of(runs, |r| r.accesses as f64),
             replications: mean_of(runs, |r| r.replications as f64),
             refused_decisions: mean_of(runs, |r| r.refused_decisions as f64),
+            sim_time_s: mean_of(runs, |r| r.sim_time_s),
+            pingpong_returns: mean_of(runs, |r| r.pingpong_returns as f64),
+            hint_faults_per_s: mean_of(runs, |r| r.hint_faults_per_s),
+            page_migrations_per_s: mean_of(runs, |r| r.page_migrations_per_s),
+            thread_migrations_per_s: mean_of(runs, |r| r.thread_migrations_per_s),
         })
     }
 }

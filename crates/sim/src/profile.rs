@@ -1,5 +1,5 @@
 //! The simulator's side of `numalab.profile/1`: one run's counters under the names the live
-//! profiler uses (perfutil.md §9), so a simulated and a measured profile can be diffed.
+//! profiler uses (docs/profile.md), so a simulated and a measured profile can be diffed.
 //!
 //! Every simulated access is a memory-level access, i.e. an LLC miss, so LLC misses and
 //! node-local/remote loads and stores are counted exactly; what the simulator does not model
@@ -62,12 +62,13 @@ pub fn profile_of(run: &RunMetrics, threads: u32, page_bytes: u64, labels: BTree
         .collect();
     let unsupported = |why: &str| Counter::unsupported(why);
     p.numa.vmstat = BTreeMap::from([
-        ("numa_hint_faults".to_string(), Counter::ok(run.hint_faults as i64)),
-        ("numa_pages_migrated".to_string(), Counter::ok(run.page_migrations as i64)),
+        ("numa_hint_faults".to_string(), Counter::ok(run.numa.numa_hint_faults as i64)),
+        ("numa_hint_faults_local".to_string(), Counter::ok(run.numa.numa_hint_faults_local as i64)),
+        ("numa_pte_updates".to_string(), Counter::ok(run.numa.numa_pte_updates as i64)),
+        ("numa_huge_pte_updates".to_string(), unsupported("the simulator maps base pages only")),
+        ("numa_pages_migrated".to_string(), Counter::ok(run.numa.numa_pages_migrated as i64)),
         ("pgmigrate_success".to_string(), Counter::ok(run.page_migrations as i64)),
-        ("pgmigrate_fail".to_string(), Counter::ok(run.refused_decisions as i64)),
-        ("numa_hint_faults_local".to_string(), unsupported("not recorded by the simulator")),
-        ("numa_pte_updates".to_string(), unsupported("not recorded by the simulator")),
+        ("pgmigrate_fail".to_string(), Counter::ok(run.numa.pgmigrate_fail as i64)),
     ]);
     p.numa.notes.push("numastat allocation outcomes and per-task sched state are not recorded by the simulator".into());
     p.notes.push("simulated profile of one run; no timeline is recorded".into());
@@ -78,7 +79,7 @@ pub fn profile_of(run: &RunMetrics, threads: u32, page_bytes: u64, labels: BTree
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::BusySummary;
+    use crate::metrics::{BusySummary, NumaCounters};
     use crate::sched::MigrationCounts;
 
     #[test]
@@ -100,6 +101,15 @@ mod tests {
             write_matrix: vec![vec![10, 5], vec![0, 5]],
             controller_utilisation: vec![0.0, 0.0],
             thread_migrations_by_cause: MigrationCounts::default(),
+            sim_time_s: 0.5,
+            pingpong_returns: 0,
+            pingpong_intervals_s: crate::pingpong::PingPong::new(1).histogram(),
+            hint_faults_per_s: 6.0,
+            page_migrations_per_s: 4.0,
+            thread_migrations_per_s: 0.0,
+            numa: NumaCounters { numa_hint_faults: 3, numa_hint_faults_local: 1, numa_pte_updates: 9, ..NumaCounters::default() },
+            placed_pages: 11,
+            replica_pages: 0,
             thread_busy_s: BusySummary { mean: 0.25, min: 0.2, max: 0.3 },
             pages_per_node: vec![5, 6],
             replications: 0,
@@ -115,6 +125,9 @@ mod tests {
         assert_eq!(v("llc.read.miss"), Some(80));
         assert_eq!(v("sw.page_faults"), Some(10));
         assert_eq!(v("cpu.cycles"), None, "never a fake zero");
+        assert_eq!(p.numa.vmstat["numa_hint_faults_local"], Counter::ok(1));
+        assert_eq!(p.numa.vmstat["numa_pte_updates"], Counter::ok(9));
+        assert!(p.numa.vmstat["numa_huge_pte_updates"].value.is_none(), "unsupported, not zero");
         assert_eq!(p.event("cpu.cycles").unwrap().status, EventStatus::Unsupported);
         assert_eq!(p.numa.pages[1].total_bytes, 6 * 4096);
         let share = p.derived.iter().find(|d| d.name == "node.read.remote_share_pct").unwrap();

@@ -74,7 +74,7 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     ));
     let normalised: Vec<f64> = rows.iter().map(|(_, s)| s.exec_time_s.mean / base).collect();
     let doc = json!({
-        "schema": "numalab.compare/1",
+        "schema": "numalab.compare/2",
         "numalab_version": env!("CARGO_PKG_VERSION"),
         "seed": a.scenario.seed,
         "baseline": a.policies[0],

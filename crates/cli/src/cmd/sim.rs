@@ -40,7 +40,7 @@ fn simulate_resolved(
     pb.finish_and_clear();
     let summary = RunsSummary::of(&runs).ok_or_else(|| anyhow::anyhow!("--runs must be at least 1"))?;
     let doc = json!({
-        "schema": "numalab.sim/1",
+        "schema": "numalab.sim/2",
         "numalab_version": env!("CARGO_PKG_VERSION"),
         "seed": args.seed,
         "config": tree_json(&resolved.tree),
