@@ -657,8 +657,8 @@ impl World<'_> {
             th.busy_ns += clock - start_clock;
             th.clock = clock;
             th.issued += issued;
-            if let Some((page, write, kind)) = slow {
-                self.slow_access(drv, t, cpu, cpu_node, page, write, kind)?;
+            if let Some(access) = slow {
+                self.slow_access(drv, t, cpu, cpu_node, access)?;
                 // A decision may have moved the thread: later accesses count on its new node.
                 if self.sched.cpu_of[t] != cpu {
                     return Ok(());
@@ -678,10 +678,9 @@ impl World<'_> {
         t: usize,
         cpu: u32,
         cpu_node: NodeId,
-        page: u64,
-        write: bool,
-        kind: AccessKind,
+        access: (u64, bool, AccessKind),
     ) -> Result<(), SimError> {
+        let (page, write, kind) = access;
         let n = self.n;
         let costs = &self.m.os_costs;
         let space = self.p.process_of(t as u32);
