@@ -1,0 +1,293 @@
+//! The policy conformance suite (docs/policies/README.md, "Conformance"): one test function
+//! per invariant, instantiated for every registered policy, plus a test-only policy that
+//! makes every kind of decision so that every decision path of the engine runs under test.
+
+use numalab_core::machine::presets;
+use numalab_core::rng::{stream, StreamRng};
+use numalab_core::NodeId;
+use numalab_policy::{
+    Decision, DynPolicy, HintFault, MemoryState, MoveCause, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView,
+    TaskTick, ThreadMigrated, Tick,
+};
+use numalab_sim::{run_many, run_one, run_one_logged, run_with_policy, DecisionLog, RunMetrics, Scenario, SimConfig};
+use numalab_workload::{compile, compile_spec, presets as wp, CompileOptions, WorkloadSpec};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+const MACHINE: &str = "server-a-4n";
+
+/// Settings under which every policy acts within a short run: dynamic policies get short
+/// delays and periods (the defaults wait a simulated second before the first scan).
+fn policy_config(name: &str, env: &PolicyEnv, entry: &numalab_policy::PolicyEntry) -> toml::Table {
+    let mut cfg = toml::Table::new();
+    if entry.kind == numalab_policy::PolicyKind::Dynamic {
+        for (k, v) in [("scan_delay_ms", 1), ("scan_period_min_ms", 2), ("scan_period_max_ms", 20)] {
+            if entry.default_config().contains_key(k) {
+                cfg.insert(k.into(), toml::Value::Integer(v));
+            }
+        }
+    }
+    // Policies that need a node set (bind, preferred) refuse their default config.
+    if entry.build(cfg.clone(), env).is_err() {
+        cfg.insert("nodes".into(), toml::Value::Array(vec![toml::Value::Integer(0), toml::Value::Integer(1)]));
+    }
+    assert!(entry.build(cfg.clone(), env).is_ok(), "{name}: no working config");
+    cfg
+}
+
+fn scenario(name: &str, workload: &str, copies: u32) -> Scenario {
+    let m = Arc::new(presets::load(MACHINE).unwrap());
+    let mut file = wp::load(workload).unwrap();
+    file.workload.copies = copies;
+    let opts = CompileOptions { threads: Some(8), scale: 0.0005 };
+    let program = if copies > 1 {
+        compile_spec(&WorkloadSpec::Single(file), workload, &m, &opts).unwrap()
+    } else {
+        compile(&file, workload, &m, &opts).unwrap()
+    };
+    let entry = numalab_policy::find(name).unwrap();
+    let env = PolicyEnv::new(m.clone());
+    let mut sim = SimConfig::default();
+    sim.tick_ms = 1.0;
+    sim.sched.tick_hz = 1000.0;
+    Scenario { policy_config: policy_config(name, &env, entry), machine: m, program: Arc::new(program), policy: entry, sim }
+}
+
+/// Pages are conserved (each page has at most one home, replicas counted apart) and no node
+/// holds more than its capacity, replicas included.
+fn check_pages(r: &RunMetrics, s: &Scenario) {
+    let resident: u64 = r.pages_per_node.iter().sum();
+    assert_eq!(resident, r.placed_pages + r.replica_pages, "resident pages = homes + replicas");
+    assert!(r.placed_pages <= s.program.total_pages);
+    for (n, &used) in r.pages_per_node.iter().enumerate() {
+        assert!(used <= s.machine.nodes[n].mem_bytes / s.program.page_bytes, "node {n} over capacity: {used}");
+    }
+}
+
+/// Run with a decision log and return its records.
+fn logged(s: &Scenario, seed: u64, policy: Option<Box<dyn DynPolicy>>) -> (RunMetrics, Vec<serde_json::Value>) {
+    let mut buf = Vec::new();
+    let log = DecisionLog::new(0, Box::new(&mut buf), "memory");
+    let r = match policy {
+        Some(p) => run_with_policy(s, p, seed, Some(log)),
+        None => run_one_logged(s, seed, Some(log)),
+    }
+    .unwrap();
+    let records = String::from_utf8(buf).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (r, records)
+}
+
+/// Every decision names an existing space, page, node and thread; refusals are only those a
+/// correct policy can meet (a full node, a page already there, a pinned thread).
+fn check_decisions(s: &Scenario, records: &[serde_json::Value]) {
+    let nodes = s.machine.node_count() as u64;
+    let threads = s.program.threads as u64;
+    let spaces = s.program.processes() as u64;
+    for rec in records {
+        let d = &rec["decision"];
+        for key in ["to", "keep"] {
+            if let Some(n) = d[key].as_u64() {
+                assert!(n < nodes, "{rec}");
+            }
+        }
+        for key in ["thread", "a", "b"] {
+            if let Some(t) = d[key].as_u64() {
+                assert!(t < threads, "{rec}");
+            }
+        }
+        if let Some(sp) = d["space"].as_u64() {
+            assert!(sp < spaces, "{rec}");
+            if let Some(p) = d["page"].as_u64() {
+                let pages = match s.program.members.get(sp as usize) {
+                    Some(m) => m.program.total_pages,
+                    None => s.program.total_pages,
+                };
+                assert!(p < pages, "{rec}");
+            }
+        }
+        if rec["outcome"] == "refused" {
+            let why = rec["reason"].as_str().unwrap();
+            assert!(["node_full", "already_there", "pinned", "replicated"].contains(&why), "a correct policy met {why}: {rec}");
+        }
+    }
+}
+
+fn pages_conserved(name: &str) {
+    for (workload, copies) in [("cg-like", 1), ("master-slave", 2)] {
+        let s = scenario(name, workload, copies);
+        let r = run_one(&s, 7).unwrap();
+        check_pages(&r, &s);
+        assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>());
+    }
+}
+
+fn decisions_well_formed(name: &str) {
+    for (workload, copies) in [("cg-like", 1), ("master-slave", 2)] {
+        let s = scenario(name, workload, copies);
+        let (r, records) = logged(&s, 3, None);
+        check_decisions(&s, &records);
+        let refused = records.iter().filter(|r| r["outcome"] == "refused").count() as u64;
+        assert_eq!(refused, r.refused_decisions, "the log and the counter agree");
+    }
+}
+
+fn deterministic(name: &str) {
+    let s = scenario(name, "cg-like", 1);
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| run_many(&s, 5, 3, &|| ()).unwrap());
+    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap().install(|| run_many(&s, 5, 3, &|| ()).unwrap());
+    assert_eq!(one, two, "--jobs 1 and --jobs 2 give the same runs");
+    assert_eq!(one[0], run_one(&s, one[0].seed).unwrap());
+}
+
+macro_rules! conformance {
+    ($($id:ident => $name:literal),* $(,)?) => {
+        $(mod $id {
+            #[test]
+            fn pages_conserved() {
+                super::pages_conserved($name)
+            }
+            #[test]
+            fn decisions_well_formed() {
+                super::decisions_well_formed($name)
+            }
+            #[test]
+            fn deterministic() {
+                super::deterministic($name)
+            }
+        })*
+
+        #[test]
+        fn every_registered_policy_is_in_the_suite() {
+            let listed: BTreeSet<&str> = [$($name),*].into_iter().collect();
+            let registered: BTreeSet<&str> = numalab_policy::REGISTRY.iter().map(|e| e.name).collect();
+            assert_eq!(listed, registered, "add the new policy to the conformance! list");
+        }
+    };
+}
+
+conformance! {
+    first_touch => "first-touch",
+    round_4k => "round-4k",
+    round_1g => "round-1g",
+    bind => "bind",
+    preferred => "preferred",
+    weighted_interleave => "weighted-interleave",
+}
+
+// ---------------------------------------------------------------------------------------------
+// A test-only policy that makes every kind of decision, valid and invalid.
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct ChaosConfig {}
+
+struct Chaos {
+    config: ChaosConfig,
+    rng: StreamRng,
+    nodes: NodeId,
+}
+
+impl Chaos {
+    fn node(&mut self) -> NodeId {
+        self.rng.random_range(0..self.nodes)
+    }
+}
+
+impl Policy for Chaos {
+    type Config = ChaosConfig;
+    const NAME: &'static str = "chaos";
+    const SUMMARY: &'static str = "test only: random decisions of every kind";
+
+    fn new(config: ChaosConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
+        Ok(Chaos { config, rng: stream(env.seed, "policy.chaos", 0), nodes: env.machine.node_count() as NodeId })
+    }
+    fn config(&self) -> &ChaosConfig {
+        &self.config
+    }
+    fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+        (0..self.nodes)
+            .map(|k| (req.cpu_node + k) % self.nodes)
+            .find(|&n| !mem.is_full(n, 1))
+            .ok_or(OutOfMemory { wanted: req.cpu_node, pages: 1 })
+    }
+    fn on_task_tick(&mut self, tick: &TaskTick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
+        if self.rng.random_range(0..3) == 0 {
+            out.push(Decision::ScanStep { space: tick.space, thread: tick.thread, pages: 48 });
+        }
+    }
+    fn on_hint_fault(&mut self, f: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        let threads = view.thread_count();
+        let (space, page) = (f.space, f.page);
+        let d = match self.rng.random_range(0..9) {
+            0 => Decision::MigratePage { space, page, to: self.node() },
+            1 => Decision::Replicate { space, page, to: self.node() },
+            2 => Decision::CollapseReplicas { space, page, keep: f.cpu_node },
+            3 => Decision::Unmap { space, page: (page + 1) % view.space_pages(space) },
+            4 => Decision::MoveThread { thread: f.thread, to: self.node(), cpu: None, cause: MoveCause::Policy },
+            5 => Decision::SwapThreads { a: f.thread, b: self.rng.random_range(0..threads), cause: MoveCause::Policy },
+            6 => Decision::SetPreferredNode { thread: f.thread, node: Some(self.node()) },
+            7 => Decision::MigratePage { space, page, to: self.nodes + 3 },
+            _ => Decision::Replicate { space: view.spaces() + 1, page, to: 0 },
+        };
+        out.push(d);
+    }
+    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        if self.rng.random_range(0..4) == 0 {
+            let space = self.rng.random_range(0..view.spaces());
+            out.push(Decision::MoveSpace { space, to: self.node() });
+        }
+    }
+    fn on_thread_migrated(&mut self, m: &ThreadMigrated, view: &dyn SystemView, _out: &mut Vec<Decision>) {
+        assert_eq!(view.node_of_thread(m.thread), m.to_node, "the event follows the move");
+        assert_ne!(m.from_node, m.to_node);
+    }
+}
+
+fn chaos(s: &Scenario) -> Box<dyn DynPolicy> {
+    Box::new(Chaos::new(ChaosConfig::default(), &PolicyEnv::new(s.machine.clone()).with_seed(11)).unwrap())
+}
+
+#[test]
+fn every_decision_path_of_the_engine_runs() {
+    let s = scenario("first-touch", "master-slave", 2);
+    let (r, records) = logged(&s, 11, Some(chaos(&s)));
+    check_pages(&r, &s);
+    let applied: BTreeSet<String> =
+        records.iter().filter(|r| r["outcome"] == "applied").map(|r| r["decision"]["kind"].as_str().unwrap().to_string()).collect();
+    for kind in [
+        "migrate_page",
+        "replicate",
+        "collapse_replicas",
+        "unmap",
+        "scan_step",
+        "move_thread",
+        "swap_threads",
+        "set_preferred_node",
+        "move_space",
+    ] {
+        assert!(applied.contains(kind), "{kind} never applied; applied: {applied:?}");
+    }
+    let reasons: BTreeSet<&str> = records.iter().filter_map(|r| r["reason"].as_str()).collect();
+    assert!(reasons.contains("no_such_target"), "invalid decisions are refused by name: {reasons:?}");
+    assert!(r.numa.numa_hint_faults > 0 && r.numa.numa_pte_updates > 0);
+    assert!(r.thread_migrations_by_cause.policy.cross_node > 0);
+    let causes: BTreeSet<&str> = records.iter().map(|r| r["cause"]["event"].as_str().unwrap()).collect();
+    assert!(causes.is_superset(&["hint_fault", "task_tick", "tick"].into_iter().collect()), "{causes:?}");
+    // The same seed gives the same decisions.
+    let (r2, records2) = logged(&s, 11, Some(chaos(&s)));
+    assert_eq!(r, r2);
+    assert_eq!(records, records2);
+}
+
+#[test]
+fn pinned_threads_refuse_moves_by_name() {
+    let mut s = scenario("first-touch", "cg-like", 1);
+    let mut p = (*s.program).clone();
+    p.pinned = true;
+    s.program = Arc::new(p);
+    let (r, records) = logged(&s, 4, Some(chaos(&s)));
+    check_pages(&r, &s);
+    assert_eq!(r.thread_migrations, 0, "pinned threads never move");
+    assert!(records.iter().any(|r| r["reason"] == "pinned"));
+}
