@@ -11,7 +11,6 @@ pub struct SimConfig {
     pub core: CoreConfig,
     pub memory: MemoryConfig,
     pub sched: SchedConfig,
-    pub scan: ScanConfig,
     /// Period of `on_tick` calls to the policy, milliseconds [ours].
     pub tick_ms: f64,
     /// Interval of the interconnect-load metric (static-policies.md §9 uses 1 s).
@@ -25,7 +24,6 @@ impl Default for SimConfig {
             core: CoreConfig::default(),
             memory: MemoryConfig::default(),
             sched: SchedConfig::default(),
-            scan: ScanConfig::default(),
             tick_ms: 1000.0,
             metrics_interval_ms: 1000.0,
         }
@@ -111,24 +109,6 @@ impl Default for SchedConfig {
     }
 }
 
-/// The hinting-fault scanner (used only by policies that ask for hint faults).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ScanConfig {
-    /// Time between scan steps, milliseconds (AutoNUMA's scan_period_min default).
-    pub period_ms: f64,
-    /// Memory unmapped per scan step, MiB (AutoNUMA's scan_size_mb default).
-    pub size_mb: f64,
-    /// Delay before the first scan, milliseconds (AutoNUMA's scan_delay_ms default).
-    pub delay_ms: f64,
-}
-
-impl Default for ScanConfig {
-    fn default() -> Self {
-        ScanConfig { period_ms: 1000.0, size_mb: 256.0, delay_ms: 1000.0 }
-    }
-}
-
 impl SimConfig {
     /// Reject values that would make the simulation meaningless, naming the key.
     pub fn validate(&self) -> Result<(), String> {
@@ -141,8 +121,6 @@ impl SimConfig {
         pos("tick_ms", self.tick_ms)?;
         pos("metrics_interval_ms", self.metrics_interval_ms)?;
         pos("sched.balance_interval_ms", self.sched.balance_interval_ms)?;
-        pos("scan.period_ms", self.scan.period_ms)?;
-        pos("scan.size_mb", self.scan.size_mb)?;
         if !(self.core.smt_share > 0.0 && self.core.smt_share <= 1.0) {
             return Err(format!("sim.core.smt_share = {} must lie in (0, 1]", self.core.smt_share));
         }

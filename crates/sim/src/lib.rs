@@ -100,6 +100,28 @@ pub fn run_with_policy(s: &Scenario, policy: Box<dyn DynPolicy>, seed: u64, log:
     engine::Engine::new(&s.machine, &s.program, &s.sim, drv, seed)?.run(seed)
 }
 
+/// Makes the decision log of run `k` (or none).
+pub type LogFactory<'f> = dyn Fn(u32) -> Result<Option<DecisionLog<'static>>, SimError> + Sync + 'f;
+
+/// `run_many` with a decision log per run (`make_log(k)` for run `k`).
+pub fn run_many_logged(
+    s: &Scenario,
+    master_seed: u64,
+    runs: u32,
+    on_done: &(dyn Fn() + Sync),
+    make_log: &LogFactory<'_>,
+) -> Result<Vec<RunMetrics>, SimError> {
+    s.check()?;
+    (0..runs)
+        .into_par_iter()
+        .map(|k| {
+            let r = run_one_logged(s, numalab_core::rng::run_seed(master_seed, k as u64), make_log(k)?);
+            on_done();
+            r
+        })
+        .collect()
+}
+
 /// `runs` runs; run `k` uses `numalab_core::rng::run_seed(master_seed, k)`. `on_done` is
 /// called after each run (for progress bars), from any thread.
 pub fn run_many(s: &Scenario, master_seed: u64, runs: u32, on_done: &(dyn Fn() + Sync)) -> Result<Vec<RunMetrics>, SimError> {

@@ -2,9 +2,48 @@
 
 use crate::output::{emit, OutputOpts, Table};
 use crate::scenario::{pool, progress, resolve, tree_json, ScenarioArgs};
-use anyhow::Result;
-use numalab_sim::{run_many, RunMetrics, RunsSummary};
+use anyhow::{Context, Result};
+use numalab_sim::{run_many, run_many_logged, DecisionLog, RunMetrics, RunsSummary, SimError};
 use serde_json::json;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+/// Each run streams its decisions to its own part file beside the log; once every run has
+/// finished, the parts are joined in run order, so the log's bytes do not depend on `--jobs`.
+struct LogParts {
+    path: PathBuf,
+    runs: u32,
+}
+
+impl LogParts {
+    fn new(path: &Path, runs: u32) -> LogParts {
+        LogParts { path: path.to_path_buf(), runs }
+    }
+
+    fn part(&self, k: u32) -> PathBuf {
+        let name = self.path.file_name().map_or_else(|| "decisions".into(), |n| n.to_string_lossy().into_owned());
+        self.path.with_file_name(format!(".{name}.run{k}.part"))
+    }
+
+    /// Write the parts, in run order, through to the log (a device or FIFO is written
+    /// through, never replaced).
+    fn join(&self) -> Result<()> {
+        let mut out =
+            BufWriter::new(File::create(&self.path).with_context(|| format!("cannot write the decision log {}", self.path.display()))?);
+        for k in 0..self.runs {
+            let mut part = File::open(self.part(k)).with_context(|| format!("cannot read {}", self.part(k).display()))?;
+            std::io::copy(&mut part, &mut out).with_context(|| format!("cannot write the decision log {}", self.path.display()))?;
+        }
+        std::io::Write::flush(&mut out).with_context(|| format!("cannot write the decision log {}", self.path.display()))
+    }
+
+    fn remove(&self) {
+        for k in 0..self.runs {
+            let _ = std::fs::remove_file(self.part(k));
+        }
+    }
+}
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -16,6 +55,10 @@ pub struct SimArgs {
     /// profile of a real machine.
     #[arg(long)]
     pub profile: bool,
+    /// Write every decision of the policy, with its time, cause and outcome, as JSON lines
+    /// (numalab.decisions/1, docs/json.md) to FILE; runs appear in run order.
+    #[arg(long, value_name = "FILE")]
+    pub decision_log: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
 }
@@ -26,17 +69,32 @@ pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 
 /// Run a resolved scenario with a progress bar; shared with `compare`.
 pub fn simulate(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary)> {
-    simulate_resolved(args, policy).map(|(doc, runs, summary, _)| (doc, runs, summary))
+    simulate_resolved(args, policy, None).map(|(doc, runs, summary, _)| (doc, runs, summary))
 }
 
 fn simulate_resolved(
     args: &ScenarioArgs,
     policy: &str,
+    decision_log: Option<&Path>,
 ) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
     let resolved = resolve(args, policy)?;
     let pool = pool(args.jobs)?;
     let pb = progress(args.runs as u64, policy);
-    let runs = pool.install(|| run_many(&resolved.scenario, args.seed, args.runs, &|| pb.inc(1)))?;
+    let runs = match decision_log {
+        None => pool.install(|| run_many(&resolved.scenario, args.seed, args.runs, &|| pb.inc(1)))?,
+        Some(path) => {
+            let parts = LogParts::new(path, args.runs);
+            let make = |k: u32| -> Result<Option<DecisionLog<'static>>, SimError> {
+                let part = parts.part(k);
+                let f = File::create(&part).map_err(|e| SimError::Io(format!("cannot create {}: {e}", part.display())))?;
+                Ok(Some(DecisionLog::new(k, Box::new(BufWriter::new(f)), path.display().to_string())))
+            };
+            let runs = pool.install(|| run_many_logged(&resolved.scenario, args.seed, args.runs, &|| pb.inc(1), &make));
+            let runs = runs.map_err(anyhow::Error::from).and_then(|r| parts.join().map(|_| r));
+            parts.remove();
+            runs?
+        }
+    };
     pb.finish_and_clear();
     let summary = RunsSummary::of(&runs).ok_or_else(|| anyhow::anyhow!("--runs must be at least 1"))?;
     let doc = json!({
@@ -54,7 +112,7 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
     }
-    let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy)?;
+    let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy, a.decision_log.as_deref())?;
     if a.profile {
         return emit_profile(a, &runs[0], &resolved, out);
     }
