@@ -49,8 +49,7 @@ fn scenario(name: &str, workload: &str, copies: u32) -> Scenario {
     };
     let entry = numalab_policy::find(name).unwrap();
     let env = PolicyEnv::new(m.clone());
-    let mut sim = SimConfig::default();
-    sim.tick_ms = 1.0;
+    let mut sim = SimConfig { tick_ms: 1.0, ..SimConfig::default() };
     sim.sched.tick_hz = 1000.0;
     Scenario { policy_config: policy_config(name, &env, entry), machine: m, program: Arc::new(program), policy: entry, sim }
 }
