@@ -13,7 +13,7 @@ pub struct SimConfig {
     pub sched: SchedConfig,
     /// Period of `on_tick` calls to the policy, milliseconds [ours].
     pub tick_ms: f64,
-    /// Interval of the interconnect-load metric (static-policies.md §9 uses 1 s).
+    /// Interval of the interconnect-load metric (docs/metrics.md, `interconnect_load`: 1 s).
     pub metrics_interval_ms: f64,
 }
 

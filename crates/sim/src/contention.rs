@@ -16,7 +16,7 @@
 //! Properties that follow (and are tested): an idle machine has idle latency; a controller's
 //! throughput never exceeds its bandwidth; with N threads saturating one controller the
 //! latency tends to `N·S` (the closed-system asymptote), which is how the contended figures of
-//! machines.md arise. The solve is warm-started each epoch from the previous one.
+//! docs/machines.md (amd48) arise. The solve is warm-started each epoch from the previous one.
 
 use numalab_core::machine::{Interconnect, LinkId};
 use numalab_core::Machine;
@@ -322,7 +322,7 @@ mod tests {
         assert!((c.rate(0) - 1.0 / 70.9).abs() < 1e-9);
     }
 
-    /// machines.md: 48 threads hitting one amd48 node see about 316.8 ns locally, 336.4 ns at
+    /// docs/machines.md (amd48): 48 threads hitting one node see about 316.8 ns locally, 336.4 ns at
     /// one hop and 392.3 ns at two hops (a calibration target, not an exact law).
     #[test]
     fn amd48_contended_latency_lands_near_the_measured_figures() {

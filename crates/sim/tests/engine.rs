@@ -75,7 +75,7 @@ fn first_touch_keeps_streams_local_and_interleave_spreads_them() {
 fn master_initialisation_concentrates_accesses_under_first_touch() {
     let ft = run_one(&scenario("server-a-4n", "master-slave", Some(32), 0.002, "first-touch", Default::default()), 1).unwrap();
     let r4 = run_one(&scenario("server-a-4n", "master-slave", Some(32), 0.002, "round-4k", Default::default()), 1).unwrap();
-    // static-policies.md §9 classes: High above 130 %, Low below 85 %.
+    // docs/metrics.md, "Imbalance classes": High above 130 %, Low below 85 %.
     assert!(ft.node_imbalance.unwrap() > 130.0, "{:?}", ft.node_imbalance);
     assert!(r4.node_imbalance.unwrap() < 85.0, "{:?}", r4.node_imbalance);
     assert!(ft.controller_utilisation[0] > ft.controller_utilisation[1] * 5.0);
