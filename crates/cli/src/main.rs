@@ -3,6 +3,7 @@
 mod cmd;
 mod output;
 mod scenario;
+mod study;
 
 use clap::{Parser, Subcommand};
 use output::OutputOpts;
@@ -38,6 +39,9 @@ enum Command {
     Sim(cmd::sim::SimArgs),
     /// Simulate several policies on the same machine and workload and compare them.
     Compare(cmd::compare::CompareArgs),
+    /// Run a study: machines × workloads × policies × a parameter grid × runs, cached and
+    /// resumable, shardable across machines (docs/study.md).
+    Study(cmd::study::StudyArgs),
     /// Measure the simulator's throughput (simulated memory accesses per second).
     Bench(cmd::bench::BenchArgs),
     /// Analytic models: mean-value analysis and the roofline.
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Workload(c) => cmd::workload::run(c, &cli.output),
         Command::Sim(a) => cmd::sim::run(a, &cli.output),
         Command::Compare(a) => cmd::compare::run(a, &cli.output),
+        Command::Study(a) => cmd::study::run(a, &cli.output),
         Command::Bench(a) => cmd::bench::run(a, &cli.output),
         Command::Model(c) => cmd::model::run(c, &cli.output),
         Command::Topo(a) => cmd::topo::run(a, &cli.output),

@@ -3,7 +3,7 @@
 use crate::pingpong::IntervalHistogram;
 use crate::sched::MigrationCounts;
 use numalab_core::stats::{rsd_percent, RsdEstimator, Summary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Event counters of a run, named as Linux names them where the quantity exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl Counters {
 
 /// NUMA-balancing counters under Linux's names (`/proc/vmstat` and the `sched:*_numa`
 /// tracepoints; docs/metrics.md).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaCounters {
     pub numa_pte_updates: u64,
     pub numa_hint_faults: u64,
@@ -54,7 +54,7 @@ pub struct NumaCounters {
 }
 
 /// Everything measured in one run. Field names are the `numalab.sim/2` JSON contract.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
     pub seed: u64,
     /// Simulated wall time until the last thread finished.
@@ -111,7 +111,7 @@ pub struct RunMetrics {
     pub refused_decisions: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BusySummary {
     pub mean: f64,
     pub min: f64,
@@ -136,7 +136,7 @@ pub fn node_imbalance(node_accesses: &[u64], memory_nodes: &[u16]) -> Option<f64
 
 /// Cross-run summary: the full distribution of the execution time, the mean of every other
 /// numeric field (`null` when a field is null in every run).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunsSummary {
     pub runs: usize,
     pub exec_time_s: Summary,

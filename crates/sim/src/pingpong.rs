@@ -3,14 +3,14 @@
 //! round trip's length goes into a histogram with fixed edges.
 
 use numalab_core::NodeId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Upper edges of the round-trip histogram, seconds; the last bin is open.
 pub const INTERVAL_EDGES_S: [f64; 6] = [0.001, 0.01, 0.1, 1.0, 10.0, 100.0];
 
 /// Round-trip times: `counts[k]` trips took less than `edges_s[k]` (and at least the previous
 /// edge); `counts[edges_s.len()]` took 100 s or more.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IntervalHistogram {
     pub edges_s: Vec<f64>,
     pub counts: Vec<u64>,

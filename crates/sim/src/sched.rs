@@ -33,14 +33,14 @@ impl TaskState {
 }
 
 /// Moves of one cause, within a node and across nodes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CauseCount {
     pub in_node: u64,
     pub cross_node: u64,
 }
 
 /// Thread migrations by cause (metric `thread_migrations_by_cause`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct MigrationCounts {
     pub idle_balance: CauseCount,
     pub load_balance: CauseCount,

@@ -8,5 +8,6 @@ pub mod machine_import;
 pub mod model;
 pub mod profile;
 pub mod sim;
+pub mod study;
 pub mod topo;
 pub mod workload;

@@ -1,0 +1,129 @@
+//! `numalab study FILE.toml` and `numalab study merge`: many cells, cached runs, shards
+//! (docs/study.md).
+
+use crate::output::{emit, write_text, OutputOpts};
+use crate::scenario::pool;
+use crate::study::{self, cache_path, cell_doc, read_cached, write_cached, IndexedRun, Shard, StudyDoc, StudyFile};
+use anyhow::{anyhow, bail, Context, Result};
+use numalab_core::rng::run_seed;
+use numalab_sim::run_one;
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct StudyArgs {
+    #[command(subcommand)]
+    pub merge: Option<StudyCommand>,
+    /// The study file (TOML: [study] machines, workloads, policies, runs; optional [grid]).
+    pub file: Option<PathBuf>,
+    /// Cache of finished runs [default: FILE's name with .cache, beside it]. Re-running or
+    /// extending a study computes only the runs the cache lacks.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Run only the jobs whose index modulo N is I (e.g. one task of a SLURM array);
+    /// `numalab study merge` joins the shards' documents.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Parallel runs (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Also write the table as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum StudyCommand {
+    /// Join the documents of a study's shards into the document of the whole study.
+    Merge {
+        /// numalab.study/1 documents of the same study.
+        #[arg(required = true)]
+        docs: Vec<PathBuf>,
+        /// Also write the table as CSV to this file.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+    },
+}
+
+pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
+    if let Some(StudyCommand::Merge { docs, csv }) = &a.merge {
+        let docs = docs.iter().map(|p| read_doc(p)).collect::<Result<Vec<_>>>()?;
+        let doc = study::merge(docs)?;
+        return finish(&doc, csv.as_deref(), out);
+    }
+    let file = a.file.as_ref().ok_or_else(|| anyhow!("numalab study needs a study file (see docs/study.md), or `merge`"))?;
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let spec = StudyFile::parse(&text, &file.display().to_string())?;
+    let cells = study::cells(&spec)?;
+    let cache = a.cache.clone().unwrap_or_else(|| file.with_extension("cache"));
+    let jobs = study::jobs(cells.len(), spec.study.runs, a.shard);
+    let seed_of = |k: u32| run_seed(spec.study.seed, k as u64);
+    let pending: Vec<(usize, u32)> =
+        jobs.iter().copied().filter(|&(c, k)| read_cached(&cache_path(&cache, &cells[c], k, seed_of(k))).is_none()).collect();
+    eprintln!(
+        "study {}: {} cells, {} jobs{}, {} cached, {} to run (cache {})",
+        file.display(),
+        cells.len(),
+        jobs.len(),
+        a.shard.map_or(String::new(), |s| format!(" in shard {s}")),
+        jobs.len() - pending.len(),
+        pending.len(),
+        cache.display()
+    );
+    let pb = crate::scenario::progress(pending.len() as u64, "study");
+    let failure = Mutex::new(None);
+    pool(a.jobs)?.install(|| {
+        pending.par_iter().for_each(|&(c, k)| {
+            let res = run_one(&cells[c].resolved.scenario, seed_of(k))
+                .map_err(anyhow::Error::from)
+                .and_then(|r| write_cached(&cache_path(&cache, &cells[c], k, seed_of(k)), &r));
+            if let Err(e) = res {
+                let cell = &cells[c];
+                failure
+                    .lock()
+                    .expect("no panics hold the lock")
+                    .get_or_insert(e.context(format!("run {k} of {} / {} / {}", cell.machine, cell.workload, cell.policy)));
+            }
+            pb.inc(1);
+        })
+    });
+    pb.finish_and_clear();
+    if let Some(e) = failure.into_inner().expect("no panics hold the lock") {
+        return Err(e);
+    }
+    // Every result is read back from the cache, so a resumed study and a merged one are built
+    // from the same bytes.
+    let mut runs: Vec<Vec<IndexedRun>> = vec![Vec::new(); cells.len()];
+    for &(c, k) in &jobs {
+        let path = cache_path(&cache, &cells[c], k, seed_of(k));
+        let metrics = read_cached(&path).ok_or_else(|| anyhow!("the cached result {} vanished", path.display()))?;
+        runs[c].push(IndexedRun { run: k, metrics });
+    }
+    let doc = StudyDoc {
+        schema: study::SCHEMA.into(),
+        numalab_version: env!("CARGO_PKG_VERSION").into(),
+        study: spec,
+        shard: a.shard.map(|s| s.to_string()),
+        cells: cells.iter().zip(runs).map(|(c, r)| cell_doc(c, r)).collect(),
+    };
+    finish(&doc, a.csv.as_deref(), out)
+}
+
+fn read_doc(p: &Path) -> Result<StudyDoc> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    let doc: StudyDoc = serde_json::from_str(&text).map_err(|e| anyhow!("{}: not a {} document: {e}", p.display(), study::SCHEMA))?;
+    if doc.schema != study::SCHEMA {
+        bail!("{}: schema {} is not {}", p.display(), doc.schema, study::SCHEMA);
+    }
+    Ok(doc)
+}
+
+fn finish(doc: &StudyDoc, csv: Option<&Path>, out: &OutputOpts) -> Result<()> {
+    let t = study::table(doc);
+    if let Some(path) = csv {
+        write_text(Some(path), &t.render_csv())?;
+    }
+    emit(out, &serde_json::to_value(doc)?, &t)
+}

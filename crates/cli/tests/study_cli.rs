@@ -1,0 +1,116 @@
+//! `numalab study`: expansion, the cache, shards and merge (docs/study.md).
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+fn numalab() -> Command {
+    Command::cargo_bin("numalab").unwrap()
+}
+
+const STUDY: &str = r#"
+[study]
+name = "tiny"
+machines = ["server-a-2n"]
+workloads = ["cg-like", "stream-like"]
+policies = ["first-touch", "round-4k"]
+runs = 3
+scale = 0.0005
+threads = 4
+[grid]
+"sim.sched.noise_rate_per_cpu_hz" = [50.0, 0.0]
+"#;
+
+fn write_study(dir: &Path, text: &str) -> std::path::PathBuf {
+    let p = dir.join("s.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run_json(args: &[&str]) -> (Value, String) {
+    let out = numalab().args(args).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn a_study_expands_caches_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), STUDY);
+    let f = file.to_str().unwrap();
+    let (doc, err) = run_json(&["study", f]);
+    assert!(err.contains("8 cells, 24 jobs, 0 cached, 24 to run"), "{err}");
+    assert_eq!(doc["schema"], "numalab.study/1");
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 8, "2 workloads x 2 policies x 2 grid points");
+    assert_eq!(cells[0]["workload"], "cg-like");
+    assert_eq!(cells[0]["grid"]["sim.sched.noise_rate_per_cpu_hz"], 50.0);
+    assert_eq!(cells[1]["grid"]["sim.sched.noise_rate_per_cpu_hz"], 0.0);
+    assert_eq!(cells[0]["config"]["sim"]["sched"]["noise_rate_per_cpu_hz"], 50.0, "the grid value reaches the config");
+    assert_eq!(cells[0]["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(cells[0]["summary"]["runs"], 3);
+    // Run k of every cell has the same seed (common random numbers).
+    assert_eq!(cells[0]["runs"][2]["seed"], cells[5]["runs"][2]["seed"]);
+    // Again: everything comes from the cache, same bytes.
+    let (again, err) = run_json(&["study", f]);
+    assert!(err.contains("24 cached, 0 to run"), "{err}");
+    assert_eq!(doc, again);
+    // Extending the study (one more run per cell) computes only the new runs.
+    write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 4"));
+    let (more, err) = run_json(&["study", f]);
+    assert!(err.contains("32 jobs, 24 cached, 8 to run"), "{err}");
+    assert_eq!(more["cells"][3]["runs"][1], doc["cells"][3]["runs"][1]);
+}
+
+#[test]
+fn shards_merge_into_the_bytes_of_the_whole_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), STUDY);
+    let f = file.to_str().unwrap();
+    let whole = dir.path().join("whole.json");
+    numalab().args(["study", f, "--format", "json", "--out", whole.to_str().unwrap()]).assert().success();
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        let out = dir.path().join(format!("shard{i}.json"));
+        let cache = dir.path().join(format!("cache{i}"));
+        numalab()
+            .args(["study", f, "--shard", &format!("{i}/3"), "--cache", cache.to_str().unwrap(), "--jobs", "1"])
+            .args(["--format", "json", "--out", out.to_str().unwrap()])
+            .assert()
+            .success();
+        let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(doc["shard"], format!("{i}/3"));
+        shards.push(out.to_str().unwrap().to_string());
+    }
+    let merged = dir.path().join("merged.json");
+    numalab()
+        .args(["study", "merge", &shards[2], &shards[0], &shards[1], "--format", "json", "--out", merged.to_str().unwrap()])
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(&whole).unwrap(), std::fs::read(&merged).unwrap(), "merge = the whole study, byte for byte");
+}
+
+#[test]
+fn bad_studies_and_merges_fail_with_one_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 0"));
+    let out = numalab().args(["study", file.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("study.runs must be at least 1"), "{err}");
+    let file = write_study(dir.path(), &STUDY.replace("cg-like", "no-such-workload"));
+    let err = String::from_utf8(numalab().args(["study", file.to_str().unwrap()]).output().unwrap().stderr).unwrap();
+    assert!(err.contains("no-such-workload"), "{err}");
+    let out = numalab().args(["study", file.to_str().unwrap(), "--shard", "3/3"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a shard is I/N"));
+    // Documents of different studies do not merge.
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    let one = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 1"));
+    numalab().args(["study", one.to_str().unwrap(), "--format", "json", "--out", a.to_str().unwrap()]).assert().success();
+    let two = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 2"));
+    numalab().args(["study", two.to_str().unwrap(), "--format", "json", "--out", b.to_str().unwrap()]).assert().success();
+    let err =
+        String::from_utf8(numalab().args(["study", "merge", a.to_str().unwrap(), b.to_str().unwrap()]).output().unwrap().stderr).unwrap();
+    assert!(err.contains("different studies"), "{err}");
+}
