@@ -39,7 +39,31 @@ pub struct StudySpec {
     /// Overrides applied to every cell (as `--set`).
     #[serde(default)]
     pub set: Vec<String>,
+    /// Shorten (or lengthen) runs by the iteration count of the workload's main loop, keeping
+    /// each phase as long as in the full program: one number for every workload, or a table
+    /// of workload names to numbers (workloads it does not name keep their own).
+    #[serde(default)]
+    pub iterations: Option<Iterations>,
 }
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Iterations {
+    All(u32),
+    PerWorkload(BTreeMap<String, u32>),
+}
+
+impl Iterations {
+    fn of(&self, workload: &str) -> Option<u32> {
+        match self {
+            Iterations::All(n) => Some(*n),
+            Iterations::PerWorkload(m) => m.get(workload).copied(),
+        }
+    }
+}
+
+/// The override that sets a single program's iteration count.
+pub const ITERATIONS_KEY: &str = "workload.definition.workload.run.iterations";
 
 fn default_seed() -> u64 {
     1
@@ -65,6 +89,20 @@ impl StudyFile {
         }
         if s.runs == 0 {
             bail!("{path}: study.runs must be at least 1");
+        }
+        match &s.iterations {
+            Some(Iterations::All(0)) => bail!("{path}: study.iterations must be at least 1"),
+            Some(Iterations::PerWorkload(m)) => {
+                for (w, n) in m {
+                    if !s.workloads.contains(w) {
+                        bail!("{path}: study.iterations names '{w}', which is not in study.workloads");
+                    }
+                    if *n == 0 {
+                        bail!("{path}: study.iterations.{w} must be at least 1");
+                    }
+                }
+            }
+            _ => {}
         }
         if let Some(x) = s.scale {
             if !(x.is_finite() && x > 0.0) {
@@ -118,6 +156,9 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
             for policy in &f.study.policies {
                 for grid in f.grid_points() {
                     let mut set = f.study.set.clone();
+                    if let Some(n) = f.study.iterations.as_ref().and_then(|i| i.of(workload)) {
+                        set.push(format!("{ITERATIONS_KEY}={n}"));
+                    }
                     set.extend(grid.iter().map(|(k, v)| format!("{k}={v}")));
                     let args = ScenarioArgs {
                         machine: machine.clone(),
@@ -391,6 +432,20 @@ mod tests {
         for bad in ["4/4", "1", "a/2", "0/0"] {
             assert!(bad.parse::<Shard>().unwrap_err().contains("a shard is I/N"), "{bad}");
         }
+    }
+
+    #[test]
+    fn iterations_are_one_number_or_per_workload() {
+        let head = "[study]\nmachines=['m']\nworkloads=['a', 'b']\npolicies=['p']\nruns=1\n";
+        let f = StudyFile::parse(&format!("{head}iterations = 7\n"), "s.toml").unwrap();
+        assert_eq!(f.study.iterations.unwrap().of("b"), Some(7));
+        let f = StudyFile::parse(&format!("{head}iterations = {{ a = 3 }}\n"), "s.toml").unwrap();
+        let it = f.study.iterations.unwrap();
+        assert_eq!((it.of("a"), it.of("b")), (Some(3), None));
+        let e = StudyFile::parse(&format!("{head}iterations = {{ c = 3 }}\n"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml: study.iterations names 'c', which is not in study.workloads");
+        let e = StudyFile::parse(&format!("{head}iterations = 0\n"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml: study.iterations must be at least 1");
     }
 
     #[test]
