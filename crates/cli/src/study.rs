@@ -353,6 +353,7 @@ pub fn table(doc: &StudyDoc) -> Table {
             "wakeup_per_s",
             "numa_move_per_s",
             "numa_swap_per_s",
+            "cluster_per_s",
             "policy_per_s",
             "hint_faults_per_s",
             "page_migs_per_s",
@@ -368,7 +369,7 @@ pub fn table(doc: &StudyDoc) -> Table {
         row.extend(grid_keys.iter().map(|k| c.grid.get(k).map_or(String::new(), |v| v.to_string())));
         let Some(s) = &c.summary else {
             row.push("0".into());
-            row.extend(std::iter::repeat_n("n/a".to_string(), 13));
+            row.extend(std::iter::repeat_n("n/a".to_string(), 14));
             t.row(row);
             continue;
         };
@@ -386,6 +387,7 @@ pub fn table(doc: &StudyDoc) -> Table {
             f(by(|m| m.wakeup.cross_node), 3),
             f(by(|m| m.numa_move.cross_node), 3),
             f(by(|m| m.numa_swap.cross_node), 3),
+            f(by(|m| m.cluster_move.cross_node + m.cluster_swap.cross_node), 3),
             f(by(|m| m.policy.cross_node), 3),
             f(s.hint_faults_per_s, 1),
             f(s.page_migrations_per_s, 1),

@@ -98,13 +98,25 @@ pub enum MoveCause {
     NumaMove,
     /// NUMA task placement swapped it with another task (`sched_swap_numa`).
     NumaSwap,
+    /// Thread clustering moved it to a node (Stable-NUMA's cluster placement).
+    ClusterMove,
+    /// Thread clustering swapped it with a thread of another node.
+    ClusterSwap,
     /// Any other policy decision.
     Policy,
 }
 
 impl MoveCause {
-    pub const ALL: [MoveCause; 6] =
-        [MoveCause::IdleBalance, MoveCause::LoadBalance, MoveCause::Wakeup, MoveCause::NumaMove, MoveCause::NumaSwap, MoveCause::Policy];
+    pub const ALL: [MoveCause; 8] = [
+        MoveCause::IdleBalance,
+        MoveCause::LoadBalance,
+        MoveCause::Wakeup,
+        MoveCause::NumaMove,
+        MoveCause::NumaSwap,
+        MoveCause::ClusterMove,
+        MoveCause::ClusterSwap,
+        MoveCause::Policy,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -113,6 +125,8 @@ impl MoveCause {
             MoveCause::Wakeup => "wakeup",
             MoveCause::NumaMove => "numa_move",
             MoveCause::NumaSwap => "numa_swap",
+            MoveCause::ClusterMove => "cluster_move",
+            MoveCause::ClusterSwap => "cluster_swap",
             MoveCause::Policy => "policy",
         }
     }

@@ -47,6 +47,8 @@ pub struct MigrationCounts {
     pub wakeup: CauseCount,
     pub numa_move: CauseCount,
     pub numa_swap: CauseCount,
+    pub cluster_move: CauseCount,
+    pub cluster_swap: CauseCount,
     pub policy: CauseCount,
 }
 
@@ -58,6 +60,8 @@ impl MigrationCounts {
             Cause::Wakeup => self.wakeup,
             Cause::NumaMove => self.numa_move,
             Cause::NumaSwap => self.numa_swap,
+            Cause::ClusterMove => self.cluster_move,
+            Cause::ClusterSwap => self.cluster_swap,
             Cause::Policy => self.policy,
         }
     }
@@ -68,6 +72,8 @@ impl MigrationCounts {
             Cause::Wakeup => &mut self.wakeup,
             Cause::NumaMove => &mut self.numa_move,
             Cause::NumaSwap => &mut self.numa_swap,
+            Cause::ClusterMove => &mut self.cluster_move,
+            Cause::ClusterSwap => &mut self.cluster_swap,
             Cause::Policy => &mut self.policy,
         }
     }
