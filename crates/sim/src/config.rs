@@ -121,6 +121,10 @@ impl SimConfig {
         pos("tick_ms", self.tick_ms)?;
         pos("metrics_interval_ms", self.metrics_interval_ms)?;
         pos("sched.balance_interval_ms", self.sched.balance_interval_ms)?;
+        pos("sched.tick_hz", self.sched.tick_hz)?;
+        if !(self.sched.barrier_spin_us >= 0.0 && self.sched.barrier_spin_us.is_finite()) {
+            return Err(format!("sim.sched.barrier_spin_us = {} must be a finite number, 0 or more", self.sched.barrier_spin_us));
+        }
         if !(self.core.smt_share > 0.0 && self.core.smt_share <= 1.0) {
             return Err(format!("sim.core.smt_share = {} must lie in (0, 1]", self.core.smt_share));
         }

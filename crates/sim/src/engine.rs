@@ -378,9 +378,14 @@ impl World<'_> {
         }
     }
 
+    /// Charge policy work to a thread. A finished thread is not charged: its clock marks the
+    /// end of its program, and work done for it after that is a daemon's, not the program's.
     pub(crate) fn charge_thread(&mut self, t: usize, ns: f64) {
-        self.threads[t].clock += ns;
-        self.threads[t].busy_ns += ns;
+        let th = &mut self.threads[t];
+        if th.state != State::Done {
+            th.clock += ns;
+            th.busy_ns += ns;
+        }
     }
 
     /// Simulated time in `actor`'s context (its clock, or the epoch start if it is behind).
@@ -835,6 +840,9 @@ impl World<'_> {
             Decision::ScanStep { .. } => unreachable!("the driver carries out scan steps"),
             Decision::MoveThread { thread, to, cpu, cause } => {
                 crate::driver::check_thread(self.p.threads, thread)?;
+                if !self.thread_alive(thread) {
+                    return Err(Refusal::NoSuchTarget);
+                }
                 let at = self.now_ns(actor) as f64;
                 let mv = self.sched.move_thread(thread, to, cpu, cause, &self.states, at)?;
                 self.counters.sched_move_numa += u64::from(cause == MoveCause::NumaMove);
@@ -845,6 +853,9 @@ impl World<'_> {
                 crate::driver::check_thread(self.p.threads, a)?;
                 crate::driver::check_thread(self.p.threads, b)?;
                 let at = self.now_ns(actor) as f64;
+                if !self.thread_alive(a) || !self.thread_alive(b) {
+                    return Err(Refusal::NoSuchTarget);
+                }
                 let (ma, mb) = self.sched.swap(a, b, cause, at)?;
                 self.counters.sched_swap_numa += u64::from(cause == MoveCause::NumaSwap);
                 self.note_moves(&[ma, mb]);
@@ -1023,7 +1034,11 @@ impl World<'_> {
             self.charge_thread(0, ns);
         }
         if end >= self.task_tick_next_ns {
-            self.task_tick_next_ns += 1e9 / self.cfg.sched.tick_hz;
+            // One tick per epoch at most; an epoch longer than a tick does not pile them up.
+            let period = 1e9 / self.cfg.sched.tick_hz;
+            while self.task_tick_next_ns <= end {
+                self.task_tick_next_ns += period;
+            }
             for t in 0..self.threads.len() {
                 if !self.states[t].on_cpu() || self.threads[t].state == State::Done {
                     continue;
