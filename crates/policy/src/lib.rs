@@ -13,6 +13,7 @@ pub mod error;
 pub mod fallback;
 pub mod policy;
 pub mod registry;
+pub mod stable_numa;
 pub mod statics;
 pub mod testing;
 
