@@ -147,6 +147,37 @@ impl StableNuma {
         self.spaces.get(&space).map_or(0, |s| s.seq)
     }
 
+    /// Tests: give a page metadata (and an SS page its count at `home`).
+    #[cfg(test)]
+    pub(crate) fn set_page(&mut self, space: SpaceId, page: PageIdx, meta: Meta, home: NodeId) {
+        let sp = self.space(space);
+        sp.grow(page);
+        let old = sp.meta(page);
+        sp.meta[page as usize] = meta.pack();
+        if old.state == State::SS {
+            if let Some(h) = self.ss_home.remove(&(space, page)) {
+                self.ss_add(space, h, -1);
+            }
+        }
+        if meta.state == State::SS {
+            self.ss_add(space, home, 1);
+            self.ss_home.insert((space, page), home);
+        }
+    }
+
+    /// Tests: set a page's previous fault.
+    #[cfg(test)]
+    pub(crate) fn set_last(&mut self, space: SpaceId, page: PageIdx, last: (ThreadId, CpuId)) {
+        let sp = self.space(space);
+        sp.grow(page);
+        sp.last[page as usize] = last;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn tables_mut(&mut self, space: SpaceId) -> Option<&mut Tables> {
+        self.spaces.get_mut(&space)?.group.as_mut().map(|g| &mut g.tables)
+    }
+
     fn ss_key(&self, space: SpaceId) -> Option<SpaceId> {
         match self.config.ss_count_scope {
             SsCountScope::Global => None,
