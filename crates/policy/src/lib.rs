@@ -11,6 +11,7 @@
 pub mod decision;
 pub mod error;
 pub mod fallback;
+pub mod kmaf;
 pub mod policy;
 pub mod registry;
 pub mod stable_numa;

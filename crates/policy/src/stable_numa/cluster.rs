@@ -138,8 +138,17 @@ pub struct Params {
 pub enum Choice {
     /// No positive gain, or neither a move nor a swap passed its test.
     Nothing,
-    Move { thread: ThreadId, from: NodeId, to: NodeId },
-    Swap { thread: ThreadId, victim: ThreadId, from: NodeId, to: NodeId },
+    Move {
+        thread: ThreadId,
+        from: NodeId,
+        to: NodeId,
+    },
+    Swap {
+        thread: ThreadId,
+        victim: ThreadId,
+        from: NodeId,
+        to: NodeId,
+    },
 }
 
 /// The single move `(t*, d*)` that most raises the group's local pages:
@@ -261,7 +270,20 @@ pub(crate) mod tests {
         }
         // TT entries chosen so that the smoothed values are those of the example (S = W
         // when S(k−1) = W(k)): w(A,B) = 22 + 18 unless overridden.
-        let tt = [(A, B, w_ab.0), (B, A, w_ab.1), (A, C, 4), (C, A, 2), (A, D, 1), (D, A, 3), (B, C, 2), (C, B, 1), (B, D, 3), (D, B, 2), (C, D, 15), (D, C, 20)];
+        let tt = [
+            (A, B, w_ab.0),
+            (B, A, w_ab.1),
+            (A, C, 4),
+            (C, A, 2),
+            (A, D, 1),
+            (D, A, 3),
+            (B, C, 2),
+            (C, B, 1),
+            (B, D, 3),
+            (D, B, 2),
+            (C, D, 15),
+            (D, C, 20),
+        ];
         for (x, y, v) in tt {
             let (r, c) = (t.row(x).unwrap(), t.row(y).unwrap());
             t.s_tt[r * 4 + c] = v as f64;

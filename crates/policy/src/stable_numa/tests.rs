@@ -316,14 +316,14 @@ fn clustering_off_and_pinned_threads() {
     join_all(&mut p, &s);
     let t = p.tables_mut(0).unwrap();
     let i = t.row(A).unwrap() * t.nodes + 1;
-        t.w_tn[i] = 20;
+    t.w_tn[i] = 20;
     assert_eq!(seq_end(&mut p, &s, 1), vec![]);
     let mut p = policy(StableNumaConfig::default());
     s.pinned[A as usize] = true;
     join_all(&mut p, &s);
     let t = p.tables_mut(0).unwrap();
     let i = t.row(A).unwrap() * t.nodes + 1;
-        t.w_tn[i] = 20;
+    t.w_tn[i] = 20;
     assert_eq!(seq_end(&mut p, &s, 1), vec![]);
 }
 
@@ -335,7 +335,7 @@ fn exited_threads_leave_the_group() {
     join_all(&mut p, &s);
     let t = p.tables_mut(0).unwrap();
     let i = t.row(A).unwrap() * t.nodes + 1;
-        t.w_tn[i] = 20;
+    t.w_tn[i] = 20;
     s.alive[A as usize] = false;
     assert_eq!(seq_end(&mut p, &s, 1), vec![]);
     assert_eq!(p.sub_group(0, A), None);
@@ -391,7 +391,10 @@ fn invariants_over_a_fault_stream() {
                         pre[from] += 1;
                         pre[to] -= 1;
                         let spread = |v: &[u64]| v.iter().max().unwrap() - v.iter().min().unwrap();
-                        assert!(pre[from] == *pre.iter().max().unwrap() && pre[to] == *pre.iter().min().unwrap(), "invariant 9: {d:?} {pre:?}");
+                        assert!(
+                            pre[from] == *pre.iter().max().unwrap() && pre[to] == *pre.iter().min().unwrap(),
+                            "invariant 9: {d:?} {pre:?}"
+                        );
                         assert!(4 * pre[to] < 3 * pre[from] && spread(&c) <= spread(&pre), "invariant 9: {d:?} {pre:?} -> {c:?}");
                     }
                     _ => panic!("invariant 6: migration on a fault ending in {:?}", after.state),
@@ -436,14 +439,20 @@ fn config_defaults_and_errors() {
     let d = StableNumaConfig::default;
     let cases: Vec<(StableNumaConfig, &str)> = vec![
         (StableNumaConfig { scan_interval_ms: 0, ..d() }, "policy 'stable-numa': scan_interval_ms must be at least 1"),
-        (StableNumaConfig { scan_chunk_mb: 2561, ..d() }, "policy 'stable-numa': scan_chunk_mb must be at most 2560 (0 = whole space), got 2561"),
+        (
+            StableNumaConfig { scan_chunk_mb: 2561, ..d() },
+            "policy 'stable-numa': scan_chunk_mb must be at most 2560 (0 = whole space), got 2561",
+        ),
         (StableNumaConfig { e_max: 8, ..d() }, "policy 'stable-numa': e_max must be at most 7 (a 3-bit exponent), got 8"),
         (StableNumaConfig { ss_balance_ratio: 0.0, ..d() }, "policy 'stable-numa': ss_balance_ratio must be in (0, 1], got 0"),
         (StableNumaConfig { ss_balance_ratio: 1.5, ..d() }, "policy 'stable-numa': ss_balance_ratio must be in (0, 1], got 1.5"),
         (StableNumaConfig { ema_alpha: 0.0, ..d() }, "policy 'stable-numa': ema_alpha must be in (0, 1], got 0"),
         (StableNumaConfig { min_gain: -1.0, ..d() }, "policy 'stable-numa': min_gain must be a finite number >= 0, got -1"),
         (StableNumaConfig { numa_imbalance_pct: 99, ..d() }, "policy 'stable-numa': numa_imbalance_pct must be at least 100, got 99"),
-        (StableNumaConfig { swap_threshold: f64::NAN, ..d() }, "policy 'stable-numa': swap_threshold must be a finite number >= 0, got NaN"),
+        (
+            StableNumaConfig { swap_threshold: f64::NAN, ..d() },
+            "policy 'stable-numa': swap_threshold must be a finite number >= 0, got NaN",
+        ),
         (StableNumaConfig { pid_bits: 0, ..d() }, "policy 'stable-numa': pid_bits must be in 1..=32 (32 = full thread ids), got 0"),
         (StableNumaConfig { pid_bits: 33, ..d() }, "policy 'stable-numa': pid_bits must be in 1..=32 (32 = full thread ids), got 33"),
     ];
