@@ -415,8 +415,8 @@ impl Policy for StableNuma {
         }
         // (5) placement of the state reached.
         match tr.placement {
-            Some(Kind::Tp | Kind::Np) => {
-                if h != n && self.migrate(space, page, n, view, out) {
+            Some(Kind::Tp | Kind::Np) if h != n => {
+                if self.migrate(space, page, n, view, out) {
                     self.stats.private_migrations += 1;
                 }
             }
@@ -431,7 +431,7 @@ impl Policy for StableNuma {
                     }
                 }
             }
-            None => {}
+            Some(Kind::Tp | Kind::Np) | None => {}
         }
     }
 

@@ -213,7 +213,7 @@ pub fn transition(m: Meta, f: FaultType, it_memory: bool, e_max: u8) -> Transiti
 /// Selective profiling: may the scanner unmap a page with this metadata in sequence `seq`?
 /// UN and in-transition pages: always. Stable pages: iff `seq mod 2^e == 0`.
 pub fn unmap_due(m: Meta, seq: u64) -> bool {
-    m.state.always_unmapped() || seq % (1u64 << m.e) == 0
+    m.state.always_unmapped() || seq.is_multiple_of(1u64 << m.e)
 }
 
 #[cfg(test)]

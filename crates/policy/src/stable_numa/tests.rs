@@ -409,7 +409,7 @@ fn invariants_over_a_fault_stream() {
             assert_eq!(p.ss_count(0), counts, "invariant 8");
             log.extend(out);
             // Threads wander between nodes now and then.
-            if x % 97 == 0 {
+            if x.is_multiple_of(97) {
                 let cpu = s.cpu_of_thread[t as usize];
                 s.put(t, (cpu + 2) % 4);
             }
