@@ -49,13 +49,12 @@ impl PageTable {
             .map_or_else(Vec::new, |s| s.iter().copied().filter(|e| e.0 != ThreadId::MAX).collect())
     }
 
-    /// Halve every count (older faults weigh less); entries that reach 0 are dropped.
+    /// Halve every count, rounding up (older faults weigh less, but a thread seen once per
+    /// pass keeps its entry: plain halving would erase a count of 1 at every pass, and a page
+    /// faulted once per pass would never reach two recorded faults).
     pub fn age(&mut self) {
         for e in &mut self.entries {
-            e.1 /= 2;
-            if e.1 == 0 {
-                *e = EMPTY;
-            }
+            e.1 = e.1.div_ceil(2);
         }
     }
 
@@ -118,8 +117,10 @@ mod tests {
         assert_eq!(t.sharers(3), vec![(7, 2), (8, 1)]);
         t.record(3, 9); // full: replaces 8 (1 fault)
         assert_eq!(t.sharers(3), vec![(7, 2), (9, 1)]);
+        t.record(3, 7);
+        t.record(3, 7);
         t.age();
-        assert_eq!(t.sharers(3), vec![(7, 1)], "9 drops to 0 and is forgotten");
+        assert_eq!(t.sharers(3), vec![(7, 2), (9, 1)], "4 halves to 2; 1 stays 1 (rounded up)");
         assert_eq!(t.sharers(0), vec![]);
         assert_eq!(t.sharers(100), vec![], "never-seen page");
         t.reset(3);

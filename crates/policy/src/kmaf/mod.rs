@@ -48,7 +48,7 @@ pub struct Kmaf {
     first_touch: FirstTouch,
     cpu_nodes: Vec<NodeId>,
     spaces: BTreeMap<SpaceId, SpaceState>,
-    /// Per thread, faults this period on pages by the page's home node.
+    /// Per thread, faults this period by the node the page lives on after the fault.
     thread_nodes: BTreeMap<ThreadId, Vec<u64>>,
     next_placement_ns: Option<u64>,
     stats: KmafStats,
@@ -157,16 +157,19 @@ impl Policy for Kmaf {
 
     fn on_hint_fault(&mut self, f: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>) {
         self.stats.induced_faults += 1;
-        self.count_thread(f.thread, f.page_node);
         let sp = self.space(f.space);
         sp.pages.record(f.page, f.thread);
         let sharers = sp.pages.sharers(f.page);
         let cfg = &self.config;
         let to = page_target(&sharers, |u| view.node_of_thread(u), &self.env.allowed, f.page_node, cfg.page_min_faults, cfg.page_majority);
-        if let Some(to) = to.filter(|&n| view.free_pages(n) > 0) {
+        let to = to.filter(|&n| view.free_pages(n) > 0);
+        if let Some(to) = to {
             out.push(Decision::MigratePage { space: f.space, page: f.page, to });
             self.stats.page_migrations += 1;
         }
+        // The thread's window counts the page where it lives after this fault: a page that
+        // follows the thread counts as local and does not pull the thread away.
+        self.count_thread(f.thread, to.unwrap_or(f.page_node));
     }
 
     /// Induced faults: one pass over the whole address space every `fault_period_ms`, run in
