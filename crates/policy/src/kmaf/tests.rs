@@ -146,7 +146,11 @@ fn induced_fault_passes_and_ageing() {
     );
     assert_eq!(out, vec![]);
     assert_eq!(p.sharers(0, 0), vec![(1, 1)], "2 faults halve to 1");
-    p.on_scan_step(&ScanStepDone { space: 0, thread: 1, pte_updates: 64, cpu_ns: 0, sequence: 2, pass_completed: true, time_ns: 0 }, &s, &mut out);
+    p.on_scan_step(
+        &ScanStepDone { space: 0, thread: 1, pte_updates: 64, cpu_ns: 0, sequence: 2, pass_completed: true, time_ns: 0 },
+        &s,
+        &mut out,
+    );
     assert_eq!(p.sharers(0, 0), vec![(1, 1)], "a count of 1 survives ageing");
 }
 

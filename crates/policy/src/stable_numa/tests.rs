@@ -489,3 +489,60 @@ fn strict_mode_through_faults() {
     hit(&mut p, &mut s, A, 0);
     assert_eq!(p.page_meta(0, 0), meta(State::TP, 0, None));
 }
+
+/// `ss_count_scope = "space"`: each address space balances its own SS pages; "global" shares
+/// one count.
+#[test]
+fn ss_count_scope_per_space() {
+    for (scope, expect_space1) in [(SsCountScope::Global, vec![2, 0]), (SsCountScope::Space, vec![1, 0])] {
+        let mut p = policy(StableNumaConfig { ss_count_scope: scope, ..StableNumaConfig::default() });
+        p.set_page(0, 0, meta(State::SS, 0, None), 0);
+        p.set_page(1, 0, meta(State::SS, 0, None), 0);
+        assert_eq!(p.ss_count(1), expect_space1, "{scope:?}");
+    }
+}
+
+/// The counts follow a page that lives elsewhere than where it was counted (a refused
+/// migration, say): the next fault corrects them before balancing.
+#[test]
+fn ss_counts_follow_the_real_home() {
+    let mut s = system(2);
+    let mut p = policy(StableNumaConfig::default());
+    join_all(&mut p, &s);
+    for page in [0, 1] {
+        s.pages.insert((0, page), 0);
+        p.set_page(0, page, meta(State::SS, 0, None), 0);
+        p.set_last(0, page, (B, 2));
+    }
+    assert_eq!(p.ss_count(0), vec![2, 0]);
+    s.pages.insert((0, 0), 1); // page 0 actually lives on N1
+                               // The SS loop on page 0 first moves its count to N1: [1, 1], balanced, so no migration
+                               // (uncorrected, [2, 0] would have sent page 0 "from N0" to N1).
+    assert_eq!(hit(&mut p, &mut s, A, 0), vec![]);
+    assert_eq!(p.ss_count(0), vec![1, 1]);
+    assert_eq!(hit(&mut p, &mut s, A, 1), vec![]);
+}
+
+/// `decisions_per_sequence = 2`: two moves in one sequence end, each recomputed.
+#[test]
+fn two_decisions_per_sequence() {
+    let s = FakeSystem::new(2, 4, 4, 64, 100); // threads 0–3 all on N0 (CPUs 0–3)
+    let mut p = policy(StableNumaConfig { decisions_per_sequence: 2, ..StableNumaConfig::default() });
+    join_all(&mut p, &s);
+    let t = p.tables_mut(0).unwrap();
+    for (thread, w) in [(0, 20), (1, 10)] {
+        let i = t.row(thread).unwrap() * t.nodes + 1;
+        t.w_tn[i] = w;
+    }
+    // Loads 4/0: thread 0 moves (C1); then 3/1: thread 1 moves (C1 300 > 125).
+    assert_eq!(
+        seq_end(&mut p, &s, 1),
+        vec![
+            Decision::MoveThread { thread: 0, to: 1, cpu: None, cause: MoveCause::ClusterMove },
+            Decision::SetPreferredNode { thread: 0, node: Some(1) },
+            Decision::MoveThread { thread: 1, to: 1, cpu: None, cause: MoveCause::ClusterMove },
+            Decision::SetPreferredNode { thread: 1, node: Some(1) },
+        ]
+    );
+    assert_eq!(p.stats().cluster_moves, 2);
+}
