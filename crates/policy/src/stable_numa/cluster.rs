@@ -315,7 +315,7 @@ pub(crate) mod tests {
     }
     const B_N1: (ThreadId, NodeId) = (B, 1);
 
-    /// Spec vector 9.8, first bullet: the threshold at w(A,B) = 8, 9, 10.
+    /// Test vector 9.8 (docs/policies/stable-numa.md, "Test vectors"), first bullet: the threshold at w(A,B) = 8, 9, 10.
     #[test]
     fn vector_9_8_swap_threshold() {
         let m = members(&[(A, 0), (B, 1), (C, 0), (D, 1)]);
@@ -329,7 +329,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Spec vector 9.8, second bullet: destination {P, Q, R}, source T.
+    /// Test vector 9.8 (docs/policies/stable-numa.md, "Test vectors"), second bullet: destination {P, Q, R}, source T.
     #[test]
     fn vector_9_8_victim_of_three() {
         let (p, q, r, tt) = (0, 1, 2, 3);
@@ -348,7 +348,7 @@ pub(crate) mod tests {
         assert_eq!(decide(&t, &m, &[0, 1], |_| 2, P125), Choice::Swap { thread: tt, victim: r, from: 1, to: 0 });
     }
 
-    /// Spec vector 9.8, third bullet: a one-member destination never swaps (share 0).
+    /// Test vector 9.8 (docs/policies/stable-numa.md, "Test vectors"), third bullet: a one-member destination never swaps (share 0).
     #[test]
     fn vector_9_8_one_member_destination() {
         assert!(!swap_ok(0.0, 0.0, 1.5));
@@ -360,7 +360,7 @@ pub(crate) mod tests {
         assert_eq!(decide(&t, &m, &[0, 1], |_| 1, P125), Choice::Nothing);
     }
 
-    /// Spec vector 9.8, fourth bullet: gain ties and no positive gain.
+    /// Test vector 9.8 (docs/policies/stable-numa.md, "Test vectors"), fourth bullet: gain ties and no positive gain.
     #[test]
     fn vector_9_8_gain_ties() {
         let mut t = Tables::new(0, 4, 2);
@@ -376,7 +376,7 @@ pub(crate) mod tests {
         assert_eq!(candidate(&neg, &m, &[0, 1], 0.0), None, "all gains ≤ 0");
     }
 
-    /// Spec vector 9.7: move conditions.
+    /// Test vector 9.7 (docs/policies/stable-numa.md, "Test vectors"): move conditions.
     #[test]
     fn vector_9_7_move_conditions() {
         // (L(s), L(d), δ, pct, n_s, n_d, C1, C2)
@@ -400,7 +400,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Spec vector 9.6, third bullet: S = 10 and window counts 3, 0, 0.
+    /// Test vector 9.6 (docs/policies/stable-numa.md, "Test vectors"), third bullet: S = 10 and window counts 3, 0, 0.
     #[test]
     fn vector_9_6_smoothing() {
         let mut t = Tables::new(0, 1, 1);

@@ -228,7 +228,7 @@ mod tests {
         (c / 2) as NodeId
     }
 
-    /// Spec vector 9.1: fault classification (CPUs 0–1 on N0, 2–3 on N1).
+    /// Test vector 9.1 (docs/policies/stable-numa.md, "Test vectors"): fault classification (CPUs 0–1 on N0, 2–3 on N1).
     #[test]
     fn vector_9_1_fault_classification() {
         let m = u32::MAX;
@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(tid_mask(32), u32::MAX);
     }
 
-    /// Spec vector 9.4: the metadata byte.
+    /// Test vector 9.4 (docs/policies/stable-numa.md, "Test vectors"): the metadata byte.
     #[test]
     fn vector_9_4_metadata_byte() {
         let cases = [
@@ -352,7 +352,7 @@ mod tests {
         (m, placements)
     }
 
-    /// Spec vector 9.2: transitions and `e`, faults applied left to right.
+    /// Test vector 9.2 (docs/policies/stable-numa.md, "Test vectors"): transitions and `e`, faults applied left to right.
     #[test]
     fn vector_9_2_transitions_and_exponent() {
         use Kind::{Np, Ss, Tp};
@@ -395,7 +395,7 @@ mod tests {
         }
     }
 
-    /// Spec vector 9.3 (schedule part): UN and IT pages always; stable pages iff seq mod 2^e = 0.
+    /// Test vector 9.3 (docs/policies/stable-numa.md, "Test vectors") (schedule part): UN and IT pages always; stable pages iff seq mod 2^e = 0.
     #[test]
     fn unmap_schedule_follows_the_exponent() {
         for seq in 0..20 {

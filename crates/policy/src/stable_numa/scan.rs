@@ -38,7 +38,7 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
 
-    /// Spec vector 9.3 (cadence part).
+    /// Test vector 9.3 (docs/policies/stable-numa.md, "Test vectors") (cadence part).
     #[test]
     fn vector_9_3_scan_cadence() {
         let c = cadence(GIB, 4096, 1000, 256);

@@ -27,7 +27,7 @@ mod tests {
         balance_target(counts, &nodes, home, 0.75)
     }
 
-    /// Spec vector 9.5: SS balancing.
+    /// Test vector 9.5 (docs/policies/stable-numa.md, "Test vectors"): SS balancing.
     #[test]
     fn vector_9_5_ss_balancing() {
         assert_eq!(bal(&[1, 0], 0), Some(1));

@@ -78,7 +78,7 @@ fn meta(state: State, e: u8, prev: Option<Kind>) -> Meta {
     Meta::new(state, e, prev)
 }
 
-/// The page trace of the spec (2 nodes): rows 1–6 with state, `e`, `last`, the tables and the
+/// The page trace (docs/policies/stable-numa.md, "Test vectors"; 2 nodes): rows 1–6 with state, `e`, `last`, the tables and the
 /// one migration (row 6, SS balancing from N0 to N1).
 #[test]
 fn page_trace() {
@@ -106,7 +106,7 @@ fn page_trace() {
     assert_eq!((t.w_tt(B, A), t.w_tt(A, B), t.w_tt(A, A)), (1, 1, 0));
 }
 
-/// Spec vector 9.6, first two bullets, through the hook.
+/// Test vector 9.6 (docs/policies/stable-numa.md, "Test vectors"), first two bullets, through the hook.
 #[test]
 fn vector_9_6_tables_through_faults() {
     let mut s = system(2);
@@ -127,7 +127,7 @@ fn vector_9_6_tables_through_faults() {
     assert_eq!((t.w_tn(A, 0), t.w_tt(A, B), t.w_tt(B, A)), (1, 0, 1), "TT unchanged by a private fault");
 }
 
-/// Spec vector 9.5, last row and last sentence, through the hook.
+/// Test vector 9.5 (docs/policies/stable-numa.md, "Test vectors"), last row and last sentence, through the hook.
 #[test]
 fn vector_9_5_back_and_forth_and_leaving_ss() {
     let mut s = system(2);
@@ -252,7 +252,7 @@ fn scan_steps_from_task_ticks() {
     assert_eq!(steps, [1000, 1250, 1500]);
 }
 
-/// The spec's worked example of thread clustering through `on_scan_step`: B and C swap.
+/// The worked example of thread clustering (docs/policies/stable-numa.md) through `on_scan_step`: B and C swap.
 #[test]
 fn worked_example_clustering_swap() {
     let s = system(4);
