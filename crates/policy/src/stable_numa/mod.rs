@@ -356,6 +356,9 @@ impl Policy for StableNuma {
             sp.meta[req.page as usize] = Meta::FRESH.pack();
             sp.last[req.page as usize] = NO_LAST;
         }
+        if let Some(h) = self.ss_home.remove(&(req.space, req.page)) {
+            self.ss_add(req.space, h, -1);
+        }
         self.first_touch.place(req, mem)
     }
 

@@ -3,7 +3,7 @@
 
 use super::cluster::tests::worked_example;
 use super::*;
-use crate::decision::{HintFault, ScanStepDone, TaskTick};
+use crate::decision::{HintFault, PlaceRequest, ScanStepDone, TaskTick};
 use crate::testing::FakeSystem;
 use numalab_core::machine::presets;
 use std::sync::Arc;
@@ -545,4 +545,15 @@ fn two_decisions_per_sequence() {
         ]
     );
     assert_eq!(p.stats().cluster_moves, 2);
+}
+
+/// Placing a page (a reallocation) starts it afresh: UN, `e = 0`, no `last`, out of the SS counts.
+#[test]
+fn placement_resets_the_page_record() {
+    let mut p = policy(StableNumaConfig::default());
+    p.set_page(0, 3, meta(State::SS, 4, None), 1);
+    p.set_last(0, 3, (A, 0));
+    let mem = crate::testing::FixedMemory::uniform(2, 10);
+    assert_eq!(p.place(&PlaceRequest { space: 0, thread: B, cpu: 20, cpu_node: 1, page: 3 }, &mem), Ok(1), "first touch");
+    assert_eq!((p.page_meta(0, 3), p.page_last(0, 3), p.ss_count(0)), (Meta::FRESH, None, vec![0, 0]));
 }
