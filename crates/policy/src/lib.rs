@@ -11,8 +11,10 @@
 pub mod decision;
 pub mod error;
 pub mod fallback;
+pub mod kmaf;
 pub mod policy;
 pub mod registry;
+pub mod stable_numa;
 pub mod statics;
 pub mod testing;
 
