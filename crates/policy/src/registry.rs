@@ -1,7 +1,9 @@
 //! The one list of every policy numalab knows.
 
 use crate::error::PolicyError;
+use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
+use crate::stable_numa::StableNuma;
 use crate::statics::{Bind, FirstTouch, Preferred, Round1G, Round4K, WeightedInterleave};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,8 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Bind>(PolicyKind::Static),
     entry::<Preferred>(PolicyKind::Static),
     entry::<WeightedInterleave>(PolicyKind::Static),
+    entry::<StableNuma>(PolicyKind::Dynamic),
+    entry::<Kmaf>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

@@ -23,7 +23,9 @@ const MACHINE: &str = "server-a-4n";
 fn policy_config(name: &str, env: &PolicyEnv, entry: &numalab_policy::PolicyEntry) -> toml::Table {
     let mut cfg = toml::Table::new();
     if entry.kind == numalab_policy::PolicyKind::Dynamic {
-        for (k, v) in [("scan_delay_ms", 1), ("scan_period_min_ms", 2), ("scan_period_max_ms", 20)] {
+        for (k, v) in
+            [("scan_delay_ms", 1), ("scan_period_min_ms", 2), ("scan_period_max_ms", 20), ("scan_interval_ms", 5), ("fault_period_ms", 5)]
+        {
             if entry.default_config().contains_key(k) {
                 cfg.insert(k.into(), toml::Value::Integer(v));
             }
@@ -173,6 +175,8 @@ conformance! {
     bind => "bind",
     preferred => "preferred",
     weighted_interleave => "weighted-interleave",
+    stable_numa => "stable-numa",
+    kmaf => "kmaf",
 }
 
 // ---------------------------------------------------------------------------------------------
