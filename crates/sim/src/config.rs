@@ -71,7 +71,8 @@ impl Default for MemoryConfig {
     }
 }
 
-/// The Linux-like scheduler and its background noise.
+/// The scheduler model and its background noise (docs/scheduler.md). Linux's defaults carry
+/// their kernel names; assumptions are marked [A].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedConfig {
@@ -79,12 +80,28 @@ pub struct SchedConfig {
     pub noise_rate_per_cpu_hz: f64,
     /// Mean run time of one background task, microseconds [A].
     pub noise_mean_us: f64,
-    /// Periodic load-balancing interval, milliseconds [A: Linux balances NUMA domains every few ms].
-    pub balance_interval_ms: f64,
-    /// NUMA-domain imbalance threshold in percent (Linux >= 5.10: 117).
+    /// Share of background tasks that are per-CPU kernel threads (run where they belong,
+    /// preempting in place); the rest wake on an idle sibling [A].
+    pub noise_bound_share: f64,
+    /// NUMA-level `imbalance_pct` (Linux >= 5.10: 117; 5.0: 125).
     pub imbalance_pct: u32,
-    /// Pull runnable threads onto CPUs that go idle (Linux newidle balancing).
+    /// Pull tasks onto CPUs that go idle (newidle balancing).
     pub idle_balance: bool,
+    /// `sysctl_sched_migration_cost`, microseconds (500): a task that ran more recently is
+    /// cache-hot, and newidle balancing is skipped on a CPU idle for less on average.
+    pub migration_cost_us: f64,
+    /// `sd->busy_factor` (16): a busy CPU balances this many times less often.
+    pub busy_factor: f64,
+    /// `sysctl_sched_latency`, microseconds (6000): the period in which the tasks of a CPU
+    /// each get a slice.
+    pub sched_latency_us: f64,
+    /// `sysctl_sched_min_granularity`, microseconds (750): the shortest slice.
+    pub min_granularity_us: f64,
+    /// Time one newidle balancing pass costs at the MC level, microseconds
+    /// (`max_newidle_lb_cost`) [A].
+    pub newidle_cost_mc_us: f64,
+    /// The same at the NUMA level [A].
+    pub newidle_cost_numa_us: f64,
     /// Cache refill paid by a thread moved within its node, as a share of the cross-node cost [A].
     pub intra_node_refill_share: f64,
     /// Scheduler tick rate, Hz (Linux CONFIG_HZ; Debian's kernels use 250).
@@ -99,9 +116,15 @@ impl Default for SchedConfig {
         SchedConfig {
             noise_rate_per_cpu_hz: 50.0,
             noise_mean_us: 200.0,
-            balance_interval_ms: 4.0,
+            noise_bound_share: 0.5,
             imbalance_pct: 117,
             idle_balance: true,
+            migration_cost_us: 500.0,
+            busy_factor: 16.0,
+            sched_latency_us: 6000.0,
+            min_granularity_us: 750.0,
+            newidle_cost_mc_us: 5.0,
+            newidle_cost_numa_us: 20.0,
             intra_node_refill_share: 0.25,
             tick_hz: 250.0,
             barrier_spin_us: 300.0,
@@ -120,7 +143,18 @@ impl SimConfig {
         pos("core.mlp_dependent", self.core.mlp_dependent)?;
         pos("tick_ms", self.tick_ms)?;
         pos("metrics_interval_ms", self.metrics_interval_ms)?;
-        pos("sched.balance_interval_ms", self.sched.balance_interval_ms)?;
+        pos("sched.migration_cost_us", self.sched.migration_cost_us)?;
+        pos("sched.busy_factor", self.sched.busy_factor)?;
+        pos("sched.sched_latency_us", self.sched.sched_latency_us)?;
+        pos("sched.min_granularity_us", self.sched.min_granularity_us)?;
+        for (k, v) in [("newidle_cost_mc_us", self.sched.newidle_cost_mc_us), ("newidle_cost_numa_us", self.sched.newidle_cost_numa_us)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("sim.sched.{k} = {v} must be a finite number, 0 or more"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.sched.noise_bound_share) {
+            return Err(format!("sim.sched.noise_bound_share = {} must lie in [0, 1]", self.sched.noise_bound_share));
+        }
         pos("sched.tick_hz", self.sched.tick_hz)?;
         if !(self.sched.barrier_spin_us >= 0.0 && self.sched.barrier_spin_us.is_finite()) {
             return Err(format!("sim.sched.barrier_spin_us = {} must be a finite number, 0 or more", self.sched.barrier_spin_us));

@@ -1,0 +1,205 @@
+//! Edge tests of the scheduler model: each mechanism of docs/scheduler.md at its boundary.
+
+use super::balance::{MC, NUMA};
+use super::noise::NoiseTask;
+use super::*;
+use crate::config::SchedConfig;
+use TaskState::{Runnable, Sleeping, Spinning};
+
+fn quiet() -> SchedConfig {
+    SchedConfig { noise_rate_per_cpu_hz: 0.0, ..SchedConfig::default() }
+}
+
+/// `nodes` nodes of `per_node` CPUs; thread t starts on `initial[t]`.
+fn sched(cfg: SchedConfig, nodes: usize, per_node: usize, initial: Vec<CpuId>, pinned: bool) -> Scheduler {
+    let node_of_cpu = (0..nodes * per_node).map(|c| (c / per_node) as NodeId).collect();
+    let core_of_cpu = (0..(nodes * per_node) as u32).collect();
+    Scheduler::new(cfg, node_of_cpu, core_of_cpu, initial, pinned, numalab_core::rng::stream(1, "t", 0))
+}
+
+const MS: f64 = 1e6;
+
+fn run_epochs(s: &mut Scheduler, states: &[TaskState], from_ms: f64, epochs: usize) -> Vec<Move> {
+    let mut all = Vec::new();
+    let mut share = vec![0.0; states.len()];
+    let mut moves = Vec::new();
+    for e in 0..epochs {
+        let start = from_ms * MS + e as f64 * 50e3;
+        s.epoch(start, start + 50e3, states, &mut share, &mut moves);
+        all.extend(moves.iter().copied());
+    }
+    all
+}
+
+#[test]
+fn a_pinned_thread_never_moves_and_shares_its_cpu() {
+    let mut s = sched(SchedConfig { noise_rate_per_cpu_hz: 2000.0, ..SchedConfig::default() }, 2, 2, vec![0, 0], true);
+    assert!(run_epochs(&mut s, &[Runnable; 2], 0.0, 400).is_empty());
+    let mut share = vec![0.0; 2];
+    let mut moves = Vec::new();
+    s.epoch(30.0 * MS, 30.05 * MS, &[Runnable; 2], &mut share, &mut moves);
+    assert!(share[0] <= 0.5 && share[0] > 0.3, "{share:?}");
+    let mut woke = Vec::new();
+    s.wake(0, 31.0 * MS, &[Runnable; 2], &mut woke);
+    assert!(woke.is_empty());
+    assert_eq!(s.move_thread(0, 1, None, Cause::Policy, &[Runnable; 2], 0.0), Err(Refusal::Pinned));
+}
+
+#[test]
+fn a_cache_hot_task_is_not_pulled_by_newidle_balancing() {
+    // Threads 0 and 1 share CPU 0 in 3 ms slices (6 ms latency / 2); CPU 1 goes idle.
+    // At 3.2 ms thread 1 runs and thread 0 stopped 0.2 ms ago: cache-hot, stays.
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 2, 3], false);
+    let m = run_epochs(&mut s, &[Runnable; 4], 3.2, 1);
+    assert!(m.is_empty(), "{m:?}");
+    // At 5.9 ms thread 0 stopped 2.9 ms ago: not hot, CPU 1 pulls it.
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 2, 3], false);
+    let m = run_epochs(&mut s, &[Runnable; 4], 5.9, 1);
+    assert_eq!(m.len(), 1);
+    assert_eq!((m[0].thread, m[0].to, m[0].cause, m[0].cross_node), (0, 1, Cause::IdleBalance, false));
+}
+
+#[test]
+fn newidle_balancing_needs_a_long_enough_average_idle_time() {
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 2, 3], false);
+    s.avg_idle_ns[1] = 0.4e6; // below sysctl_sched_migration_cost
+    let m = run_epochs(&mut s, &[Runnable; 4], 5.9, 1);
+    assert!(m.iter().all(|m| m.cause != Cause::IdleBalance), "{m:?}");
+    // (The periodic balance of CPU 1's node-level domain, due since 2 ms, pulls instead.)
+    assert_eq!(m.iter().map(|m| m.cause).collect::<Vec<_>>(), vec![Cause::LoadBalance]);
+}
+
+#[test]
+fn a_running_task_is_never_pulled_but_active_balancing_pushes_it_after_failures() {
+    // Two nodes of 8 CPUs, six threads alone on six CPUs of node 0: node 1 sees an imbalance
+    // of (8 - 2) / 2 = 3 idle CPUs, more than the NUMA allowance, but every candidate runs.
+    let mut s = sched(quiet(), 2, 8, (0..6).collect(), false);
+    let states = [Runnable; 6];
+    s.recount(&states);
+    let mut moves = Vec::new();
+    for k in 1..=4 {
+        assert_eq!(s.load_balance(8, NUMA, Cause::LoadBalance, 10.0 * MS, &states, &mut moves), balance::Outcome::Failed);
+        assert_eq!(s.domain(8, NUMA).failed, k);
+    }
+    // cache_nice_tries (2) + 2 failures exceeded: the running task is pushed over.
+    assert_eq!(s.load_balance(8, NUMA, Cause::LoadBalance, 10.0 * MS, &states, &mut moves), balance::Outcome::Moved);
+    assert_eq!(moves.len(), 1);
+    assert!(moves[0].cross_node);
+}
+
+#[test]
+fn a_small_numa_imbalance_is_tolerated() {
+    // Two nodes of 8 CPUs (imb_numa_nr = 1): two threads on node 0 and an empty node 1 differ
+    // by (8 - 6) / 2 = 1 idle CPU, within NUMA_IMBALANCE_MIN while node 1 runs nothing.
+    let mut s = sched(quiet(), 2, 8, vec![0, 1], false);
+    assert!(run_epochs(&mut s, &[Runnable; 2], 0.0, 2000).is_empty(), "100 ms of balancing");
+    // Four threads: (8 - 4) / 2 = 2, still tolerated.
+    let mut s = sched(quiet(), 2, 8, vec![0, 1, 2, 3], false);
+    assert!(run_epochs(&mut s, &[Runnable; 4], 0.0, 2000).is_empty());
+    // Six: 3, not tolerated; the balancer eventually moves one across (active balancing).
+    let mut s = sched(quiet(), 2, 8, (0..6).collect(), false);
+    let m = run_epochs(&mut s, &[Runnable; 6], 0.0, 4000);
+    assert!(m.iter().any(|m| m.cross_node && m.cause == Cause::LoadBalance), "{m:?}");
+}
+
+#[test]
+fn a_spinning_waiter_holds_its_cpu() {
+    // Thread 0 spins on CPU 1; threads 1 and 2 share CPU 0. CPU 1 is not idle, so nothing is
+    // pulled onto it, and the spinner itself is never moved.
+    let mut s = sched(quiet(), 2, 2, vec![1, 0, 0, 2], false);
+    let states = [Spinning, Runnable, Runnable, Runnable];
+    let m = run_epochs(&mut s, &states, 5.9, 200);
+    assert!(m.iter().all(|m| m.thread != 0 && m.to != 1), "{m:?}");
+    assert!(!s.cpu_idle(1, 6.0 * MS));
+    // Asleep instead, it frees the CPU: the waiting thread is pulled there.
+    let mut s = sched(quiet(), 2, 2, vec![1, 0, 0, 2], false);
+    let m = run_epochs(&mut s, &[Sleeping, Runnable, Runnable, Runnable], 5.9, 1);
+    assert_eq!(m.iter().map(|m| (m.to, m.cause)).collect::<Vec<_>>(), vec![(1, Cause::IdleBalance)]);
+}
+
+#[test]
+fn a_woken_thread_takes_an_idle_sibling_of_its_node() {
+    // Thread 0 slept on CPU 0, where thread 1 now runs; CPU 1 (same node) is idle.
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 2], false);
+    let states = [Runnable, Runnable, Runnable];
+    let mut moves = Vec::new();
+    s.wake(0, 1.0 * MS, &states, &mut moves);
+    assert_eq!(moves.iter().map(|m| (m.thread, m.to, m.cause, m.cross_node)).collect::<Vec<_>>(), vec![(0, 1, Cause::Wakeup, false)]);
+    // No idle CPU in the node: it stays, even with node 1 idle (no cross-node wake-up).
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 1], false);
+    let mut moves = Vec::new();
+    s.wake(0, 1.0 * MS, &states, &mut moves);
+    assert!(moves.is_empty());
+    // Its own CPU idle: it stays there.
+    let mut s = sched(quiet(), 2, 2, vec![0, 1], false);
+    s.wake(0, 1.0 * MS, &[Runnable, Runnable], &mut moves);
+    assert!(moves.is_empty());
+}
+
+#[test]
+fn a_kernel_thread_preempting_in_place_leaves_nothing_to_move() {
+    // A bound kworker runs on CPU 0 from 4.8 ms: thread 0 was running there until then and
+    // is cache-hot while it waits; CPU 1 goes idle and finds nothing it may pull.
+    let mut s = sched(quiet(), 1, 2, vec![0], false);
+    s.noise.tasks.push(NoiseTask { cpu: 0, start_ns: 4.8 * MS, end_ns: 5.1 * MS });
+    let m = run_epochs(&mut s, &[Runnable], 5.0, 1);
+    assert!(m.is_empty(), "{m:?}");
+    assert_eq!(s.running_thread(0, 5.0 * MS, &[Runnable]), None, "the kworker runs");
+}
+
+#[test]
+fn balance_intervals_grow_while_balanced_and_stretch_on_busy_cpus() {
+    // One thread per CPU: balanced everywhere, every CPU busy.
+    let mut s = sched(quiet(), 2, 2, vec![0, 1, 2, 3], false);
+    let d = s.domain(0, MC);
+    assert_eq!((d.weight, d.interval_ms), (2, 2.0), "the interval starts at the span in ms");
+    run_epochs(&mut s, &[Runnable; 4], 2.0, 1);
+    let d = s.domain(0, MC);
+    assert_eq!(d.interval_ms, 4.0, "doubled, at most twice the span");
+    assert_eq!(d.next_ns, 2.0 * MS + 4.0 * 16.0 * MS, "a busy CPU waits busy_factor times longer");
+    let numa = s.domain(0, NUMA);
+    assert_eq!((numa.weight, numa.interval_ms), (4, 4.0));
+}
+
+#[test]
+fn the_preferred_node_vetoes_a_pull_until_balancing_failed_often_enough() {
+    // Node 0: threads 0 and 1 share CPU 0, thread 2 on CPU 1 (overloaded: 3 tasks, 2 CPUs);
+    // node 1 is empty. At 5.9 ms thread 0 waits and is not hot.
+    let states = [Runnable; 3];
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 1], false);
+    s.set_preferred(0, Some(0));
+    s.recount(&states);
+    let mut moves = Vec::new();
+    for _ in 0..3 {
+        assert_eq!(s.load_balance(2, NUMA, Cause::LoadBalance, 5.9 * MS, &states, &mut moves), balance::Outcome::Failed);
+    }
+    // More than cache_nice_tries (2) failures: the veto is overridden.
+    assert_eq!(s.load_balance(2, NUMA, Cause::LoadBalance, 5.9 * MS, &states, &mut moves), balance::Outcome::Moved);
+    assert_eq!((moves[0].thread, moves[0].cross_node), (0, true));
+    // Without a preferred node the first attempt moves it.
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 1], false);
+    s.recount(&states);
+    let mut moves = Vec::new();
+    assert_eq!(s.load_balance(2, NUMA, Cause::LoadBalance, 5.9 * MS, &states, &mut moves), balance::Outcome::Moved);
+}
+
+#[test]
+fn noise_is_seeded_takes_cpu_time_and_the_run_repeats() {
+    let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e4, noise_mean_us: 50.0, ..SchedConfig::default() };
+    let run = || {
+        let mut s = sched(cfg.clone(), 2, 2, vec![0, 1, 2], false);
+        let mut share = vec![0.0; 3];
+        let mut moves = Vec::new();
+        let mut total = 0.0;
+        let mut all = Vec::new();
+        for e in 0..400 {
+            s.epoch(e as f64 * 5e4, (e + 1) as f64 * 5e4, &[Runnable; 3], &mut share, &mut moves);
+            total += share.iter().sum::<f64>();
+            all.extend(moves.iter().copied());
+        }
+        (total, all)
+    };
+    let a = run();
+    assert_eq!(a, run());
+    assert!(a.0 < 1200.0 * 0.99, "noise must steal time: {}", a.0);
+}
