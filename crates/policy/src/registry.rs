@@ -4,7 +4,7 @@ use crate::error::PolicyError;
 use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
-use crate::statics::{Bind, FirstTouch, Preferred, Round1G, Round4K, WeightedInterleave};
+use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, WeightedInterleave};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -62,6 +62,7 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Bind>(PolicyKind::Static),
     entry::<Preferred>(PolicyKind::Static),
     entry::<WeightedInterleave>(PolicyKind::Static),
+    entry::<Linux>(PolicyKind::Static),
     entry::<StableNuma>(PolicyKind::Dynamic),
     entry::<Kmaf>(PolicyKind::Dynamic),
 ];

@@ -175,6 +175,7 @@ conformance! {
     bind => "bind",
     preferred => "preferred",
     weighted_interleave => "weighted-interleave",
+    linux => "linux",
     stable_numa => "stable-numa",
     kmaf => "kmaf",
 }

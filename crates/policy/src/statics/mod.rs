@@ -3,6 +3,7 @@
 
 mod bind;
 mod first_touch;
+mod linux;
 mod preferred;
 mod round_1g;
 mod round_4k;
@@ -11,6 +12,7 @@ mod weighted_interleave;
 
 pub use bind::{Bind, BindConfig};
 pub use first_touch::{FirstTouch, FirstTouchConfig, FtFallback};
+pub use linux::{Linux, LinuxConfig};
 pub use preferred::{Preferred, PreferredConfig};
 pub use round_1g::{Round1G, Round1GConfig};
 pub use round_4k::{Indexing, Round4K, Round4KConfig};
