@@ -9,6 +9,7 @@
 //! [`registry::REGISTRY`], and one page under `docs/policies/`.
 
 pub mod decision;
+pub mod dynamic;
 pub mod error;
 pub mod fallback;
 pub mod kmaf;

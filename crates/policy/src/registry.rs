@@ -1,5 +1,6 @@
 //! The one list of every policy numalab knows.
 
+use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
 use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
@@ -63,6 +64,7 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Preferred>(PolicyKind::Static),
     entry::<WeightedInterleave>(PolicyKind::Static),
     entry::<Linux>(PolicyKind::Static),
+    entry::<AutoNuma>(PolicyKind::Dynamic),
     entry::<StableNuma>(PolicyKind::Dynamic),
     entry::<Kmaf>(PolicyKind::Dynamic),
 ];

@@ -176,6 +176,7 @@ conformance! {
     preferred => "preferred",
     weighted_interleave => "weighted-interleave",
     linux => "linux",
+    autonuma => "autonuma",
     stable_numa => "stable-numa",
     kmaf => "kmaf",
 }

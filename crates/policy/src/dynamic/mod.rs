@@ -1,0 +1,3 @@
+//! Dynamic placement policies: they move pages and threads while the program runs.
+
+pub mod autonuma;
