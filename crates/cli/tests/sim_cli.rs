@@ -528,7 +528,7 @@ fn set_errors_name_the_index_and_the_syntax() {
         "error: override 'machine.nodes[9].mem_bw_gbps=1': index 9 is out of range (the array has 8 entries)"
     );
     assert_eq!(sim("machine.nodes[1].mem_bw_gbps"), "error: override 'machine.nodes[1].mem_bw_gbps' is not of the form key=value");
-    assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 must be a positive number");
+    assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 µs: must be a finite number in [1, 1000000]");
     assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): invalid type: string \"x\", expected f64");
 }
 

@@ -23,7 +23,7 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
         bail!("--runs must be at least 1");
     }
     for (i, p) in a.policies.iter().enumerate() {
-        numalab_policy::find(p)?;
+        crate::scenario::canonical_policy(p)?;
         if a.policies[..i].contains(p) {
             bail!("--policies lists '{p}' twice");
         }

@@ -189,7 +189,7 @@ fn is_file_arg(s: &str) -> bool {
 
 fn load_machine(name: &str) -> Result<Machine> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read machine file {name}"))?;
+        let text = crate::scenario::read_user_file_as(name, "machine file ")?;
         Ok(Machine::from_toml_str(&text, name)?)
     } else {
         Ok(numalab_core::machine::presets::load(name)?)
@@ -198,7 +198,7 @@ fn load_machine(name: &str) -> Result<Machine> {
 
 fn load_classes(name: &str) -> Result<ClassSet> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read page-class file {name}"))?;
+        let text = crate::scenario::read_user_file_as(name, "page-class file ")?;
         Ok(ClassSet::from_toml_str(&text, name)?)
     } else {
         Ok(classes::preset(name)?)

@@ -9,6 +9,7 @@ mod error;
 mod interconnect;
 pub mod presets;
 mod validate;
+pub use validate::limits;
 
 pub use error::MachineError;
 pub use interconnect::{Interconnect, LinkId, LinkInfo};
