@@ -299,7 +299,10 @@ pub(crate) fn check_limits(file: &WorkloadFile, opts: &CompileOptions) -> Result
             return Err(pb(format!("chunks = {}: must lie in 1..={MAX_CHUNKS}", ph.chunks)));
         }
         if !(ph.flops_per_access.is_finite() && (0.0..=MAX_FLOPS_PER_ACCESS).contains(&ph.flops_per_access)) {
-            return Err(pb(format!("flops_per_access = {}: must be a finite number in [0, {MAX_FLOPS_PER_ACCESS}]", ph.flops_per_access)));
+            return Err(pb(format!(
+                "flops_per_access = {}: must be a finite number in [0, {MAX_FLOPS_PER_ACCESS}]",
+                numalab_core::machine::validate_short(ph.flops_per_access)
+            )));
         }
         if let Some(g) = &ph.gap {
             if !(g.us.is_finite() && (0.0..=MAX_GAP_US).contains(&g.us)) {

@@ -9,7 +9,7 @@ mod error;
 mod interconnect;
 pub mod presets;
 mod validate;
-pub use validate::limits;
+pub use validate::{limits, short as validate_short};
 
 pub use error::MachineError;
 pub use interconnect::{Interconnect, LinkId, LinkInfo};

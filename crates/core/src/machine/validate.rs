@@ -32,7 +32,16 @@ fn in_range(key: &str, v: f64, lo: f64, hi: f64, unit: &str) -> Result<(), Strin
     if v.is_finite() && v >= lo && v <= hi {
         Ok(())
     } else {
-        Err(format!("`{key}` = {v} {unit}: must be a finite number in [{lo}, {hi}]"))
+        Err(format!("`{key}` = {} {unit}: must be a finite number in [{lo}, {hi}]", short(v)))
+    }
+}
+
+/// A number as written by a person: `1e308`, not 309 digits.
+pub fn short(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && (v.abs() >= 1e9 || v.abs() < 1e-4) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 
