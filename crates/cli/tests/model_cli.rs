@@ -48,7 +48,7 @@ fn mva_all_policies_reproduce_the_spec_table() {
     assert_eq!(doc["schema"], "numalab.model-mva/1");
     let points = doc["points"].as_array().unwrap();
     assert_eq!(points.len(), 6);
-    // mva-model.md §8(c): policy, p_l, R (us).
+    // docs/model.md §3.1, built-in set: policy, p_l, R (us).
     let want = [
         ("static", 0.316454, 7.36023),
         ("cache", 1.0, 7.81086),

@@ -1,5 +1,5 @@
 //! Compile a workload file for one machine into a [`Program`] (semantics: docs/workloads.md,
-//! after workloads.md §7.2 of the specs).
+//! "Generator semantics").
 
 use crate::error::WorkloadError;
 use crate::program::{HomeRule, OwnerMap, P2p, Program, RegionLayout, Step, ThreadWork};
@@ -190,7 +190,7 @@ fn parse_init_by(s: &str, threads: u32) -> Result<Option<u32>, String> {
     }
 }
 
-/// Initial CPU of every thread (workloads.md §7.2 "Threads").
+/// Initial CPU of every thread (docs/workloads.md, "Threads").
 pub(crate) fn place_threads(machine: &Machine, threads: u32, placement: ThreadPlacement, seed: u64) -> Vec<CpuId> {
     let cpus = machine.cpu_table();
     let cpu_nodes = machine.cpu_nodes();

@@ -1,4 +1,4 @@
-//! Multi-program mixes (workloads.md §7.2 "Mix"; the HyDM runs): independent processes, each
+//! Multi-program mixes (docs/workloads.md, "Mixes"; the HyDM runs): independent processes, each
 //! an instance of a workload preset with its own threads, pages and schedule, started together.
 //! A workload with `copies = N` is a mix of N instances of itself.
 

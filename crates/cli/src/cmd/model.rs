@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelCmd {
     /// Local/remote NUMA model: mean time per reference and predicted run time of a page-class
-    /// workload under a placement policy (approximate MVA, mva-model.md).
+    /// workload under a placement policy (approximate MVA, docs/model.md).
     Mva(Box<MvaArgs>),
     /// Roofline: attainable GFLOP/s per memory tier for given arithmetic intensities.
     Roofline(RooflineArgs),
@@ -80,7 +80,7 @@ pub struct MvaArgs {
     /// Coherency-fault cost, us.
     #[arg(long)]
     pub c_coh: Option<f64>,
-    /// One migration break-even count for every class (default: per class, mva-model.md §6.1).
+    /// One migration break-even count for every class (default: per class, docs/model.md §3.3).
     #[arg(long)]
     pub k_mig: Option<f64>,
     /// One replication break-even count for every class.
@@ -538,7 +538,7 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `model validate`: mva-model.md §9 against the simulator.
+// `model validate`: docs/model.md §6 against the simulator.
 
 /// Synth instances: variants of the `dunx-synth` workload preset (its §8(c) classes), keeping
 /// the listed classes. The paper's nine instances lost their page counts; these are ours.

@@ -38,7 +38,7 @@ impl Tier {
     }
 }
 
-/// How cross-socket direct pairs share link capacity (machines.md, interconnect model).
+/// How cross-socket direct pairs share link capacity (docs/machines.md, "Interconnect model").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkSharing {
