@@ -46,7 +46,8 @@ impl OutputOpts {
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
-    /// Lines printed under a table (not in CSV).
+    /// Legends and caveats: printed to standard error with the table format (never in CSV
+    /// or JSON, nor in a table written with `--out`).
     pub notes: Vec<String>,
 }
 
@@ -128,7 +129,15 @@ pub fn emit(opts: &OutputOpts, json: &serde_json::Value, table: &Table) -> Resul
             s.push('\n');
             s
         }
-        Format::Table => table.render_text(),
+        Format::Table => {
+            // Notes (legends, caveats) go to standard error, so the result stays the table.
+            for n in &table.notes {
+                eprintln!("{n}");
+            }
+            let mut bare = table.clone();
+            bare.notes.clear();
+            bare.render_text()
+        }
         Format::Csv => table.render_csv(),
     };
     write_text(opts.out.as_deref(), &text)

@@ -55,7 +55,9 @@ fn topo_table_and_export() {
     let text = String::from_utf8(out.stdout).unwrap();
     let row0 = text.lines().find(|l| l.split_whitespace().next() == Some("0")).unwrap_or_else(|| panic!("{text}"));
     assert!(row0.contains("0-1") && row0.contains("10 21") && row0.contains("5845"), "{row0}");
-    assert!(text.contains("memory_tier4: nodes 0-1"), "{text}");
+    // Notes (the tier legend) go to standard error.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("memory_tier4: nodes 0-1"), "{err}");
     let toml = std::fs::read_to_string(&export).unwrap();
     let m = Machine::from_toml_str(&toml, "export").unwrap();
     assert_eq!(m.name, "g2");

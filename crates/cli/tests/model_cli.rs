@@ -103,7 +103,7 @@ fn mva_error_sweep_prints_one_row_per_point() {
         .success()
         .stdout(predicate::str::contains("ideal   0.905787"))
         .stdout(predicate::str::contains("3.63506"))
-        .stdout(predicate::str::contains("ideal treatments (first point): PR local, RO Rp, RM Rp, SS Mg, SP S"));
+        .stderr(predicate::str::contains("ideal treatments (first point): PR local, RO Rp, RM Rp, SS Mg, SP S"));
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn roofline_knl_values() {
         .assert()
         .success()
         .stdout(predicate::str::contains("gain_mcdram_over_dram"))
-        .stdout(predicate::str::contains("ridge point I* = 7.616 flop/B"));
+        .stderr(predicate::str::contains("ridge point I* = 7.616 flop/B"));
     // Sustained bandwidth and an explicit compute ceiling.
     let doc = json_of(&["model", "roofline", "--ai", "1", "--bandwidth", "sustained", "--peak-gflops", "1000"]);
     assert!(close(&doc["points"][0]["tiers"][0]["attainable_gflops"], 88.0, 1e-12));

@@ -57,6 +57,11 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 stdout")
 }
 
+fn stderr_of(args: &[&str]) -> String {
+    let out = numalab().args(args).assert().success().get_output().clone();
+    String::from_utf8(out.stderr).expect("UTF-8 stderr")
+}
+
 fn json_of(args: &[&str]) -> Value {
     let text = stdout_of(&[args, &["--format", "json"]].concat());
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
@@ -375,8 +380,10 @@ fn sim_table_and_csv_have_the_header_and_one_row_per_run() {
     let text = stdout_of(&[&["sim", "--format", "table"][..], &SMALL].concat());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), header);
-    assert_eq!(lines.len(), 2 + 2 + 1, "{text}");
-    assert!(lines[4].starts_with("first-touch on amd48 (2 runs): exec time mean "), "{text}");
+    assert_eq!(lines.len(), 2 + 2, "{text}");
+    // The summary and legends are notes: standard error.
+    let err = stderr_of(&[&["sim", "--format", "table"][..], &SMALL].concat());
+    assert!(err.lines().any(|l| l.starts_with("first-touch on amd48 (2 runs): exec time mean ")), "{err}");
 
     let rows = parse_csv(&stdout_of(&[&["sim", "--format", "csv"][..], &SMALL].concat()));
     assert_eq!(rows[0], header);
@@ -442,11 +449,12 @@ fn compare_table_and_csv_have_one_row_per_policy() {
         lines[0].split_whitespace().collect::<Vec<_>>(),
         ["policy", "mean_s", "stddev_s", "cv_%", "nmmd_%", "vs_first", "local_ratio", "imbalance_%", "link_load_%", "thread_migs"]
     );
-    assert_eq!(lines.len(), 2 + 3 + 1, "{text}");
+    assert_eq!(lines.len(), 2 + 3, "{text}");
     let rows: Vec<Vec<&str>> = lines[2..5].iter().map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), ["first-touch", "round-4k", "round-1g"]);
     assert_eq!(rows[0][5], "1.000");
-    assert!(lines[5].starts_with("stream-like on amd48, scale 0.001, 2 runs per policy, seed 1;"));
+    let err = stderr_of(&[&args[..], &["--format", "table"]].concat());
+    assert!(err.lines().any(|l| l.starts_with("stream-like on amd48, scale 0.001, 2 runs per policy, seed 1;")), "{err}");
 
     let csv = parse_csv(&stdout_of(&[&args[..], &["--format", "csv"]].concat()));
     assert_eq!(csv.len(), 1 + 3, "{csv:?}");
@@ -541,9 +549,11 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
     let json_path = dir.path().join("r.json");
     let csv_path = dir.path().join("r.csv");
     let txt_path = dir.path().join("r.txt");
-    for p in [&json_path, &csv_path, &txt_path] {
+    for p in [&json_path, &csv_path] {
         numalab().args([&["sim", "--out", p.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("").stderr("");
     }
+    // A table's notes (summary, legends) go to standard error, not into the file.
+    numalab().args([&["sim", "--out", txt_path.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema"], "numalab.sim/2");
     assert_eq!(doc, json_of(&[&["sim"][..], &SMALL].concat()));

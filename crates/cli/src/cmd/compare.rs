@@ -72,6 +72,13 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
         a.scenario.seed,
         a.policies[0]
     ));
+    t.notes.push(
+        "legend: mean_s, stddev_s = simulated execution time over the runs, seconds; cv_% = stddev / mean; \
+nmmd_% = (max - min) / mean of the run times; local_ratio = share of memory accesses served by the local node; \
+imbalance_% = relative standard deviation of the accesses served per memory node; link_load_% = mean interconnect \
+utilisation; thread_migs = thread migrations per run (docs/metrics.md)"
+            .into(),
+    );
     let normalised: Vec<f64> = rows.iter().map(|(_, s)| s.exec_time_s.mean / base).collect();
     let doc = json!({
         "schema": "numalab.compare/2",

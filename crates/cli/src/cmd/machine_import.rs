@@ -34,6 +34,9 @@ pub fn root_of(sysfs: &Path) -> Result<FsRoot> {
 }
 
 pub fn run(a: &ImportArgs, out: &OutputOpts) -> Result<()> {
+    if out.format == Some(Format::Csv) {
+        crate::scenario::usage!("machine import prints TOML or JSON, not CSV");
+    }
     let sysfs = a.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
     let root = root_of(&sysfs)?;
     let t = Topology::read(&root).context("cannot read the NUMA topology")?;

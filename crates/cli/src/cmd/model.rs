@@ -423,6 +423,11 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
         table.notes.push(n);
     }
     table.notes.push("r_us: mean time per reference R = tau + R_r + R_f; predicted_s = N x R per process".into());
+    table.notes.push(
+        "legend: p_l = share of references that are local; q_m, q_r, q_c = page migrations, replications and \
+coherency faults per reference (docs/model.md §3.2); w_l_us, w_r_us = mean wait at the local and remote memory, microseconds"
+            .into(),
+    );
     table.notes.extend(hw_notes.iter().cloned());
 
     let doc = json!({
@@ -521,6 +526,9 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
     match &a.name {
         Some(name) => {
             classes::preset(name)?;
+            if matches!(out.format, Some(crate::output::Format::Csv | crate::output::Format::Json)) {
+                crate::scenario::usage!("model classes NAME prints the TOML file only, not CSV or JSON");
+            }
             let text = classes::PRESETS.iter().find(|(n, _)| n == name).map(|(_, t)| *t).unwrap_or_default();
             crate::output::write_text(out.out.as_deref(), text)
         }

@@ -162,6 +162,11 @@ pub fn summary_table(r: &ProfileReport) -> Table {
     ));
     t.notes.extend(r.numa.notes.iter().cloned());
     t.notes.extend(r.notes.iter().cloned());
+    t.notes.push(
+        "units: counts are events (task-clock and cpu-clock in ns); (scaled) = extrapolated from the time the counter ran; \
+pages node anon/file/huge in bytes; vmstat and sched values are the kernel's counters (pages or events)"
+            .into(),
+    );
     t
 }
 

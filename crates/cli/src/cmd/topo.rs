@@ -73,8 +73,11 @@ pub fn topo_json(t: &Topology, root: &FsRoot) -> serde_json::Value {
     })
 }
 
-pub fn topo_table(t: &Topology) -> Table {
-    let mut table = Table::new(["node", "cpus", "mem_total", "mem_free", "tier", "distances", "numa_hit", "numa_miss", "other_node"]);
+/// The topology table; `exact` gives memory in bytes (CSV), otherwise in KiB/MiB/GiB.
+pub fn topo_table_with(t: &Topology, exact: bool) -> Table {
+    let human_bytes = |b: u64| if exact { b.to_string() } else { human_bytes(b) };
+    let (total, free) = if exact { ("mem_total_bytes", "mem_free_bytes") } else { ("mem_total", "mem_free") };
+    let mut table = Table::new(["node", "cpus", total, free, "tier", "distances", "numa_hit", "numa_miss", "other_node"]);
     for n in &t.nodes {
         let stat = |k: &str| n.numastat.get(k).map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
         table.row([
@@ -118,5 +121,6 @@ pub fn run(a: &TopoArgs, out: &OutputOpts) -> Result<()> {
         write_text(Some(path), &e.toml)?;
         eprintln!("wrote {} ({} estimated or adjusted fields, marked `# estimate:`)", path.display(), e.estimates.len());
     }
-    emit(out, &topo_json(&t, &root), &topo_table(&t))
+    let exact = out.resolved_format() == crate::output::Format::Csv;
+    emit(out, &topo_json(&t, &root), &topo_table_with(&t, exact))
 }
