@@ -659,6 +659,29 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         phases.push(CompiledPhase { name: ph.name.clone(), parallel: ph.parallel, entries, compute, passes, synth: None });
     }
 
+    // Bound the schedule before building it: a `runs` phase makes K steps per repeat, and
+    // repartition keeps one offset per region per step.
+    let mut total_steps: u64 = 1;
+    for (ph, cp) in file.phase.iter().zip(&phases) {
+        let per_repeat = cp.synth.as_ref().map_or(1, |sy| sy.k);
+        let passes = ph.repeat as u64 * if ph.once { 1 } else { h.run.iterations as u64 };
+        total_steps = total_steps.saturating_add(passes.saturating_mul(per_repeat));
+    }
+    if total_steps > limits::MAX_STEPS {
+        return Err(bad(format!(
+            "the run has {total_steps} steps (phases × repeat × iterations, × synth phases of a `runs` phase): at most {}",
+            limits::MAX_STEPS
+        )));
+    }
+    let repartitions = file.phase.iter().any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
+    if repartitions && total_steps.saturating_mul(geos.len() as u64) > limits::MAX_STEPS * 8 {
+        return Err(bad(format!(
+            "repartition over {total_steps} steps and {} regions: at most {} step-regions",
+            geos.len(),
+            limits::MAX_STEPS * 8
+        )));
+    }
+
     // Schedule: first touches, once phases, then iterations over the others.
     let mut steps = vec![Step { phase: None, phase_name: "init".into(), iteration: 0, repeat: 0, barrier_after: true, p2p: None }];
     let order: Vec<(usize, u32)> = file
