@@ -41,6 +41,28 @@ impl OutputOpts {
     }
 }
 
+/// Width at which a long text in the last column of a table wraps.
+const WRAP_COLUMN: usize = 60;
+
+/// Split `text` at spaces into lines of at most `width` characters (a longer word stays whole).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
 /// A rectangular table of already-formatted cells.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
@@ -62,15 +84,31 @@ impl Table {
 
     pub fn render_text(&self) -> String {
         let cols = self.headers.len();
-        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        // Numbers right-aligned, text left-aligned.
+        let numeric: Vec<bool> =
+            (0..cols).map(|i| self.rows.iter().all(|r| r.get(i).is_none_or(|c| c == "n/a" || c.parse::<f64>().is_ok()))).collect();
+        // A long text in the last column (a description) wraps onto continuation lines.
+        let last = cols.saturating_sub(1);
+        let wrap_at = if cols > 1 && !numeric[last] { Some(WRAP_COLUMN) } else { None };
+        let mut lines_of_rows: Vec<Vec<String>> = Vec::new();
         for r in &self.rows {
+            match (wrap_at, r.get(last)) {
+                (Some(w), Some(text)) if text.chars().count() > w => {
+                    for (k, piece) in wrap(text, w).into_iter().enumerate() {
+                        let mut row: Vec<String> = if k == 0 { r.clone() } else { vec![String::new(); cols] };
+                        row[last] = piece;
+                        lines_of_rows.push(row);
+                    }
+                }
+                _ => lines_of_rows.push(r.clone()),
+            }
+        }
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &lines_of_rows {
             for (i, c) in r.iter().enumerate().take(cols) {
                 width[i] = width[i].max(c.chars().count());
             }
         }
-        // Numbers right-aligned, text left-aligned.
-        let numeric: Vec<bool> =
-            (0..cols).map(|i| self.rows.iter().all(|r| r.get(i).is_none_or(|c| c == "n/a" || c.parse::<f64>().is_ok()))).collect();
         let mut out = String::new();
         let line = |cells: &[String], out: &mut String| {
             let mut s = String::new();
@@ -94,7 +132,7 @@ impl Table {
         line(&self.headers, &mut out);
         let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
         line(&rule, &mut out);
-        for r in &self.rows {
+        for r in &lines_of_rows {
             line(r, &mut out);
         }
         for n in &self.notes {

@@ -227,3 +227,26 @@ fn naming_the_default_workload_keeps_the_default_scale() {
     };
     assert_eq!(run(&[]), run(&["--workload", "master-slave"]));
 }
+
+#[test]
+fn machine_show_prints_one_matrix_row_per_line_and_loads_back() {
+    let out = numalab().args(["machine", "show", "server-a-4n"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("latency_ns = [\n    [80.0, 88.0, 138.0, 138.0],\n"), "{text}");
+    assert!(text.contains("slit = [\n    [10, 11, 21, 21],\n"), "{text}");
+    numalab_core::Machine::from_toml_str(&text, "shown").unwrap();
+}
+
+#[test]
+fn csv_is_honoured_or_refused() {
+    fails(&["machine", "show", "amd48", "--format", "csv"], 2, "not CSV");
+    fails(&["model", "classes", "dunx-synth-8c", "--format", "csv"], 2, "not CSV");
+    let sys = fixtures().join("guest-4n/sys");
+    fails(&["machine", "import", "--sysfs", sys.to_str().unwrap(), "--format", "csv"], 2, "not CSV");
+    // topo's CSV gives bytes.
+    let out = numalab().args(["topo", "--root", fixtures().join("guest-4n").to_str().unwrap(), "--format", "csv"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("node,cpus,mem_total_bytes,mem_free_bytes,"), "{text}");
+    assert!(text.contains(&(514384u64 * 1024).to_string()), "{text}");
+}

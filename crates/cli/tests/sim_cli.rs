@@ -133,7 +133,8 @@ fn table_first_column(text: &str, header_start: &str) -> Vec<String> {
     assert!(header.starts_with(header_start), "header: {header:?}");
     let rule = lines.next().expect("a rule line");
     assert!(rule.chars().all(|c| c == '-' || c == ' '), "rule: {rule:?}");
-    lines.filter_map(|l| l.split_whitespace().next().map(String::from)).collect()
+    // Continuation lines of a wrapped description start with spaces.
+    lines.filter(|l| !l.starts_with(' ')).filter_map(|l| l.split_whitespace().next().map(String::from)).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -154,6 +155,16 @@ fn list_machines_table_and_json_name_every_preset() {
     assert_eq!(amd48["sockets"], 4);
     assert_eq!(amd48["cores"], 48);
     assert_eq!(amd48["mem_bytes"], 128u64 << 30);
+}
+
+#[test]
+fn long_descriptions_wrap() {
+    let text = stdout_of(&["list", "machines", "--format", "table"]);
+    let desc_col = text.lines().next().unwrap().find("description").unwrap();
+    for l in text.lines() {
+        assert!(l.chars().count() <= desc_col + 60, "{l}");
+    }
+    assert!(text.lines().any(|l| l.starts_with(' ')), "some description wraps:\n{text}");
 }
 
 #[test]

@@ -151,8 +151,8 @@ pub struct ValidateArgs {
     /// of its instance names.
     #[arg(long, default_value = "synth")]
     pub instances: String,
-    /// Simulated runs per case (calibration and prediction each).
-    #[arg(long, default_value_t = 10)]
+    /// Simulated runs per case (calibration and prediction each); `--seeds` is an older name.
+    #[arg(long = "runs", alias = "seeds", default_value_t = 10)]
     pub seeds: u32,
     /// Master seed of the simulated runs.
     #[arg(long, default_value_t = 1)]

@@ -194,8 +194,30 @@ impl Machine {
         Ok(machine)
     }
 
+    /// The machine as TOML, matrices one row per line. Every value of a validated machine is
+    /// in range for TOML (docs/machines.md, "Validation"), so this cannot fail for one.
     pub fn to_toml_string(&self) -> String {
-        toml::to_string_pretty(self).expect("a validated machine always serialises")
+        let compact = toml::to_string(self).expect("a validated machine always serialises");
+        let mut out = String::with_capacity(compact.len() + 256);
+        for line in compact.lines() {
+            match line.split_once(" = [[") {
+                Some((key, rest)) if !key.contains(['[', '"']) && rest.ends_with("]]") => {
+                    out.push_str(key);
+                    out.push_str(" = [\n");
+                    for row in rest[..rest.len() - 2].split("], [") {
+                        out.push_str("    [");
+                        out.push_str(row);
+                        out.push_str("],\n");
+                    }
+                    out.push_str("]\n");
+                }
+                _ => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out
     }
 
     pub fn node_count(&self) -> usize {
