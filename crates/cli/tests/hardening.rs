@@ -250,3 +250,9 @@ fn csv_is_honoured_or_refused() {
     assert!(text.starts_with("node,cpus,mem_total_bytes,mem_free_bytes,"), "{text}");
     assert!(text.contains(&(514384u64 * 1024).to_string()), "{text}");
 }
+
+#[test]
+fn model_parameters_are_checked_even_when_the_policy_ignores_them() {
+    fails(&["model", "mva", "--policy", "ideal", "--e-ro", "nan"], 2, "parameter 'e_ro' = NaN: must lie in [0, 1]");
+    fails(&["model", "roofline", "--ai", "nan"], 2, "must be finite and > 0");
+}

@@ -163,7 +163,8 @@ pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyP
             }
         }
     }
-    if kind == PolicyKind::Error {
+    // Checked whatever the policy: a NaN given for a policy that ignores it is still an error.
+    {
         for k in ClassKind::ALL.into_iter().skip(1) {
             let e = params.errors[k.index()];
             if !(0.0..=1.0).contains(&e) {
