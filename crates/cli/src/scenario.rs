@@ -104,9 +104,12 @@ macro_rules! usage {
 }
 pub(crate) use usage;
 
+/// `(alias, policy, settings the alias implies)`.
+pub type PolicyAlias = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
+
 /// numactl's policy names, accepted as aliases (docs/policies.md, "numactl names"):
 /// `(alias, policy, extra settings)`.
-pub const POLICY_ALIASES: &[(&str, &str, &[(&str, &str)])] = &[
+pub const POLICY_ALIASES: &[PolicyAlias] = &[
     ("interleave", "round-4k", &[]),
     ("membind", "bind", &[]),
     ("localalloc", "first-touch", &[("fallback", "distance")]),

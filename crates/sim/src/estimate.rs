@@ -64,21 +64,21 @@ impl Estimate {
     /// `Err` with one sentence when `runs` runs exceed the limits.
     pub fn check(&self, runs: u32) -> Result<(), String> {
         let total = self.work_units * runs.max(1) as f64;
-        if !(self.work_units <= MAX_RUN_WORK_UNITS) {
+        if self.work_units.is_nan() || self.work_units > MAX_RUN_WORK_UNITS {
             return Err(format!(
                 "one run is estimated at {:.2e} work units ({} threads, {:.2e} references, {:.2e} epochs, {:.1} simulated seconds), above the limit of {:.0e} per run; \
 lower --scale or the workload's iterations, or pass --force",
                 self.work_units, self.threads, self.refs as f64, self.epochs, self.sim_seconds, MAX_RUN_WORK_UNITS
             ));
         }
-        if !(total <= MAX_WORK_UNITS) {
+        if total.is_nan() || total > MAX_WORK_UNITS {
             return Err(format!(
                 "the run is estimated at {:.2e} work units ({} threads, {:.2e} references and {:.2e} epochs per run, {} runs), above the limit of {:.0e}; \
 lower --scale, --runs or the workload's iterations, or pass --force",
                 total, self.threads, self.refs as f64, self.epochs, runs, MAX_WORK_UNITS
             ));
         }
-        if !(self.memory_bytes <= MAX_RUN_MEMORY_BYTES) {
+        if self.memory_bytes.is_nan() || self.memory_bytes > MAX_RUN_MEMORY_BYTES {
             return Err(format!(
                 "one run is estimated to need {:.1} GiB of memory, above the limit of {:.0} GiB; lower --scale or pass --force",
                 self.memory_bytes / (1u64 << 30) as f64,
