@@ -107,7 +107,7 @@ pub(crate) use usage;
 /// `(alias, policy, settings the alias implies)`.
 pub type PolicyAlias = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
 
-/// numactl's policy names, accepted as aliases (docs/policies.md, "numactl names"):
+/// numactl's policy names, accepted as aliases (README.md, "Policies"):
 /// `(alias, policy, extra settings)`.
 pub const POLICY_ALIASES: &[PolicyAlias] = &[
     ("interleave", "round-4k", &[]),
