@@ -22,11 +22,13 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    for (i, p) in a.policies.iter().enumerate() {
-        crate::scenario::canonical_policy(p)?;
-        if a.policies[..i].contains(p) {
-            bail!("--policies lists '{p}' twice");
+    let mut seen: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();
+    for p in &a.policies {
+        let c = crate::scenario::canonical_policy(p)?;
+        if seen.contains(&c) {
+            bail!("--policies lists '{p}' twice (numactl names are aliases: interleave is round-4k)");
         }
+        seen.push(c);
     }
     let mut results = Vec::new();
     let mut rows = Vec::new();
