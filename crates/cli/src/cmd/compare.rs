@@ -22,13 +22,16 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let mut seen: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();
+    let mut seen: Vec<(&str, (&'static str, Vec<(&'static str, &'static str)>))> = Vec::new();
     for p in &a.policies {
         let c = crate::scenario::canonical_policy(p)?;
-        if seen.contains(&c) {
-            bail!("--policies lists '{p}' twice (numactl names are aliases: interleave is round-4k)");
+        if let Some((earlier, _)) = seen.iter().find(|(_, s)| *s == c) {
+            if earlier == p {
+                bail!("--policies lists '{p}' twice");
+            }
+            bail!("--policies lists '{p}' and '{earlier}', the same policy under two names");
         }
-        seen.push(c);
+        seen.push((p, c));
     }
     let mut results = Vec::new();
     let mut rows = Vec::new();
