@@ -136,7 +136,7 @@ pub fn load_machine(spec: &str) -> Result<Machine> {
 /// A workload or mix, from a preset name or a file.
 pub fn load_workload(spec: &str) -> Result<WorkloadSpec> {
     if is_path(spec) {
-        Ok(WorkloadSpec::parse(&read(spec)?, spec)?)
+        Ok(WorkloadSpec::parse_checked(&read(spec)?, spec)?)
     } else {
         Ok(WorkloadSpec::parse(workload_presets::text(spec)?, &format!("preset:{spec}"))?)
     }

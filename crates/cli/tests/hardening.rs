@@ -256,3 +256,28 @@ fn model_parameters_are_checked_even_when_the_policy_ignores_them() {
     fails(&["model", "mva", "--policy", "ideal", "--e-ro", "nan"], 2, "parameter 'e_ro' = NaN: must lie in [0, 1]");
     fails(&["model", "roofline", "--ai", "nan"], 2, "must be finite and > 0");
 }
+
+#[test]
+fn file_errors_name_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let machine = std::fs::read_to_string(root.join("crates/core/presets/machines/server-a-4n.toml")).unwrap();
+    let line = machine.lines().position(|l| l.starts_with("mem_bw_gbps")).unwrap() + 1;
+    let box_path = dir.path().join("my-box.toml");
+    std::fs::write(&box_path, machine.replacen("mem_bw_gbps = 50.0", "mem_bw_gbps = nan", 1)).unwrap();
+    fails(
+        &["sim", "--machine", box_path.to_str().unwrap(), "--runs", "1"],
+        2,
+        &format!("my-box.toml:{line}: `nodes[0].mem_bw_gbps` = NaN GB/s: must be a finite number in [0.001, 100000]"),
+    );
+    let wl = std::fs::read_to_string(root.join("crates/workload/presets/master-slave.toml")).unwrap();
+    let wl = wl.replacen("share = 1.0, read_frac", "share = nan, read_frac", 1);
+    let line = wl.lines().position(|l| l.contains("share = nan")).unwrap() + 1;
+    let app = dir.path().join("my-app.toml");
+    std::fs::write(&app, wl).unwrap();
+    fails(
+        &["sim", "--workload", app.to_str().unwrap(), "--runs", "1"],
+        2,
+        &format!("my-app.toml:{line}: phase 'fill': access to 'points': share = NaN must lie in [0, 1]"),
+    );
+}

@@ -81,6 +81,23 @@ impl WorkloadSpec {
         }
     }
 
+    /// Parse `text` and apply the range checks that need no machine
+    /// (docs/workloads.md, "Limits"); an error names `origin` and, when the file writes the
+    /// key, its line (`my-app.toml:14: phase 'solve': chunks = 0: …`).
+    pub fn parse_checked(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
+        let spec = WorkloadSpec::parse(text, origin)?;
+        if let WorkloadSpec::Single(f) = &spec {
+            if let Err(problem) = crate::compile::check_limits(f, &crate::CompileOptions::default()) {
+                let origin = match numalab_core::locate_line(text, &problem) {
+                    Some(l) => format!("{origin}:{l}"),
+                    None => origin.to_string(),
+                };
+                return Err(WorkloadError::invalid(&origin, problem));
+            }
+        }
+        Ok(spec)
+    }
+
     pub fn name(&self) -> &str {
         match self {
             WorkloadSpec::Single(f) => &f.workload.name,

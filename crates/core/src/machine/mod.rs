@@ -179,7 +179,14 @@ impl Machine {
     /// (a file path or `preset:NAME`).
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Machine, MachineError> {
         let machine: Machine = toml::from_str(text).map_err(|e| MachineError::parse(origin, text, e))?;
-        machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
+        machine.validate().map_err(|problem| {
+            // Name the line that sets the key when the file writes it.
+            let origin = match crate::locate_line(text, &problem) {
+                Some(l) => format!("{origin}:{l}"),
+                None => origin.to_string(),
+            };
+            MachineError::Invalid { origin, problem }
+        })?;
         Ok(machine)
     }
 
