@@ -57,7 +57,7 @@ fn compile(spec: &WorkloadSpec, machine: &Machine, scale: f64) -> Result<(), Str
 }
 
 fn workload(data: &[u8]) -> Result<(), String> {
-    let spec = WorkloadSpec::parse(text(data)?, "fuzz").map_err(|e| e.to_string())?;
+    let spec = WorkloadSpec::parse_checked(text(data)?, "fuzz").map_err(|e| e.to_string())?;
     compile(&spec, &fuzz_machine(), 0.001)
 }
 
