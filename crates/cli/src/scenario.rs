@@ -116,9 +116,12 @@ pub const POLICY_ALIASES: &[PolicyAlias] = &[
     ("local", "first-touch", &[("fallback", "distance")]),
 ];
 
+/// A policy and the settings an alias implies.
+pub type CanonicalPolicy = (&'static str, Vec<(&'static str, &'static str)>);
+
 /// A registered policy name, or the policy a numactl name stands for, with the settings
 /// the alias implies.
-pub fn canonical_policy(name: &str) -> Result<(&'static str, Vec<(&'static str, &'static str)>)> {
+pub fn canonical_policy(name: &str) -> Result<CanonicalPolicy> {
     if let Some((_, p, extra)) = POLICY_ALIASES.iter().find(|(a, _, _)| *a == name) {
         return Ok((numalab_policy::find(p)?.name, extra.to_vec()));
     }

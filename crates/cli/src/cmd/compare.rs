@@ -22,7 +22,7 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let mut seen: Vec<(&str, (&'static str, Vec<(&'static str, &'static str)>))> = Vec::new();
+    let mut seen: Vec<(&str, crate::scenario::CanonicalPolicy)> = Vec::new();
     for p in &a.policies {
         let c = crate::scenario::canonical_policy(p)?;
         if let Some((earlier, _)) = seen.iter().find(|(_, s)| *s == c) {
