@@ -25,6 +25,12 @@ pub const TARGETS: &[Target] = &[
         run: set,
     },
     Target { name: "sysfs", covers: "sysfs readers: cpulists, node meminfo, distance, numastat, cache sizes", run: sysfs },
+    Target {
+        name: "topology",
+        covers:
+            "a whole sysfs tree (`=== path` sections) read by Topology::read and exported as a machine (`machine import`, `topo --export`)",
+        run: topology,
+    },
     Target { name: "procfs", covers: "procfs readers: numa_maps, vmstat, sched, cpuinfo", run: procfs },
     Target { name: "profile", covers: "profile JSON documents (numalab.profile/1) and their diff", run: profile },
 ];
@@ -152,4 +158,35 @@ fn profile(data: &[u8]) -> Result<(), String> {
     let d = numalab_core::profile::diff(&r, &r);
     serde_json::to_string(&d).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// `=== relative/path` lines start files of a sysfs tree under a scratch root; the tree is
+/// read as `machine import` reads it and exported.
+fn topology(data: &[u8]) -> Result<(), String> {
+    let t = text(data)?;
+    let dir = std::env::temp_dir().join(format!("numalab-fuzz-topology-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut files = 0;
+    for section in t.split("=== ").skip(1) {
+        let (path, body) = section.split_once('\n').unwrap_or((section, ""));
+        let path = path.trim();
+        if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == ".." || c.is_empty()) || files > 256 {
+            continue;
+        }
+        let p = dir.join(path);
+        if let Some(parent) = p.parent() {
+            if std::fs::create_dir_all(parent).is_err() {
+                continue;
+            }
+        }
+        let _ = std::fs::write(&p, body);
+        files += 1;
+    }
+    let root = numalab_linux::FsRoot::at(&dir);
+    let r = numalab_linux::Topology::read(&root)
+        .map_err(|e| e.to_string())
+        .and_then(|topo| numalab_linux::export::to_machine(&topo, &numalab_linux::export::ExportOptions::default()).map(|_| ()));
+    let _ = std::fs::remove_dir_all(&dir);
+    r
 }
