@@ -220,6 +220,25 @@ fn resolve_target(p: &Path) -> Result<PathBuf> {
 }
 
 fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
+    // `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`: an open descriptor, whatever it is open
+    // on (a terminal, a pipe, a file the shell redirected to) is written through.
+    if p.starts_with("/dev") || p.starts_with("/proc") {
+        if let Ok(m) = std::fs::metadata(p) {
+            if !m.is_dir() {
+                // A regular file behind it was opened by the shell (`>` truncated it already,
+                // `>>` wants an append): append, never truncate.
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .append(m.is_file())
+                    .open(p)
+                    .with_context(|| format!("cannot open {}", p.display()))?;
+                return match f.write_all(bytes).and_then(|()| f.flush()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                    r => r.with_context(|| format!("cannot write {}", p.display())),
+                };
+            }
+        }
+    }
     let target = resolve_target(p)?;
     match std::fs::metadata(&target) {
         Ok(m) if m.is_dir() => {

@@ -281,3 +281,19 @@ fn file_errors_name_the_file_line_and_key() {
         &format!("my-app.toml:{line}: phase 'fill': access to 'points': share = NaN must lie in [0, 1]"),
     );
 }
+
+#[test]
+fn out_dev_stdout_writes_to_the_redirected_file_and_keeps_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.txt");
+    std::fs::write(&path, "first line\n").unwrap();
+    let f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("numalab"))
+        .args(["list", "policies", "--format", "csv", "--out", "/dev/stdout"])
+        .stdout(f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("first line\nname,kind,summary\n"), "{text}");
+}
