@@ -111,7 +111,7 @@ impl Default for SchedConfig {
 
 impl SimConfig {
     /// Reject values that would make the simulation meaningless or unbounded, naming the key
-    /// and its unit (ranges: docs/machines.md, "Validation").
+    /// and its unit (ranges: docs/simulator-limits.md).
     pub fn validate(&self) -> Result<(), String> {
         let range = |k: &str, v: f64, lo: f64, hi: f64, unit: &str| {
             if v.is_finite() && v >= lo && v <= hi {
