@@ -70,8 +70,36 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // A profiled command's own exit status is passed through, as `perf stat` does.
+            if let Some(cmd::profile::ChildStatus(code)) = e.downcast_ref::<cmd::profile::ChildStatus>() {
+                return ExitCode::from(*code);
+            }
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// 2 for usage errors (bad flags, values, files or settings: the user can fix the command),
+/// 1 for runtime failures (I/O, the kernel, perf, the simulator itself). An error is a
+/// runtime failure when its chain holds one of those; everything else the commands reject
+/// is a usage error.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<scenario::Usage>()) {
+        return 2;
+    }
+    let runtime = e.chain().any(|c| {
+        c.is::<std::io::Error>()
+            || c.is::<numalab_linux::session::SessionError>()
+            || matches!(c.downcast_ref::<numalab_linux::LinuxError>(), Some(numalab_linux::LinuxError::Io { .. }))
+            || matches!(
+                c.downcast_ref::<numalab_sim::SimError>(),
+                Some(numalab_sim::SimError::Internal(_) | numalab_sim::SimError::OutOfMemory { .. } | numalab_sim::SimError::Io(_))
+            )
+    });
+    if runtime {
+        1
+    } else {
+        2
     }
 }

@@ -17,14 +17,14 @@ pub struct ScenarioArgs {
     #[arg(long, default_value = "server-a-4n")]
     pub machine: String,
     /// Workload preset name (see `numalab list workloads`) or a workload TOML file
-    /// [default: master-slave, at scale 0.02 unless --scale is given].
+    /// [default: master-slave].
     #[arg(long)]
     pub workload: Option<String>,
     /// Threads (default: the workload's own, usually one per core of the machine).
     #[arg(long)]
     pub threads: Option<u32>,
     /// Multiply the footprint and access counts, e.g. 0.05 for a quick look
-    /// [default: 1, or 0.02 for the built-in default workload].
+    /// [default: 0.02 for master-slave, named or not; 1 for every other workload].
     #[arg(long)]
     pub scale: Option<f64>,
     /// Independent runs, each with its own seed derived from --seed.
@@ -33,7 +33,8 @@ pub struct ScenarioArgs {
     /// Master seed: same seed and inputs give bit-identical results.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Parallel runs (default: all cores). Results do not depend on it.
+    /// Parallel runs (default: all cores; more than the CPU count is capped, with a note).
+    /// Results do not depend on it.
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Override any key of the resolved config, e.g. machine.nodes[2].mem_bw_gbps=40,
@@ -41,6 +42,9 @@ pub struct ScenarioArgs {
     /// `policy.NAME.key=value` sets a key of one policy only (for `compare`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Run even when the work estimate is above the limit (docs/simulator-limits.md).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The workload of the built-in default comparison, and the scale that keeps it to seconds.
@@ -52,8 +56,10 @@ impl ScenarioArgs {
         self.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD)
     }
 
+    /// The scale: `--scale`, else 0.02 for master-slave (whether or not `--workload` names
+    /// it, so naming the default changes nothing), else 1.
     pub fn scale(&self) -> f64 {
-        self.scale.unwrap_or(if self.workload.is_some() { 1.0 } else { DEFAULT_WORKLOAD_SCALE })
+        self.scale.unwrap_or(if self.workload() == DEFAULT_WORKLOAD { DEFAULT_WORKLOAD_SCALE } else { 1.0 })
     }
 }
 
@@ -62,8 +68,64 @@ fn is_path(s: &str) -> bool {
     s.ends_with(".toml") || s.contains('/') || Path::new(s).is_file()
 }
 
+/// Read a user file (machine, workload, classes, profile JSON), refusing one larger than
+/// `numalab_linux::root::MAX_USER_FILE_BYTES` and text that is not UTF-8.
+pub fn read_user_file(path: impl AsRef<Path>) -> Result<String> {
+    read_user_file_as(path, "")
+}
+
+/// [`read_user_file`], naming what the file is (`"machine file "`) in the error.
+pub fn read_user_file_as(path: impl AsRef<Path>, what: &str) -> Result<String> {
+    let path = path.as_ref();
+    numalab_linux::root::read_text_bounded(path, numalab_linux::root::MAX_USER_FILE_BYTES)
+        .map_err(|e| anyhow!(Usage(format!("cannot read {what}{}: {e}", path.display()))))
+}
+
 fn read(path: &str) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
+    read_user_file(path)
+}
+
+/// An error in what the user asked for (exit status 2); everything else is a runtime
+/// failure (exit status 1).
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// `bail!` for usage errors.
+macro_rules! usage {
+    ($($t:tt)*) => { return Err(anyhow::Error::new($crate::scenario::Usage(format!($($t)*)))) };
+}
+pub(crate) use usage;
+
+/// `(alias, policy, settings the alias implies)`.
+pub type PolicyAlias = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
+
+/// numactl's policy names, accepted as aliases (README.md, "Policies"):
+/// `(alias, policy, extra settings)`.
+pub const POLICY_ALIASES: &[PolicyAlias] = &[
+    ("interleave", "round-4k", &[]),
+    ("membind", "bind", &[]),
+    ("localalloc", "first-touch", &[("fallback", "distance")]),
+    ("local", "first-touch", &[("fallback", "distance")]),
+];
+
+/// A policy and the settings an alias implies.
+pub type CanonicalPolicy = (&'static str, Vec<(&'static str, &'static str)>);
+
+/// A registered policy name, or the policy a numactl name stands for, with the settings
+/// the alias implies.
+pub fn canonical_policy(name: &str) -> Result<CanonicalPolicy> {
+    if let Some((_, p, extra)) = POLICY_ALIASES.iter().find(|(a, _, _)| *a == name) {
+        return Ok((numalab_policy::find(p)?.name, extra.to_vec()));
+    }
+    numalab_policy::find(name).map(|e| (e.name, Vec::new())).map_err(|e| anyhow!(Usage(e.to_string())))
 }
 
 pub fn load_machine(spec: &str) -> Result<Machine> {
@@ -77,7 +139,7 @@ pub fn load_machine(spec: &str) -> Result<Machine> {
 /// A workload or mix, from a preset name or a file.
 pub fn load_workload(spec: &str) -> Result<WorkloadSpec> {
     if is_path(spec) {
-        Ok(WorkloadSpec::parse(&read(spec)?, spec)?)
+        Ok(WorkloadSpec::parse_checked(&read(spec)?, spec)?)
     } else {
         Ok(WorkloadSpec::parse(workload_presets::text(spec)?, &format!("preset:{spec}"))?)
     }
@@ -98,9 +160,13 @@ pub struct Resolved {
 pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
     let machine = load_machine(&args.machine)?;
     let workload = load_workload(args.workload())?;
-    numalab_policy::find(policy)?;
+    let alias = policy;
+    let (policy, extra) = canonical_policy(alias)?;
     let mut policy_table = toml::Table::new();
     policy_table.insert("name".into(), Value::String(policy.into()));
+    for (k, v) in extra {
+        policy_table.insert(k.into(), Value::String(v.into()));
+    }
     let mut wl = toml::Table::new();
     wl.insert("source".into(), Value::String(args.workload().to_string()));
     wl.insert("scale".into(), Value::Float(args.scale()));
@@ -115,11 +181,26 @@ pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
     root.insert("sim".into(), to_value(&SimConfig::default())?);
     let mut tree = Value::Table(root);
     for s in &args.set {
-        if let Some(s) = policy_scoped(s, policy) {
+        if let Some(s) = policy_scoped(s, policy).or_else(|| policy_scoped(s, alias)) {
             numalab_core::overrides::apply(&mut tree, &s)?;
         }
     }
-    from_tree(tree)
+    let source = tree.get("workload").and_then(|w| w.get("source")).and_then(Value::as_str);
+    if source != Some(args.workload()) {
+        usage!(
+            "--set workload.source: the source is recorded from --workload ('{}'); choose the workload with --workload instead",
+            args.workload()
+        );
+    }
+    let resolved = from_tree(tree)?;
+    let est = numalab_sim::estimate::Estimate::of(&resolved.scenario);
+    if !args.force {
+        est.check(args.runs).map_err(Usage)?;
+    }
+    if !args.force && est.work_units * args.runs.max(1) as f64 > numalab_sim::estimate::NOTE_WORK_UNITS {
+        eprintln!("note: {policy}: about {:.1e} references per run, {} runs; this takes a while", est.refs as f64, args.runs);
+    }
+    Ok(resolved)
 }
 
 /// `policy.NAME.key=v` applies to policy NAME only (so `compare` can configure each policy);
@@ -128,7 +209,7 @@ fn policy_scoped(set: &str, policy: &str) -> Option<String> {
     let Some(rest) = set.strip_prefix("policy.") else { return Some(set.to_string()) };
     let (first, tail) = rest.split_once('.').unwrap_or((rest, ""));
     let first = first.split(['=', '[']).next().unwrap_or(first);
-    if numalab_policy::find(first).is_err() || tail.is_empty() {
+    if canonical_policy(first).is_err() || tail.is_empty() {
         return Some(set.to_string());
     }
     (first == policy).then(|| format!("policy.{tail}"))
@@ -170,6 +251,11 @@ fn from_tree(tree: Value) -> Result<Resolved> {
     let program = numalab_workload::compile_spec(&definition, &source, &machine, &CompileOptions { threads, scale })?;
     let mut policy = take_table(&tree, "policy")?.as_table().cloned().ok_or_else(|| anyhow!("[policy] must be a table"))?;
     let name = policy.remove("name").and_then(|v| v.as_str().map(String::from)).ok_or_else(|| anyhow!("policy.name is missing"))?;
+    let (canonical, extra) = canonical_policy(&name)?;
+    for (k, v) in extra {
+        policy.entry(k.to_string()).or_insert_with(|| Value::String(v.into()));
+    }
+    let name = canonical.to_string();
     let entry = numalab_policy::find(&name)?;
     let sim: SimConfig = take_table(&tree, "sim")?
         .try_into()
@@ -184,12 +270,22 @@ fn from_tree(tree: Value) -> Result<Resolved> {
     Ok(Resolved { tree, scenario })
 }
 
-/// A rayon pool of `--jobs` threads (default: all cores).
+/// A rayon pool of `--jobs` threads (default: all cores; more than the CPU count is capped
+/// with a note on standard error, since results do not depend on it).
 pub fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
     if jobs == Some(0) {
-        bail!("--jobs must be at least 1");
+        usage!("--jobs must be at least 1");
     }
-    rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build().context("cannot start worker threads")
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = match jobs {
+        Some(j) if j > cpus => {
+            eprintln!("note: --jobs {j} is more than the {cpus} CPUs available; using {cpus}");
+            cpus
+        }
+        Some(j) => j,
+        None => cpus,
+    };
+    rayon::ThreadPoolBuilder::new().num_threads(n).build().context("cannot start worker threads")
 }
 
 /// A progress bar on standard error (hidden when it is not a terminal).

@@ -169,6 +169,8 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         seed: f.study.seed,
                         jobs: None,
                         set,
+                        // A study is a cached, resumable batch the user sized on purpose.
+                        force: true,
                     };
                     let resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
                     let key = cell_key(&resolved);

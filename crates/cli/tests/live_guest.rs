@@ -38,7 +38,7 @@ fn two_node_guest_pages_per_node_match_placement() {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
-            "SKIPPED two_node_guest_pages_per_node_match_placement: set NUMALAB_GUEST_TESTS=1 to boot the qemu guest (needs qemu-system-x86, linux-image-amd64, busybox-static)"
+            "SKIPPED two_node_guest_pages_per_node_match_placement: set NUMALAB_GUEST_TESTS=1 to boot the qemu guest (needs the Debian packages qemu-system-x86, linux-image-amd64, busybox-static, cpio and libc6-dev, as the README lists)"
         );
         return;
     }

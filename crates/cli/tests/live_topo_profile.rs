@@ -14,8 +14,13 @@ fn numalab() -> Command {
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
+    json_of_status(args, 0)
+}
+
+/// The JSON a command prints, and its exit status (a profiled command's own status).
+fn json_of_status(args: &[&str], code: i32) -> serde_json::Value {
     let out = numalab().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
@@ -50,7 +55,9 @@ fn topo_table_and_export() {
     let text = String::from_utf8(out.stdout).unwrap();
     let row0 = text.lines().find(|l| l.split_whitespace().next() == Some("0")).unwrap_or_else(|| panic!("{text}"));
     assert!(row0.contains("0-1") && row0.contains("10 21") && row0.contains("5845"), "{row0}");
-    assert!(text.contains("memory_tier4: nodes 0-1"), "{text}");
+    // Notes (the tier legend) go to standard error.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("memory_tier4: nodes 0-1"), "{err}");
     let toml = std::fs::read_to_string(&export).unwrap();
     let m = Machine::from_toml_str(&toml, "export").unwrap();
     assert_eq!(m.name, "g2");
@@ -78,18 +85,12 @@ fn machine_import_from_a_sysfs_tree() {
 
 #[test]
 fn profile_counts_a_child_and_never_prints_zero_for_unsupported() {
-    // A shell loop: page faults at start-up, CPU time, and a known exit code.
-    let v = json_of(&[
-        "--format",
-        "json",
-        "profile",
-        "--interval",
-        "50",
-        "--",
-        "sh",
-        "-c",
-        "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3",
-    ]);
+    // A shell loop: page faults at start-up, CPU time, and a known exit code, which numalab
+    // exits with (as `perf stat` does).
+    let v = json_of_status(
+        &["--format", "json", "profile", "--interval", "50", "--", "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"],
+        3,
+    );
     assert_eq!(v["schema"], "numalab.profile/1");
     assert_eq!(v["target"]["exit_code"], 3);
     assert_eq!(v["target"]["command"][0], "sh");
@@ -162,4 +163,16 @@ fn profile_diff_of_two_runs() {
     assert!(vb > va, "20x the loop must take more CPU time: {e}");
     assert!((e["effect_pct"].as_f64().unwrap() - 100.0 * (vb - va) / va).abs() < 1e-6);
     assert!(d["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("numa_balancing is the same")));
+}
+
+#[test]
+fn profile_passes_the_child_status_through_and_rejects_pid_0() {
+    // Killed by SIGSEGV: 128 + 11, like a shell reports it.
+    let out = numalab().args(["--format", "json", "profile", "--", "sh", "-c", "kill -SEGV $$"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(139), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = numalab().args(["--format", "json", "profile", "--", "sh", "-c", "exit 7"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let out = numalab().args(["profile", "--pid", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 0 names no process"));
 }

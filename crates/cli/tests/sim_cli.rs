@@ -58,6 +58,11 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 stdout")
 }
 
+fn stderr_of(args: &[&str]) -> String {
+    let out = numalab().args(args).assert().success().get_output().clone();
+    String::from_utf8(out.stderr).expect("UTF-8 stderr")
+}
+
 fn json_of(args: &[&str]) -> Value {
     let text = stdout_of(&[args, &["--format", "json"]].concat());
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
@@ -129,7 +134,8 @@ fn table_first_column(text: &str, header_start: &str) -> Vec<String> {
     assert!(header.starts_with(header_start), "header: {header:?}");
     let rule = lines.next().expect("a rule line");
     assert!(rule.chars().all(|c| c == '-' || c == ' '), "rule: {rule:?}");
-    lines.filter_map(|l| l.split_whitespace().next().map(String::from)).collect()
+    // Continuation lines of a wrapped description start with spaces.
+    lines.filter(|l| !l.starts_with(' ')).filter_map(|l| l.split_whitespace().next().map(String::from)).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -150,6 +156,16 @@ fn list_machines_table_and_json_name_every_preset() {
     assert_eq!(amd48["sockets"], 4);
     assert_eq!(amd48["cores"], 48);
     assert_eq!(amd48["mem_bytes"], 128u64 << 30);
+}
+
+#[test]
+fn long_descriptions_wrap() {
+    let text = stdout_of(&["list", "machines", "--format", "table"]);
+    let desc_col = text.lines().next().unwrap().find("description").unwrap();
+    for l in text.lines() {
+        assert!(l.chars().count() <= desc_col + 60, "{l}");
+    }
+    assert!(text.lines().any(|l| l.starts_with(' ')), "some description wraps:\n{text}");
 }
 
 #[test]
@@ -376,8 +392,10 @@ fn sim_table_and_csv_have_the_header_and_one_row_per_run() {
     let text = stdout_of(&[&["sim", "--format", "table"][..], &SMALL].concat());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), header);
-    assert_eq!(lines.len(), 2 + 2 + 1, "{text}");
-    assert!(lines[4].starts_with("first-touch on amd48 (2 runs): exec time mean "), "{text}");
+    assert_eq!(lines.len(), 2 + 2, "{text}");
+    // The summary and legends are notes: standard error.
+    let err = stderr_of(&[&["sim", "--format", "table"][..], &SMALL].concat());
+    assert!(err.lines().any(|l| l.starts_with("first-touch on amd48 (2 runs): exec time mean ")), "{err}");
 
     let rows = parse_csv(&stdout_of(&[&["sim", "--format", "csv"][..], &SMALL].concat()));
     assert_eq!(rows[0], header);
@@ -443,11 +461,12 @@ fn compare_table_and_csv_have_one_row_per_policy() {
         lines[0].split_whitespace().collect::<Vec<_>>(),
         ["policy", "mean_s", "stddev_s", "cv_%", "nmmd_%", "vs_first", "local_ratio", "imbalance_%", "link_load_%", "thread_migs"]
     );
-    assert_eq!(lines.len(), 2 + 3 + 1, "{text}");
+    assert_eq!(lines.len(), 2 + 3, "{text}");
     let rows: Vec<Vec<&str>> = lines[2..5].iter().map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), ["first-touch", "round-4k", "round-1g"]);
     assert_eq!(rows[0][5], "1.000");
-    assert!(lines[5].starts_with("stream-like on amd48, scale 0.001, 2 runs per policy, seed 1;"));
+    let err = stderr_of(&[&args[..], &["--format", "table"]].concat());
+    assert!(err.lines().any(|l| l.starts_with("stream-like on amd48, scale 0.001, 2 runs per policy, seed 1;")), "{err}");
 
     let csv = parse_csv(&stdout_of(&[&args[..], &["--format", "csv"]].concat()));
     assert_eq!(csv.len(), 1 + 3, "{csv:?}");
@@ -529,7 +548,7 @@ fn set_errors_name_the_index_and_the_syntax() {
         "error: override 'machine.nodes[9].mem_bw_gbps=1': index 9 is out of range (the array has 8 entries)"
     );
     assert_eq!(sim("machine.nodes[1].mem_bw_gbps"), "error: override 'machine.nodes[1].mem_bw_gbps' is not of the form key=value");
-    assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 must be a positive number");
+    assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 µs: must be a finite number in [1, 1000000]");
     assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): invalid type: string \"x\", expected f64");
 }
 
@@ -542,9 +561,11 @@ fn out_file_format_follows_the_extension_and_stdout_stays_empty() {
     let json_path = dir.path().join("r.json");
     let csv_path = dir.path().join("r.csv");
     let txt_path = dir.path().join("r.txt");
-    for p in [&json_path, &csv_path, &txt_path] {
+    for p in [&json_path, &csv_path] {
         numalab().args([&["sim", "--out", p.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("").stderr("");
     }
+    // A table's notes (summary, legends) go to standard error, not into the file.
+    numalab().args([&["sim", "--out", txt_path.to_str().unwrap()][..], &SMALL].concat()).assert().success().stdout("");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema"], "numalab.sim/2");
     assert_eq!(doc, json_of(&[&["sim"][..], &SMALL].concat()));

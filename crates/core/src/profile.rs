@@ -1,5 +1,5 @@
 //! The profile data model shared by the live Linux profiler and the simulator
-//! (`perfutil.md`): the event catalogue, per-event readings with an explicit status, NUMA state,
+//! (docs/profile.md): the event catalogue, per-event readings with an explicit status, NUMA state,
 //! the timeline, derived metrics and the diff of two profiles. Pure data and arithmetic.
 //!
 //! # Contract

@@ -64,7 +64,7 @@ pub enum RsdEstimator {
     Population,
 }
 
-/// Relative standard deviation in percent (static-policies.md §9). `None` when the mean is 0
+/// Relative standard deviation in percent (docs/metrics.md, "Imbalance classes"). `None` when the mean is 0
 /// (undefined, never reported as 0); 0 for a single value.
 pub fn rsd_percent(x: &[f64], estimator: RsdEstimator) -> Option<f64> {
     let n = x.len();
@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn imbalance_vectors_of_static_policies_spec() {
-        // static-policies.md §11 vector 6.
+        // docs/metrics.md, "Imbalance classes": four nodes, all accesses on one.
         let s = rsd_percent(&[400.0, 0.0, 0.0, 0.0], RsdEstimator::Sample).unwrap();
         assert!((s - 200.0).abs() < 1e-9, "{s}");
         let p = rsd_percent(&[400.0, 0.0, 0.0, 0.0], RsdEstimator::Population).unwrap();

@@ -27,8 +27,17 @@ pub fn parse_list(text: &str, path: &Path, field: &str) -> Result<Vec<u32>> {
             }
             None => out.push(num(part)?),
         }
+        if out.len() > 1 << 20 {
+            return Err(LinuxError::parse(path, 1, field, "the list names more than 2^20 entries"));
+        }
     }
-    Ok(out)
+    // The kernel prints each entry once, ascending; anything else would double-count CPUs.
+    let mut sorted = out.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(LinuxError::parse(path, 1, field, format!("`{line}` names {} twice", w[0])));
+    }
+    Ok(sorted)
 }
 
 /// Format a list back in kernel style (`0-3,8`).

@@ -37,7 +37,7 @@ impl FsRoot {
 
     pub fn read(&self, abs: &str) -> Result<(PathBuf, String)> {
         let p = self.path(abs);
-        match std::fs::read_to_string(&p) {
+        match read_text_bounded(&p, MAX_KERNEL_FILE_BYTES) {
             Ok(t) => Ok((p, t)),
             Err(e) => Err(LinuxError::io(&p, e)),
         }
@@ -55,4 +55,31 @@ impl FsRoot {
         names.sort();
         Ok(names)
     }
+}
+
+/// Largest kernel file a reader accepts (a `numa_maps` of a big process stays far below).
+pub const MAX_KERNEL_FILE_BYTES: u64 = 256 << 20;
+
+/// Largest user file (machine, workload, class, study, profile JSON) numalab reads.
+pub const MAX_USER_FILE_BYTES: u64 = 64 << 20;
+
+/// Read a UTF-8 text file of at most `limit` bytes. A larger file (or an endless one such as
+/// `/dev/zero`) is refused after reading `limit + 1` bytes, so memory stays bounded.
+pub fn read_text_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the file is larger than {} MiB, the most numalab reads", limit >> 20),
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        )
+    })
 }

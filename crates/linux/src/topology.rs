@@ -40,6 +40,13 @@ impl Topology {
         }
         let mut cpu_ids: Vec<u32> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
         cpu_ids.sort_unstable();
+        if let Some(w) = cpu_ids.windows(2).find(|w| w[0] == w[1]) {
+            let owners: Vec<String> = nodes.iter().filter(|n| n.cpus.contains(&w[0])).map(|n| format!("node{}", n.id)).collect();
+            return Err(LinuxError::Invalid {
+                path: root.path(NODE_DIR),
+                message: format!("CPU {} is listed by more than one node's cpulist ({})", w[0], owners.join(", ")),
+            });
+        }
         let cpus = cpu_ids.iter().map(|&c| read_cpu(root, c)).collect::<Result<Vec<_>>>()?;
         let huge_page_bytes = match root.list("/sys/kernel/mm/hugepages") {
             Ok(names) => {

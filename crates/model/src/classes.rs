@@ -1,4 +1,4 @@
-//! Page classes of the workload model (mva-model.md §5) and their TOML file format.
+//! Page classes of the workload model (docs/model.md §3) and their TOML file format.
 //!
 //! A class file has an optional `name` and `description` and one table per class present,
 //! named `PR`, `RO`, `RM`, `SS` or `SP`, each with all six parameters:
@@ -115,7 +115,7 @@ impl ClassField {
     }
 }
 
-/// Parameters of one page class (mva-model.md §5.2). Counts are means, so all are `f64`.
+/// Parameters of one page class (docs/model.md §3.1). Counts are means, so all are `f64`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClassParams {
     /// `P_c`: pages in the class.
@@ -285,7 +285,7 @@ impl ClassSet {
         }
     }
 
-    /// Rules of mva-model.md §5.3 that do not depend on `n`: counts finite and ≥ 0, at least one
+    /// Rules of docs/model.md §3.2 that do not depend on `n`: counts finite and ≥ 0, at least one
     /// reference per pair when the class has pages, `M ≥ 1` (`M_PR = 1`), `1 ≤ r ≤ w`, RO never
     /// written (`W_RO = 0`, `w_RO = ∞`), and at least one reference in the whole workload.
     pub fn validate(&self) -> Result<(), ModelError> {

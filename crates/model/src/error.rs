@@ -9,7 +9,7 @@ pub enum ModelError {
     #[error("{origin}{}: {message}", line_suffix(*line))]
     ClassParse { origin: String, line: Option<usize>, message: String },
 
-    /// A page-class value breaks a rule of mva-model.md §5.3.
+    /// A page-class value breaks a rule of docs/model.md §3.2.
     #[error("{origin}{}: class {class}, field '{field}': {problem}", line_suffix(*line))]
     ClassInvalid { origin: String, line: Option<usize>, class: &'static str, field: &'static str, problem: String },
 

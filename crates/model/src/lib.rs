@@ -2,7 +2,7 @@
 //! values or text, errors are typed ([`ModelError`]).
 //!
 //! - [`mva`]: closed queueing networks with queueing and delay stations — exact MVA
-//!   (multi-class), Schweitzer–Bard approximate MVA and the Linearizer (`mva-model.md` §7).
+//!   (multi-class), Schweitzer–Bard approximate MVA and the Linearizer (docs/model.md §1).
 //! - [`local_remote`]: the local/remote NUMA machine model, `R = tau + R_r + R_f`, with waits
 //!   from approximate MVA (§1–§4). The wait solution and `R_f` follow the spec's
 //!   reconstruction **[R]**; see `docs/model.md`.
@@ -12,7 +12,7 @@
 //! - [`validate`]: calibration of `tau` from a 1-node run, static prediction, Student-t
 //!   intervals (§9).
 //! - [`roofline`]: per-tier bandwidth ceilings, the compute ceiling, ridge points and the
-//!   tier-move gain (`hydm.md` §1).
+//!   tier-move gain (docs/model.md §5).
 //! - [`bench`]: throughput benchmark of the local/remote model for `numalab bench`.
 
 pub mod bench;

@@ -1,4 +1,4 @@
-//! The local/remote NUMA machine model of mva-model.md §1–§4: one process per node alternating
+//! The local/remote NUMA machine model of docs/model.md §2: one process per node alternating
 //! between computing (mean `tau`) and one memory reference, local with probability `p_l`.
 //!
 //! Provenance (tags of the spec): the queue structure and equations (1)–(4) are stated by the
@@ -30,7 +30,7 @@ impl NetworkMode {
     }
 }
 
-/// Hardware parameters (mva-model.md §2.1). Times in microseconds.
+/// Hardware parameters (docs/model.md §2.1). Times in microseconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hardware {
     /// Nodes `n` (processor + memory module each).
@@ -52,7 +52,7 @@ pub struct Hardware {
 }
 
 impl Hardware {
-    /// The GP1000 values of mva-model.md §2.1: `n = 8`, `t_l = 0.6`, `t_x = 3.45` [R],
+    /// The GP1000 values of docs/model.md §2.1: `n = 8`, `t_l = 0.6`, `t_x = 3.45` [R],
     /// `C_mig = 4500`, `C_rep = 4600`, `C_coh = 2100`.
     pub fn gp1000() -> Hardware {
         Hardware {

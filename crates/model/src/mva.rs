@@ -1,4 +1,4 @@
-//! Mean-value analysis of closed, product-form queueing networks (mva-model.md §7).
+//! Mean-value analysis of closed, product-form queueing networks (docs/model.md §1).
 //!
 //! A network has `K` stations, each a load-independent FCFS/PS queue or a delay (infinite
 //! server), and `C` customer classes with populations `N_c` and think times `Z_c`. Station `k`
@@ -180,7 +180,7 @@ impl MvaSolution {
     }
 }
 
-/// Default refusal limit of exact MVA, in population vectors (mva-model.md §7.1).
+/// Default refusal limit of exact MVA, in population vectors (docs/model.md §1).
 pub const EXACT_STATE_LIMIT: u64 = 10_000_000;
 
 /// Exact multi-class MVA (Reiser–Lavenberg). Visits every population vector `m ≤ N`, so the
@@ -256,13 +256,13 @@ pub struct ApproxOptions {
 }
 
 impl Default for ApproxOptions {
-    /// Schweitzer defaults of mva-model.md §7.2: tol 1e-12, cap 100 000.
+    /// Schweitzer defaults of docs/model.md §1: tol 1e-12, cap 100 000.
     fn default() -> Self {
         ApproxOptions { tol: 1e-12, max_iter: 100_000 }
     }
 }
 
-/// Schweitzer–Bard approximate MVA (mva-model.md §7.2). Classes with `N_c = 0` are dropped
+/// Schweitzer–Bard approximate MVA (docs/model.md §1). Classes with `N_c = 0` are dropped
 /// (their throughput and queues are 0).
 pub fn schweitzer(net: &Network, opts: ApproxOptions) -> Result<MvaSolution, ModelError> {
     let pops: Vec<f64> = net.population.iter().map(|&n| n as f64).collect();
@@ -272,7 +272,7 @@ pub fn schweitzer(net: &Network, opts: ApproxOptions) -> Result<MvaSolution, Mod
     Ok(MvaSolution::from_parts(net, x, r, it))
 }
 
-/// Linearizer (Chandy–Neuse; mva-model.md §7.3): three rounds of refinement of the fractional
+/// Linearizer (Chandy–Neuse; docs/model.md §1): three rounds of refinement of the fractional
 /// deviations `F`, then a final core solve. Core tolerance `opts.tol` (the spec uses 1e-13).
 pub fn linearizer(net: &Network, opts: ApproxOptions) -> Result<MvaSolution, ModelError> {
     let c_n = net.classes;
@@ -405,7 +405,7 @@ mod tests {
     use crate::testutil::assert_printed;
     use StationKind::{Delay, Queue};
 
-    /// mva-model.md §8(a): two classes, CPU demands (1, 2), disk (3, 4), Z = 0, N = (1, 1).
+    /// docs/model.md §1, test vectors: two classes, CPU demands (1, 2), disk (3, 4), Z = 0, N = (1, 1).
     fn two_class() -> Network {
         Network::new(vec![Queue, Queue], &[vec![1.0, 2.0], vec![3.0, 4.0]], vec![1, 1], vec![0.0, 0.0]).unwrap()
     }

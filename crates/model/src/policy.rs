@@ -1,5 +1,5 @@
 //! Placement policies mapped to the per-reference mix `p_l, p_r, q_m, q_r, q_c`
-//! (mva-model.md §5.3, §6). The policy table is stated by the seed [S]; the treatment counts,
+//! (docs/model.md §3.2, §3.3). The policy table is stated by the seed [S]; the treatment counts,
 //! the clamping, the coherency-fault count, the per-class break-even counts and the error mixing
 //! are design choices of the spec [D]/[I], and vector §8(c) tests those formulas.
 //!
@@ -163,7 +163,8 @@ pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyP
             }
         }
     }
-    if kind == PolicyKind::Error {
+    // Checked whatever the policy: a NaN given for a policy that ignores it is still an error.
+    {
         for k in ClassKind::ALL.into_iter().skip(1) {
             let e = params.errors[k.index()];
             if !(0.0..=1.0).contains(&e) {

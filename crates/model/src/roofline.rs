@@ -1,4 +1,4 @@
-//! The roofline model with one bandwidth ceiling per memory tier (hydm.md §1).
+//! The roofline model with one bandwidth ceiling per memory tier (docs/model.md §5).
 //!
 //! ```text
 //! P_att(I) = min(P_peak, B_tier · I)        attainable GFLOP/s at arithmetic intensity I (flop/B)
@@ -48,7 +48,7 @@ impl Bound {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum BandwidthKind {
     /// Nominal peak (`mem_peak_gbps`, falling back to the sustained figure when absent). The
-    /// hydm.md §1 vectors use these.
+    /// The test vectors of docs/model.md §5 use these.
     #[default]
     Peak,
     /// Sustained (`mem_bw_gbps`).

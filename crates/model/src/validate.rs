@@ -1,4 +1,4 @@
-//! Model side of the validation against the simulator (mva-model.md §9): calibrate `tau` from a
+//! Model side of the validation against the simulator (docs/model.md §6): calibrate `tau` from a
 //! 1-node run, predict the `n`-node run of a policy, and summarise simulated samples with a
 //! Student-t confidence interval. Plain numbers in, plain numbers out; the caller runs the
 //! simulations.

@@ -133,31 +133,38 @@ impl Default for SchedConfig {
 }
 
 impl SimConfig {
-    /// Reject values that would make the simulation meaningless, naming the key.
+    /// Reject values that would make the simulation meaningless or unbounded, naming the key
+    /// and its unit (ranges: docs/simulator-limits.md).
     pub fn validate(&self) -> Result<(), String> {
-        let pos = |k: &str, v: f64| if v > 0.0 && v.is_finite() { Ok(()) } else { Err(format!("sim.{k} = {v} must be a positive number")) };
-        pos("epoch_us", self.epoch_us)?;
-        pos("core.flops_per_cycle", self.core.flops_per_cycle)?;
-        pos("core.mlp_stream", self.core.mlp_stream)?;
-        pos("core.mlp_random", self.core.mlp_random)?;
-        pos("core.mlp_dependent", self.core.mlp_dependent)?;
-        pos("tick_ms", self.tick_ms)?;
-        pos("metrics_interval_ms", self.metrics_interval_ms)?;
-        pos("sched.migration_cost_us", self.sched.migration_cost_us)?;
-        pos("sched.busy_factor", self.sched.busy_factor)?;
-        pos("sched.sched_latency_us", self.sched.sched_latency_us)?;
-        pos("sched.min_granularity_us", self.sched.min_granularity_us)?;
-        for (k, v) in [("newidle_cost_mc_us", self.sched.newidle_cost_mc_us), ("newidle_cost_numa_us", self.sched.newidle_cost_numa_us)] {
-            if !(v >= 0.0 && v.is_finite()) {
-                return Err(format!("sim.sched.{k} = {v} must be a finite number, 0 or more"));
+        let range = |k: &str, v: f64, lo: f64, hi: f64, unit: &str| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(format!("sim.{k} = {v} {unit}: must be a finite number in [{lo}, {hi}]"))
             }
-        }
-        if !(0.0..=1.0).contains(&self.sched.noise_bound_share) {
-            return Err(format!("sim.sched.noise_bound_share = {} must lie in [0, 1]", self.sched.noise_bound_share));
-        }
-        pos("sched.tick_hz", self.sched.tick_hz)?;
-        if !(self.sched.barrier_spin_us >= 0.0 && self.sched.barrier_spin_us.is_finite()) {
-            return Err(format!("sim.sched.barrier_spin_us = {} must be a finite number, 0 or more", self.sched.barrier_spin_us));
+        };
+        range("epoch_us", self.epoch_us, 1.0, 1e6, "µs")?;
+        range("core.flops_per_cycle", self.core.flops_per_cycle, 1e-3, 1e4, "flops/cycle")?;
+        range("core.mlp_stream", self.core.mlp_stream, 1e-3, 1e4, "misses")?;
+        range("core.mlp_random", self.core.mlp_random, 1e-3, 1e4, "misses")?;
+        range("core.mlp_dependent", self.core.mlp_dependent, 1e-3, 1e4, "misses")?;
+        range("tick_ms", self.tick_ms, 0.01, 1e7, "ms")?;
+        range("metrics_interval_ms", self.metrics_interval_ms, 0.1, 1e7, "ms")?;
+        range("sched.migration_cost_us", self.sched.migration_cost_us, 1.0, 1e7, "µs")?;
+        range("sched.busy_factor", self.sched.busy_factor, 1.0, 1e3, "")?;
+        range("sched.sched_latency_us", self.sched.sched_latency_us, 1.0, 1e7, "µs")?;
+        range("sched.min_granularity_us", self.sched.min_granularity_us, 1.0, 1e7, "µs")?;
+        range("sched.newidle_cost_mc_us", self.sched.newidle_cost_mc_us, 0.0, 1e6, "µs")?;
+        range("sched.newidle_cost_numa_us", self.sched.newidle_cost_numa_us, 0.0, 1e6, "µs")?;
+        range("sched.noise_bound_share", self.sched.noise_bound_share, 0.0, 1.0, "")?;
+        range("sched.tick_hz", self.sched.tick_hz, 1.0, 1e5, "Hz")?;
+        range("sched.barrier_spin_us", self.sched.barrier_spin_us, 0.0, 1e7, "µs")?;
+        range("sched.noise_rate_per_cpu_hz", self.sched.noise_rate_per_cpu_hz, 0.0, 1e5, "Hz")?;
+        range("sched.noise_mean_us", self.sched.noise_mean_us, 0.0, 1e6, "µs")?;
+        range("sched.intra_node_refill_share", self.sched.intra_node_refill_share, 0.0, 1.0, "")?;
+        range("memory.solver_tolerance", self.memory.solver_tolerance, 0.0, 1.0, "")?;
+        if self.memory.solver_iterations > 100_000 {
+            return Err(format!("sim.memory.solver_iterations = {}: at most 100000", self.memory.solver_iterations));
         }
         if !(self.core.smt_share > 0.0 && self.core.smt_share <= 1.0) {
             return Err(format!("sim.core.smt_share = {} must lie in (0, 1]", self.core.smt_share));

@@ -10,6 +10,7 @@ pub mod config;
 pub mod contention;
 mod driver;
 mod engine;
+pub mod estimate;
 mod hot;
 pub mod log;
 pub mod memory;

@@ -1,5 +1,5 @@
 //! Compile a workload file for one machine into a [`Program`] (semantics: docs/workloads.md,
-//! after workloads.md §7.2 of the specs).
+//! "Generator semantics").
 
 use crate::error::WorkloadError;
 use crate::program::{HomeRule, OwnerMap, P2p, Program, RegionLayout, Step, ThreadWork};
@@ -9,6 +9,31 @@ use crate::synth::{RunsRegion, Synth};
 use numalab_core::{CpuId, Machine, NodeId};
 use rand::seq::SliceRandom;
 use rand::Rng;
+
+/// Bounds on what a workload may ask for (docs/workloads.md, "Limits"). They keep compile
+/// time and memory bounded whatever the file says; the run-time work estimate
+/// (`numalab_sim::estimate`) bounds the simulation itself.
+pub mod limits {
+    pub const MAX_THREADS: u32 = 4096;
+    pub const MAX_COPIES: u32 = 256;
+    pub const MAX_ITERATIONS: u32 = 100_000;
+    pub const MAX_REPEAT: u32 = 100_000;
+    /// Phases and regions of one file.
+    pub const MAX_PHASES: usize = 256;
+    pub const MAX_REGIONS: usize = 256;
+    /// Accesses of one phase.
+    pub const MAX_ACCESSES: usize = 64;
+    /// Steps of a whole run (phases × repeats × iterations).
+    pub const MAX_STEPS: u64 = 1_000_000;
+    /// Chunks of a point-to-point barrier phase.
+    pub const MAX_CHUNKS: u32 = 4096;
+    /// Flops per access (compute between accesses).
+    pub const MAX_FLOPS_PER_ACCESS: f64 = 1e5;
+    /// Gap between accesses, µs.
+    pub const MAX_GAP_US: f64 = 1e4;
+    /// Largest `--scale`.
+    pub const MAX_SCALE: f64 = 1e9;
+}
 
 /// How to adapt a workload to a machine.
 #[derive(Clone, Debug)]
@@ -41,11 +66,18 @@ pub(crate) struct CompiledPhase {
     pub(crate) name: String,
     parallel: bool,
     entries: Vec<CompiledEntry>,
-    compute: Option<Compute>,
+    pub(crate) compute: Option<Compute>,
     /// How many times the run executes the phase (`repeat`, times `iterations` unless `once`).
     pub(crate) passes: u64,
     /// A `runs` phase (DUnX synth): its schedule; `entries` is then empty.
     pub(crate) synth: Option<Synth>,
+}
+
+impl CompiledPhase {
+    /// References of one repeat, all threads together (plain phases).
+    pub(crate) fn entry_refs(&self) -> u64 {
+        self.entries.iter().fold(0u64, |a, e| a.saturating_add(e.refs))
+    }
 }
 
 /// Geometry of a laid-out region, in lines.
@@ -158,7 +190,7 @@ fn parse_init_by(s: &str, threads: u32) -> Result<Option<u32>, String> {
     }
 }
 
-/// Initial CPU of every thread (workloads.md §7.2 "Threads").
+/// Initial CPU of every thread (docs/workloads.md, "Threads").
 pub(crate) fn place_threads(machine: &Machine, threads: u32, placement: ThreadPlacement, seed: u64) -> Vec<CpuId> {
     let cpus = machine.cpu_table();
     let cpu_nodes = machine.cpu_nodes();
@@ -195,6 +227,113 @@ pub(crate) fn place_threads(machine: &Machine, threads: u32, placement: ThreadPl
     (0..threads as usize).map(|t| slots[t % slots.len()]).collect()
 }
 
+/// Range checks that need no machine: every count bounded, every float finite and in range.
+pub(crate) fn check_limits(file: &WorkloadFile, opts: &CompileOptions) -> Result<(), String> {
+    use limits::*;
+    let h = &file.workload;
+    if let Threads::Count(t) = h.threads {
+        if t > MAX_THREADS {
+            return Err(format!("workload.threads = {t}: at most {MAX_THREADS}"));
+        }
+    }
+    if let Some(t) = opts.threads {
+        if t > MAX_THREADS {
+            return Err(format!("--threads {t}: at most {MAX_THREADS}"));
+        }
+    }
+    if h.copies == 0 || h.copies > MAX_COPIES {
+        return Err(format!("workload.copies = {}: must lie in 1..={MAX_COPIES}", h.copies));
+    }
+    if h.run.iterations > MAX_ITERATIONS {
+        return Err(format!("workload.run.iterations = {}: at most {MAX_ITERATIONS}", h.run.iterations));
+    }
+    if !h.run.est_seconds.is_finite() || h.run.est_seconds < 0.0 {
+        return Err(format!("workload.run.est_seconds = {}: must be a finite number, 0 or more", h.run.est_seconds));
+    }
+    if file.phase.len() > MAX_PHASES {
+        return Err(format!("{} phases: at most {MAX_PHASES}", file.phase.len()));
+    }
+    if file.region.len() > MAX_REGIONS {
+        return Err(format!("{} regions: at most {MAX_REGIONS}", file.region.len()));
+    }
+    for r in &file.region {
+        let rb = |m: String| format!("region '{}': {m}", r.name);
+        if r.bytes == Some(0) {
+            return Err(rb("bytes = 0: a region needs at least one byte".into()));
+        }
+        if r.pages == Some(0) {
+            return Err(rb("pages = 0: a region needs at least one page".into()));
+        }
+        if let Some(f) = r.frac {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(rb(format!("frac = {f} must lie in (0, 1]")));
+            }
+        }
+        if !(0.0..=1.0).contains(&r.owner_share) {
+            return Err(rb(format!("owner_share = {} must lie in [0, 1]", r.owner_share)));
+        }
+        for (k, v) in [("run_granularity", r.run_granularity), ("reads", r.reads), ("writes", r.writes)] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return Err(rb(format!("{k} = {v} must be a finite number, 0 or more")));
+                }
+            }
+        }
+        // `inf` means "never written by others" (an RO class).
+        if let Some(v) = r.write_granularity {
+            if v.is_nan() || v < 0.0 {
+                return Err(rb(format!("write_granularity = {v} must be 0 or more (inf allowed)")));
+            }
+        }
+    }
+    let mut steps: u64 = 0;
+    for ph in &file.phase {
+        let pb = |m: String| format!("phase '{}': {m}", ph.name);
+        if ph.repeat > MAX_REPEAT {
+            return Err(pb(format!("repeat = {}: at most {MAX_REPEAT}", ph.repeat)));
+        }
+        if ph.accesses.len() > MAX_ACCESSES {
+            return Err(pb(format!("{} accesses: at most {MAX_ACCESSES}", ph.accesses.len())));
+        }
+        if ph.chunks == 0 || ph.chunks > MAX_CHUNKS {
+            return Err(pb(format!("chunks = {}: must lie in 1..={MAX_CHUNKS}", ph.chunks)));
+        }
+        if !(ph.flops_per_access.is_finite() && (0.0..=MAX_FLOPS_PER_ACCESS).contains(&ph.flops_per_access)) {
+            return Err(pb(format!(
+                "flops_per_access = {}: must be a finite number in [0, {MAX_FLOPS_PER_ACCESS}]",
+                numalab_core::machine::validate_short(ph.flops_per_access)
+            )));
+        }
+        if let Some(g) = &ph.gap {
+            if !(g.us.is_finite() && (0.0..=MAX_GAP_US).contains(&g.us)) {
+                return Err(pb(format!("gap.us = {} µs: must be a finite number in [0, {MAX_GAP_US}]", g.us)));
+            }
+        }
+        if let Some(r) = &ph.repartition {
+            if r.every == 0 {
+                return Err(pb("repartition.every = 0: must be at least 1 (remove [repartition] to disable it)".into()));
+            }
+            if !(r.frac.is_finite() && r.frac > 0.0 && r.frac < 1.0) {
+                return Err(pb(format!("repartition.frac = {}: must lie in (0, 1)", r.frac)));
+            }
+        }
+        for a in &ph.accesses {
+            if !(a.share.is_finite() && (0.0..=1.0).contains(&a.share)) {
+                return Err(pb(format!("access to '{}': share = {} must lie in [0, 1]", a.region, a.share)));
+            }
+            if !(0.0..=1.0).contains(&a.read_frac) {
+                return Err(pb(format!("access to '{}': read_frac = {} must lie in [0, 1]", a.region, a.read_frac)));
+            }
+        }
+        let passes = ph.repeat as u64 * if ph.once { 1 } else { h.run.iterations as u64 };
+        steps = steps.saturating_add(passes);
+    }
+    if steps > MAX_STEPS {
+        return Err(format!("the run has {steps} steps (phases × repeat × iterations): at most {MAX_STEPS}"));
+    }
+    Ok(())
+}
+
 /// Compile `file` (named `origin` in errors) for `machine`.
 pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &CompileOptions) -> Result<Program, WorkloadError> {
     let bad = |m: String| WorkloadError::invalid(origin, m);
@@ -202,6 +341,10 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
     if !(opts.scale > 0.0 && opts.scale.is_finite()) {
         return Err(bad(format!("--scale {} must be a positive number", opts.scale)));
     }
+    if opts.scale > limits::MAX_SCALE {
+        return Err(bad(format!("--scale {}: at most {}", opts.scale, limits::MAX_SCALE)));
+    }
+    check_limits(file, opts).map_err(bad)?;
     if h.copies != 1 {
         return Err(bad(format!("copies = {}: compile the file with `compile_spec`, which makes a mix of the copies", h.copies)));
     }
@@ -224,6 +367,9 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
     };
     if threads == 0 {
         return Err(bad("threads must be at least 1 (got 0)".into()));
+    }
+    if threads > limits::MAX_THREADS {
+        return Err(bad(format!("threads = {threads}: at most {}", limits::MAX_THREADS)));
     }
     let page_bytes = machine.base_page_bytes();
     let ab = h.access_bytes;
@@ -511,6 +657,29 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
             });
         }
         phases.push(CompiledPhase { name: ph.name.clone(), parallel: ph.parallel, entries, compute, passes, synth: None });
+    }
+
+    // Bound the schedule before building it: a `runs` phase makes K steps per repeat, and
+    // repartition keeps one offset per region per step.
+    let mut total_steps: u64 = 1;
+    for (ph, cp) in file.phase.iter().zip(&phases) {
+        let per_repeat = cp.synth.as_ref().map_or(1, |sy| sy.k);
+        let passes = ph.repeat as u64 * if ph.once { 1 } else { h.run.iterations as u64 };
+        total_steps = total_steps.saturating_add(passes.saturating_mul(per_repeat));
+    }
+    if total_steps > limits::MAX_STEPS {
+        return Err(bad(format!(
+            "the run has {total_steps} steps (phases × repeat × iterations, × synth phases of a `runs` phase): at most {}",
+            limits::MAX_STEPS
+        )));
+    }
+    let repartitions = file.phase.iter().any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
+    if repartitions && total_steps.saturating_mul(geos.len() as u64) > limits::MAX_STEPS * 8 {
+        return Err(bad(format!(
+            "repartition over {total_steps} steps and {} regions: at most {} step-regions",
+            geos.len(),
+            limits::MAX_STEPS * 8
+        )));
     }
 
     // Schedule: first touches, once phases, then iterations over the others.

@@ -18,7 +18,7 @@ pub mod synth;
 
 mod compile;
 
-pub use compile::{compile, CompileOptions};
+pub use compile::{compile, limits, CompileOptions};
 pub use error::WorkloadError;
 pub use mix::{compile_spec, MixFile, WorkloadSpec};
 pub use program::{Program, RegionLayout, Step};

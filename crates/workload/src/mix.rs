@@ -1,4 +1,4 @@
-//! Multi-program mixes (workloads.md §7.2 "Mix"; the HyDM runs): independent processes, each
+//! Multi-program mixes (docs/workloads.md, "Mixes"; the HyDM runs): independent processes, each
 //! an instance of a workload preset with its own threads, pages and schedule, started together.
 //! A workload with `copies = N` is a mix of N instances of itself.
 
@@ -81,6 +81,23 @@ impl WorkloadSpec {
         }
     }
 
+    /// Parse `text` and apply the range checks that need no machine
+    /// (docs/workloads.md, "Limits"); an error names `origin` and, when the file writes the
+    /// key, its line (`my-app.toml:14: phase 'solve': chunks = 0: …`).
+    pub fn parse_checked(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
+        let spec = WorkloadSpec::parse(text, origin)?;
+        if let WorkloadSpec::Single(f) = &spec {
+            if let Err(problem) = crate::compile::check_limits(f, &crate::CompileOptions::default()) {
+                let origin = match numalab_core::locate_line(text, &problem) {
+                    Some(l) => format!("{origin}:{l}"),
+                    None => origin.to_string(),
+                };
+                return Err(WorkloadError::invalid(&origin, problem));
+            }
+        }
+        Ok(spec)
+    }
+
     pub fn name(&self) -> &str {
         match self {
             WorkloadSpec::Single(f) => &f.workload.name,
@@ -92,6 +109,10 @@ impl WorkloadSpec {
 /// Compile a workload of either kind; `copies > 1` makes a mix of identical instances.
 pub fn compile_spec(spec: &WorkloadSpec, origin: &str, machine: &Machine, opts: &CompileOptions) -> Result<Program, WorkloadError> {
     match spec {
+        WorkloadSpec::Single(f) if f.workload.copies > crate::compile::limits::MAX_COPIES => Err(WorkloadError::invalid(
+            origin,
+            format!("workload.copies = {}: at most {}", f.workload.copies, crate::compile::limits::MAX_COPIES),
+        )),
         WorkloadSpec::Single(f) if f.workload.copies > 1 => {
             let mut one = f.clone();
             one.workload.copies = 1;
@@ -105,8 +126,17 @@ pub fn compile_spec(spec: &WorkloadSpec, origin: &str, machine: &Machine, opts: 
             }
             let mut instances = Vec::new();
             for mem in &m.member {
-                if mem.copies == 0 {
-                    return Err(WorkloadError::invalid(origin, format!("member '{}': copies must be at least 1", mem.preset)));
+                if mem.copies == 0 || mem.copies > crate::compile::limits::MAX_COPIES {
+                    return Err(WorkloadError::invalid(
+                        origin,
+                        format!("member '{}': copies = {} must lie in 1..={}", mem.preset, mem.copies, crate::compile::limits::MAX_COPIES),
+                    ));
+                }
+                if m.member.len() > 256 || instances.len() as u64 + mem.copies as u64 > crate::compile::limits::MAX_COPIES as u64 {
+                    return Err(WorkloadError::invalid(
+                        origin,
+                        format!("the mix has more than {} instances in all", crate::compile::limits::MAX_COPIES),
+                    ));
                 }
                 let file = crate::presets::load(&mem.preset).map_err(|e| WorkloadError::invalid(origin, format!("member: {e}")))?;
                 if file.workload.copies != 1 {
@@ -162,8 +192,14 @@ fn assemble(
         }
         let (t, pg) = (p.threads, p.total_pages);
         members.push(Member { name: iname, program: p, first_thread: threads, first_page: pages });
-        threads += t;
+        threads = threads.saturating_add(t);
         pages += pg;
+        if threads > crate::compile::limits::MAX_THREADS {
+            return Err(WorkloadError::invalid(
+                origin,
+                format!("the instances have more than {} threads in all", crate::compile::limits::MAX_THREADS),
+            ));
+        }
     }
     let first = &members[0].program;
     let need = pages * first.page_bytes;

@@ -145,6 +145,49 @@ impl Program {
         (0..self.threads).map(|t| (0..self.steps_of(t).len()).map(|s| self.work(s, t, &mut rng).total_refs()).sum::<u64>()).sum()
     }
 
+    /// References of the whole run, counted from the compiled phases without generating any
+    /// stream (cheap: proportional to phases, not to steps × threads). Exact for plain
+    /// phases, and for `runs` phases from their class counts; first touches count one
+    /// reference per page. Used by the work estimate before a run.
+    pub fn estimated_refs(&self) -> u64 {
+        if !self.members.is_empty() {
+            return self.members.iter().fold(0u64, |a, m| a.saturating_add(m.program.estimated_refs()));
+        }
+        let mut total = self.total_pages;
+        for p in &self.phases {
+            let per_pass: u64 = match &p.synth {
+                Some(sy) => {
+                    let c = sy.counts(&p.name, p.passes);
+                    c.classes
+                        .iter()
+                        .map(|cc| cc.reads.iter().chain(&cc.writes).fold(0u64, |a, &b| a.saturating_add(b)))
+                        .fold(0, u64::saturating_add)
+                }
+                None => p.entry_refs(),
+            };
+            total = total.saturating_add(per_pass.saturating_mul(p.passes));
+        }
+        total
+    }
+
+    /// Compute of the whole run, from the compiled phases: `(flops, gap_ns)` summed over all
+    /// references (an estimate, like [`Program::estimated_refs`]).
+    pub fn estimated_compute(&self) -> (f64, f64) {
+        if !self.members.is_empty() {
+            return self.members.iter().map(|m| m.program.estimated_compute()).fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+        }
+        let (mut flops, mut gap) = (0.0, 0.0);
+        for p in &self.phases {
+            let refs = p.entry_refs() as f64 * p.passes as f64;
+            match p.compute {
+                Some(Compute::Flops(f)) => flops += f * refs,
+                Some(Compute::GapConst(ns)) | Some(Compute::GapExp(ns)) => gap += ns * refs,
+                _ => {}
+            }
+        }
+        (flops, gap)
+    }
+
     /// Processes: 1 for a single program, one per instance for a mix.
     pub fn processes(&self) -> usize {
         self.members.len().max(1)

@@ -1,4 +1,4 @@
-//! The workload file schema (docs/workloads.md; after workloads.md §7.1 of the specs).
+//! The workload file schema (docs/workloads.md, "File layout").
 //! Every table rejects unknown keys.
 
 use serde::{Deserialize, Serialize};

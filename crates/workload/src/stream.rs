@@ -168,7 +168,7 @@ pub struct Entry {
     write_fp: u64,
 }
 
-/// Owner-share escapes (workloads.md: `who = "owner"` with `owner_share < 1`).
+/// Owner-share escapes (docs/workloads.md: `who = "owner"` with `owner_share < 1`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Escape {
     /// Escape when a uniform u64 draw is below this.
@@ -183,7 +183,7 @@ impl Entry {
         Entry { cursor, refs, write_frac, kind, escape, issued: 0, write_fp }
     }
 
-    /// Is reference `i` a write? `floor((i+1)·w) > floor(i·w)` (workloads.md §7.2), with `w`
+    /// Is reference `i` a write? `floor((i+1)·w) > floor(i·w)` (docs/workloads.md, "Generator semantics"), with `w`
     /// in 32-bit fixed point: integer arithmetic, exact for w = 0, 1 and binary fractions.
     #[inline(always)]
     pub fn is_write(&self, i: u64) -> bool {
@@ -264,7 +264,7 @@ impl Entry {
 }
 
 /// Smooth weighted round-robin over a thread's entries, in proportion to their counts
-/// (workloads.md §7.2: a triad alternates b, c, a rather than running entry after entry).
+/// (docs/workloads.md, "Generator semantics": a triad alternates b, c, a rather than running entry after entry).
 #[derive(Clone, Debug, Default)]
 pub struct Swrr {
     current: Vec<i64>,

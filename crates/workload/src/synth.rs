@@ -1,5 +1,5 @@
 //! The DUnX `synth` schedule: the `runs` pattern (docs/workloads.md, "The runs pattern"; after
-//! the DUnX generator of the specs, dunx.md §10, and the counting rules of mva-model.md §5.3).
+//! the DUnX generator, docs/workloads.md "The runs pattern", and the counting rules of docs/model.md §3.2).
 //!
 //! A phase made of `runs` entries is expanded into `K` synth phases, one [`crate::Step`] each.
 //! In synth phase `k` every page of a shared class gets its run `k` (if it has one), made by one

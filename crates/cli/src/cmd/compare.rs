@@ -22,11 +22,16 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    for (i, p) in a.policies.iter().enumerate() {
-        numalab_policy::find(p)?;
-        if a.policies[..i].contains(p) {
-            bail!("--policies lists '{p}' twice");
+    let mut seen: Vec<(&str, crate::scenario::CanonicalPolicy)> = Vec::new();
+    for p in &a.policies {
+        let c = crate::scenario::canonical_policy(p)?;
+        if let Some((earlier, _)) = seen.iter().find(|(_, s)| *s == c) {
+            if earlier == p {
+                bail!("--policies lists '{p}' twice");
+            }
+            bail!("--policies lists '{p}' and '{earlier}', the same policy under two names");
         }
+        seen.push((p, c));
     }
     let mut results = Vec::new();
     let mut rows = Vec::new();
@@ -72,6 +77,13 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
         a.scenario.seed,
         a.policies[0]
     ));
+    t.notes.push(
+        "legend: mean_s, stddev_s = simulated execution time over the runs, seconds; cv_% = stddev / mean; \
+nmmd_% = (max - min) / mean of the run times; local_ratio = share of memory accesses served by the local node; \
+imbalance_% = relative standard deviation of the accesses served per memory node; link_load_% = mean interconnect \
+utilisation; thread_migs = thread migrations per run (docs/metrics.md)"
+            .into(),
+    );
     let normalised: Vec<f64> = rows.iter().map(|(_, s)| s.exec_time_s.mean / base).collect();
     let doc = json!({
         "schema": "numalab.compare/2",

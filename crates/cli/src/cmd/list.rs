@@ -63,6 +63,18 @@ pub fn run(a: &ListArgs, out: &OutputOpts) -> Result<()> {
                 t.row([e.name.to_string(), kind.to_string(), e.summary.to_string()]);
                 items.push(json!({"name": e.name, "kind": kind, "summary": e.summary, "default_config": serde_json::to_value(e.default_config()).unwrap_or_default()}));
             }
+            let aliases: Vec<String> = crate::scenario::POLICY_ALIASES
+                .iter()
+                .map(|(a, p, extra)| {
+                    let set: Vec<String> = extra.iter().map(|(k, v)| format!("{k} = \"{v}\"")).collect();
+                    if set.is_empty() {
+                        format!("{a} = {p}")
+                    } else {
+                        format!("{a} = {p} with {}", set.join(", "))
+                    }
+                })
+                .collect();
+            t.notes.push(format!("numactl names accepted as aliases: {}", aliases.join("; ")));
             emit(out, &json!({"schema": "numalab.list/1", "policies": items}), &t)
         }
     }

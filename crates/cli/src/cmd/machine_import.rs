@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
-    /// Import from a sysfs tree (default /sys; or a captured copy whose `devices/system/node`
-    /// holds the node directories).
-    #[arg(long, value_name = "SYS", num_args = 0..=1, default_missing_value = "/sys")]
+    /// Import from a sysfs tree [default: /sys]: a directory named `sys` whose
+    /// `devices/system/node` holds the node directories, or a root directory holding `sys/`
+    /// (`--root DIR`, as `topo` calls it, is the same flag).
+    #[arg(long, alias = "root", value_name = "SYS", num_args = 0..=1, default_missing_value = "/sys")]
     pub sysfs: Option<PathBuf>,
     /// Name of the imported machine.
     #[arg(long, default_value = "host")]
@@ -18,7 +19,7 @@ pub struct ImportArgs {
 }
 
 /// The root that holds `sys/`: the parent of a sysfs mount, or a directory containing `sys/`.
-fn root_of(sysfs: &Path) -> Result<FsRoot> {
+pub fn root_of(sysfs: &Path) -> Result<FsRoot> {
     if sysfs.join("devices/system/node").is_dir() {
         let parent = sysfs.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if sysfs.file_name().and_then(|n| n.to_str()) != Some("sys") {
@@ -33,12 +34,14 @@ fn root_of(sysfs: &Path) -> Result<FsRoot> {
 }
 
 pub fn run(a: &ImportArgs, out: &OutputOpts) -> Result<()> {
-    let Some(sysfs) = &a.sysfs else {
-        bail!("nothing to import from: pass --sysfs [DIR]");
-    };
-    let root = root_of(sysfs)?;
+    if out.format == Some(Format::Csv) {
+        crate::scenario::usage!("machine import prints TOML or JSON, not CSV");
+    }
+    let sysfs = a.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
+    let root = root_of(&sysfs)?;
     let t = Topology::read(&root).context("cannot read the NUMA topology")?;
-    let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() }).map_err(anyhow::Error::msg)?;
+    let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() })
+        .map_err(|m| anyhow::Error::new(crate::scenario::Usage(format!("{}: {m}", sysfs.display()))))?;
     let text = match out.format {
         Some(Format::Json) => {
             let mut s = serde_json::to_string_pretty(&serde_json::json!({ "machine": e.machine, "estimates": e.estimates }))?;

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelCmd {
     /// Local/remote NUMA model: mean time per reference and predicted run time of a page-class
-    /// workload under a placement policy (approximate MVA, mva-model.md).
+    /// workload under a placement policy (approximate MVA, docs/model.md).
     Mva(Box<MvaArgs>),
     /// Roofline: attainable GFLOP/s per memory tier for given arithmetic intensities.
     Roofline(RooflineArgs),
@@ -80,7 +80,7 @@ pub struct MvaArgs {
     /// Coherency-fault cost, us.
     #[arg(long)]
     pub c_coh: Option<f64>,
-    /// One migration break-even count for every class (default: per class, mva-model.md §6.1).
+    /// One migration break-even count for every class (default: per class, docs/model.md §3.3).
     #[arg(long)]
     pub k_mig: Option<f64>,
     /// One replication break-even count for every class.
@@ -151,8 +151,8 @@ pub struct ValidateArgs {
     /// of its instance names.
     #[arg(long, default_value = "synth")]
     pub instances: String,
-    /// Simulated runs per case (calibration and prediction each).
-    #[arg(long, default_value_t = 10)]
+    /// Simulated runs per case (calibration and prediction each); `--seeds` is an older name.
+    #[arg(long = "runs", alias = "seeds", default_value_t = 10)]
     pub seeds: u32,
     /// Master seed of the simulated runs.
     #[arg(long, default_value_t = 1)]
@@ -189,7 +189,7 @@ fn is_file_arg(s: &str) -> bool {
 
 fn load_machine(name: &str) -> Result<Machine> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read machine file {name}"))?;
+        let text = crate::scenario::read_user_file_as(name, "machine file ")?;
         Ok(Machine::from_toml_str(&text, name)?)
     } else {
         Ok(numalab_core::machine::presets::load(name)?)
@@ -198,7 +198,7 @@ fn load_machine(name: &str) -> Result<Machine> {
 
 fn load_classes(name: &str) -> Result<ClassSet> {
     if is_file_arg(name) {
-        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read page-class file {name}"))?;
+        let text = crate::scenario::read_user_file_as(name, "page-class file ")?;
         Ok(ClassSet::from_toml_str(&text, name)?)
     } else {
         Ok(classes::preset(name)?)
@@ -423,6 +423,11 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
         table.notes.push(n);
     }
     table.notes.push("r_us: mean time per reference R = tau + R_r + R_f; predicted_s = N x R per process".into());
+    table.notes.push(
+        "legend: p_l = share of references that are local; q_m, q_r, q_c = page migrations, replications and \
+coherency faults per reference (docs/model.md §3.2); w_l_us, w_r_us = mean wait at the local and remote memory, microseconds"
+            .into(),
+    );
     table.notes.extend(hw_notes.iter().cloned());
 
     let doc = json!({
@@ -521,6 +526,9 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
     match &a.name {
         Some(name) => {
             classes::preset(name)?;
+            if matches!(out.format, Some(crate::output::Format::Csv | crate::output::Format::Json)) {
+                crate::scenario::usage!("model classes NAME prints the TOML file only, not CSV or JSON");
+            }
             let text = classes::PRESETS.iter().find(|(n, _)| n == name).map(|(_, t)| *t).unwrap_or_default();
             crate::output::write_text(out.out.as_deref(), text)
         }
@@ -538,7 +546,7 @@ fn run_classes(a: &ClassesArgs, out: &OutputOpts) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `model validate`: mva-model.md §9 against the simulator.
+// `model validate`: docs/model.md §6 against the simulator.
 
 /// Synth instances: variants of the `dunx-synth` workload preset (its §8(c) classes), keeping
 /// the listed classes. The paper's nine instances lost their page counts; these are ours.

@@ -1,6 +1,7 @@
 //! `numalab profile`: perf counters and NUMA state of a command or a running process, and
 //! `numalab profile diff a.json b.json`. JSON contract `numalab.profile/1` (docs/profile.md).
 use crate::output::{emit, write_text, Format, OutputOpts, Table};
+use crate::scenario::{usage, Usage};
 use anyhow::{bail, Context, Result};
 use numalab_core::profile::{self, diff, EventStatus, ProfileReport, Scope, DEFAULT_EVENTS};
 use numalab_linux::session::{self, SessionConfig, TargetSpec};
@@ -161,6 +162,11 @@ pub fn summary_table(r: &ProfileReport) -> Table {
     ));
     t.notes.extend(r.numa.notes.iter().cloned());
     t.notes.extend(r.notes.iter().cloned());
+    t.notes.push(
+        "units: counts are events (task-clock and cpu-clock in ns); (scaled) = extrapolated from the time the counter ran; \
+pages node anon/file/huge in bytes; vmstat and sched values are the kernel's counters (pages or events)"
+            .into(),
+    );
     t
 }
 
@@ -189,11 +195,16 @@ pub fn timeline_table(r: &ProfileReport) -> Table {
 }
 
 fn read_report(path: &Path) -> Result<ProfileReport> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::scenario::read_user_file(path)?;
+    parse_report(&text, &path.display().to_string())
+}
+
+/// Parse a `numalab.profile/1` document (`origin` names it in errors).
+pub fn parse_report(text: &str, origin: &str) -> Result<ProfileReport> {
     let r: ProfileReport =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a numalab.profile/1 document", path.display()))?;
+        serde_json::from_str(text).map_err(|e| anyhow::Error::new(Usage(format!("{origin} is not a numalab.profile/1 document: {e}"))))?;
     if r.schema != profile::PROFILE_SCHEMA {
-        bail!("{}: schema `{}`, expected `{}`", path.display(), r.schema, profile::PROFILE_SCHEMA);
+        usage!("{origin}: schema `{}`, expected `{}`", r.schema, profile::PROFILE_SCHEMA);
     }
     Ok(r)
 }
@@ -230,13 +241,14 @@ pub fn run(a: &ProfileArgs, out: &OutputOpts) -> Result<()> {
         None => {}
     }
     let target = match (a.pid, a.command.is_empty()) {
+        (Some(0), _) => usage!("--pid 0 names no process (0 means the caller itself to the kernel); give the pid of a running process"),
         (Some(pid), true) => TargetSpec::Pid(pid),
         (None, false) => TargetSpec::Command(a.command.clone()),
-        (Some(_), false) => bail!("give either --pid or a command after `--`, not both"),
-        (None, true) => bail!("nothing to profile: give a command after `--` or --pid PID"),
+        (Some(_), false) => usage!("give either --pid or a command after `--`, not both"),
+        (None, true) => usage!("nothing to profile: give a command after `--` or --pid PID"),
     };
     if a.interval == 0 {
-        bail!("--interval must be at least 1 ms");
+        usage!("--interval must be at least 1 ms");
     }
     let cfg = SessionConfig {
         target,
@@ -256,5 +268,22 @@ pub fn run(a: &ProfileArgs, out: &OutputOpts) -> Result<()> {
         write_text(Some(p), &timeline_table(&report).render_csv())?;
     }
     let table = if out.resolved_format() == Format::Csv { timeline_table(&report) } else { summary_table(&report) };
-    emit(out, &serde_json::to_value(&report)?, &table)
+    emit(out, &serde_json::to_value(&report)?, &table)?;
+    // Like `perf stat`: exit with the profiled command's status (128 + N when killed by signal N).
+    match (a.command.is_empty(), report.target.exit_code) {
+        (false, Some(c)) if c != 0 => Err(anyhow::Error::new(ChildStatus(c.clamp(1, 255) as u8))),
+        _ => Ok(()),
+    }
 }
+
+/// The profiled command exited with this non-zero status; `numalab` exits with it too.
+#[derive(Debug)]
+pub struct ChildStatus(pub u8);
+
+impl std::fmt::Display for ChildStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the profiled command exited with status {}", self.0)
+    }
+}
+
+impl std::error::Error for ChildStatus {}

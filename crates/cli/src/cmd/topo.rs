@@ -14,7 +14,9 @@ pub const TOPO_SCHEMA: &str = "numalab.topo/1";
 #[derive(clap::Args, Debug)]
 pub struct TopoArgs {
     /// Read /sys and /proc under DIR instead of / (a captured tree, a container's view).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    /// `--sysfs DIR`, as `machine import` calls it, is the same flag; a directory named
+    /// `sys` is taken as the sysfs tree itself.
+    #[arg(long, alias = "sysfs", value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// Also write a machine TOML the simulator loads; values sysfs cannot tell (latency,
     /// bandwidth, clock) are estimated and marked `# estimate:` in the file.
@@ -71,8 +73,11 @@ pub fn topo_json(t: &Topology, root: &FsRoot) -> serde_json::Value {
     })
 }
 
-pub fn topo_table(t: &Topology) -> Table {
-    let mut table = Table::new(["node", "cpus", "mem_total", "mem_free", "tier", "distances", "numa_hit", "numa_miss", "other_node"]);
+/// The topology table; `exact` gives memory in bytes (CSV), otherwise in KiB/MiB/GiB.
+pub fn topo_table_with(t: &Topology, exact: bool) -> Table {
+    let human_bytes = |b: u64| if exact { b.to_string() } else { human_bytes(b) };
+    let (total, free) = if exact { ("mem_total_bytes", "mem_free_bytes") } else { ("mem_total", "mem_free") };
+    let mut table = Table::new(["node", "cpus", total, free, "tier", "distances", "numa_hit", "numa_miss", "other_node"]);
     for n in &t.nodes {
         let stat = |k: &str| n.numastat.get(k).map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
         table.row([
@@ -104,12 +109,18 @@ pub fn topo_table(t: &Topology) -> Table {
 }
 
 pub fn run(a: &TopoArgs, out: &OutputOpts) -> Result<()> {
-    let root = FsRoot::at(&a.root);
+    let root = if a.root.file_name().and_then(|n| n.to_str()) == Some("sys") && a.root.join("devices/system/node").is_dir() {
+        super::machine_import::root_of(&a.root)?
+    } else {
+        FsRoot::at(&a.root)
+    };
     let t = Topology::read(&root).context("cannot read the NUMA topology")?;
     if let Some(path) = &a.export {
-        let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() }).map_err(anyhow::Error::msg)?;
+        let e = to_machine(&t, &ExportOptions { name: a.name.clone(), ..Default::default() })
+            .map_err(|m| anyhow::Error::new(crate::scenario::Usage(format!("{}: {m}", a.root.display()))))?;
         write_text(Some(path), &e.toml)?;
         eprintln!("wrote {} ({} estimated or adjusted fields, marked `# estimate:`)", path.display(), e.estimates.len());
     }
-    emit(out, &topo_json(&t, &root), &topo_table(&t))
+    let exact = out.resolved_format() == crate::output::Format::Csv;
+    emit(out, &topo_json(&t, &root), &topo_table_with(&t, exact))
 }

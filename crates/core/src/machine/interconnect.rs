@@ -1,5 +1,5 @@
 //! Directed interconnect links and routes, derived from a machine's `hops` matrix
-//! (machines.md, "Interconnect model").
+//! (docs/machines.md, "Interconnect model").
 
 use super::{LinkSharing, Machine};
 use crate::ids::NodeId;
@@ -78,7 +78,7 @@ impl Interconnect {
                     let next = if h == 1 {
                         to
                     } else {
-                        // Lowest-numbered neighbour one hop closer (machines.md routing rule).
+                        // Lowest-numbered neighbour one hop closer (docs/machines.md, routing rule).
                         (0..n).find(|&k| m.hops[cur][k] == 1 && m.hops[k][to] == h - 1).expect("validated hops are shortest paths")
                     };
                     if let Some(id) = direct[cur * n + next] {

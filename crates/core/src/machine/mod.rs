@@ -9,6 +9,7 @@ mod error;
 mod interconnect;
 pub mod presets;
 mod validate;
+pub use validate::{limits, short as validate_short};
 
 pub use error::MachineError;
 pub use interconnect::{Interconnect, LinkId, LinkInfo};
@@ -37,7 +38,7 @@ impl Tier {
     }
 }
 
-/// How cross-socket direct pairs share link capacity (machines.md, interconnect model).
+/// How cross-socket direct pairs share link capacity (docs/machines.md, "Interconnect model").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkSharing {
@@ -178,7 +179,14 @@ impl Machine {
     /// (a file path or `preset:NAME`).
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Machine, MachineError> {
         let machine: Machine = toml::from_str(text).map_err(|e| MachineError::parse(origin, text, e))?;
-        machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
+        machine.validate().map_err(|problem| {
+            // Name the line that sets the key when the file writes it.
+            let origin = match crate::locate_line(text, &problem) {
+                Some(l) => format!("{origin}:{l}"),
+                None => origin.to_string(),
+            };
+            MachineError::Invalid { origin, problem }
+        })?;
         Ok(machine)
     }
 
@@ -193,8 +201,30 @@ impl Machine {
         Ok(machine)
     }
 
+    /// The machine as TOML, matrices one row per line. Every value of a validated machine is
+    /// in range for TOML (docs/machines.md, "Validation"), so this cannot fail for one.
     pub fn to_toml_string(&self) -> String {
-        toml::to_string_pretty(self).expect("a validated machine always serialises")
+        let compact = toml::to_string(self).expect("a validated machine always serialises");
+        let mut out = String::with_capacity(compact.len() + 256);
+        for line in compact.lines() {
+            match line.split_once(" = [[") {
+                Some((key, rest)) if !key.contains(['[', '"']) && rest.ends_with("]]") => {
+                    out.push_str(key);
+                    out.push_str(" = [\n");
+                    for row in rest[..rest.len() - 2].split("], [") {
+                        out.push_str("    [");
+                        out.push_str(row);
+                        out.push_str("],\n");
+                    }
+                    out.push_str("]\n");
+                }
+                _ => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out
     }
 
     pub fn node_count(&self) -> usize {

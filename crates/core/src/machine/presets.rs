@@ -1,4 +1,4 @@
-//! Built-in machine presets (machines.md), compiled into the binary.
+//! Built-in machine presets (docs/machines.md), compiled into the binary.
 
 use super::{Machine, MachineError};
 

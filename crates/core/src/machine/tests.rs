@@ -85,7 +85,10 @@ fn validation_rejects_inconsistent_machines() {
         (base.replace("[80.0, 88.0, 138.0, 138.0]", "[80.0, 70.0, 138.0, 138.0]"), "below the local latency"),
         (base.replace("[10, 11, 21, 21]", "[10, 12, 21, 21]"), "slit is not symmetric"),
         (base.replacen("socket = 1", "socket = 7", 1), "is not below `sockets`"),
-        (base.replacen("mem_bw_gbps = 50.0", "mem_bw_gbps = 0.0", 1), "must be positive"),
+        (
+            base.replacen("mem_bw_gbps = 50.0", "mem_bw_gbps = 0.0", 1),
+            "`nodes[0].mem_bw_gbps` = 0 GB/s: must be a finite number in [0.001, 100000]",
+        ),
     ];
     for (text, want) in cases {
         let e = Machine::from_toml_str(&text, "x").unwrap_err().to_string();
