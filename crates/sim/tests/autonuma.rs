@@ -65,3 +65,28 @@ fn autonuma_runs_repeat_exactly_and_log_their_decisions() {
     let migrations = text.lines().filter(|l| l.contains("\"migrate_page\"") && l.contains("\"applied\"")).count() as u64;
     assert_eq!(migrations, r.page_migrations);
 }
+
+/// docs/policies/autonuma.md, "Interplay with the load balancer": with 16 threads sharing
+/// CG's vector on a 2-node Xeon, the balancer pulls threads off their preferred node and NUMA
+/// placement brings them back: the ping-pong cycle happens.
+#[test]
+fn the_ping_pong_cycle_can_happen() {
+    let m = Arc::new(presets::load("xeon-e5-2690-2s").unwrap());
+    let file = wp::load("cg-like").unwrap();
+    let program = compile(&file, "cg-like", &m, &CompileOptions { threads: Some(16), scale: 0.02 }).unwrap();
+    let mut policy_config = toml::Table::new();
+    policy_config.insert("scan_delay_ms".into(), toml::Value::Integer(20));
+    policy_config.insert("scan_period_min_ms".into(), toml::Value::Integer(20));
+    let s = Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find("autonuma").unwrap(),
+        policy_config,
+        sim: SimConfig::default(),
+    };
+    let r = run_one(&s, 1).unwrap();
+    let c = r.thread_migrations_by_cause;
+    assert!(c.idle_balance.cross_node + c.load_balance.cross_node > 0, "the balancer moved threads across nodes: {c:?}");
+    assert!(c.numa_move.cross_node + c.numa_swap.cross_node > 0, "NUMA placement moved them: {c:?}");
+    assert!(r.pingpong_returns > 0, "some came back to the node they left: {c:?}");
+}
