@@ -18,10 +18,7 @@ use crate::sched::{Move, Scheduler, TaskState};
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{Machine, NodeId, ThreadId};
-use numalab_policy::{
-    AddressSpaceInfo, Decision, EventRef, HintFault, MoveCause, Outcome, PlaceRequest, Refusal, ScanStepDone, SpaceId, TaskTick,
-    ThreadMigrated, Tick,
-};
+use numalab_policy::{AddressSpaceInfo, EventRef, HintFault, PlaceRequest, SpaceId, TaskTick, ThreadMigrated, Tick};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
@@ -77,14 +74,14 @@ pub(crate) struct Space {
 
 /// Where a space's hinting scanner resumes, and how many passes it completed.
 #[derive(Clone, Copy, Debug, Default)]
-struct ScanCursor {
-    offset: u64,
-    sequence: u64,
+pub(crate) struct ScanCursor {
+    pub offset: u64,
+    pub sequence: u64,
 }
 
 /// The simulated machine and program: everything a policy may look at, nothing of the policy.
 pub(crate) struct World<'a> {
-    m: &'a Machine,
+    pub(crate) m: &'a Machine,
     pub(crate) p: &'a Program,
     cfg: &'a SimConfig,
     pub(crate) mem: Memory,
@@ -92,7 +89,7 @@ pub(crate) struct World<'a> {
     pub(crate) spaces: Vec<Space>,
     cont: Contention,
     threads: Vec<Thread>,
-    n: usize,
+    pub(crate) n: usize,
     node_of_cpu: Vec<NodeId>,
     memory_nodes: Vec<NodeId>,
     ns_per_flop: f64,
@@ -112,13 +109,13 @@ pub(crate) struct World<'a> {
     pub(crate) counters: Counters,
     pingpong: PingPong,
     // scanner, ticks and follow-up events
-    scan: Vec<ScanCursor>,
+    pub(crate) scan: Vec<ScanCursor>,
     pub(crate) follow_ups: VecDeque<FollowUp>,
     tick_next_ns: f64,
     task_tick_next_ns: f64,
     tick_matrix: Vec<u64>,
     tick_start: f64,
-    states: Vec<TaskState>,
+    pub(crate) states: Vec<TaskState>,
     share: Vec<f64>,
     moves: Vec<Move>,
     demands: Vec<Demand>,
@@ -747,217 +744,6 @@ impl World<'_> {
         let c = th.cost[kind_index(kind) * n + j as usize] + extra;
         th.clock += c;
         th.busy_ns += c;
-        Ok(())
-    }
-
-    /// A space's page as a global page index, if the decision names an existing one.
-    fn global_page(&self, space: SpaceId, page: u64) -> Result<u64, Refusal> {
-        match self.spaces.get(space as usize) {
-            Some(s) if page < s.pages => Ok(s.first_page + page),
-            _ => Err(Refusal::NoSuchTarget),
-        }
-    }
-
-    /// Carry out one decision for `actor`; returns its outcome and the time charged to the
-    /// actor. Costs: docs/simulator.md, "Policies and decisions".
-    pub(crate) fn apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> (Outcome, f64) {
-        match self.try_apply(d, actor, in_fault) {
-            Ok(ns) => (Outcome::Applied, ns),
-            Err(r) => {
-                if r == Refusal::NodeFull && matches!(d, Decision::MigratePage { .. }) {
-                    self.counters.pgmigrate_fail += 1;
-                }
-                (Outcome::Refused(r), 0.0)
-            }
-        }
-    }
-
-    fn node_ok(&self, node: NodeId) -> Result<(), Refusal> {
-        if (node as usize) < self.n {
-            Ok(())
-        } else {
-            Err(Refusal::NoSuchTarget)
-        }
-    }
-
-    fn try_apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> Result<f64, Refusal> {
-        let costs = &self.m.os_costs;
-        let page_bytes = self.p.page_bytes as f64;
-        match *d {
-            Decision::MigratePage { space, page, to } => {
-                let g = self.global_page(space, page)?;
-                self.node_ok(to)?;
-                let from = self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if from == to {
-                    return Err(Refusal::AlreadyThere);
-                }
-                if self.mem.home[g as usize] & REPLICATED != 0 {
-                    return Err(Refusal::Replicated);
-                }
-                if !self.mem.migrate(g, to) {
-                    return Err(Refusal::NodeFull);
-                }
-                self.counters.page_migrations += 1;
-                self.counters.numa_pages_migrated += u64::from(in_fault);
-                self.counters.tlb_shootdowns += 1;
-                let bw = self.m.nodes[to as usize].mem_bw_gbps.min(self.m.nodes[from as usize].mem_bw_gbps);
-                Ok(costs.migrate_fixed_ns + page_bytes / bw + costs.tlb_shootdown_ns)
-            }
-            Decision::Replicate { space, page, to } => {
-                let g = self.global_page(space, page)?;
-                self.node_ok(to)?;
-                let home = self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if home == to || self.mem.replicas.get(&g).is_some_and(|m| m & (1 << to) != 0) {
-                    return Err(Refusal::AlreadyThere);
-                }
-                if !self.mem.replicate(g, to) {
-                    return Err(Refusal::NodeFull);
-                }
-                self.counters.replications += 1;
-                Ok(costs.migrate_fixed_ns + page_bytes / self.m.nodes[to as usize].mem_bw_gbps)
-            }
-            Decision::CollapseReplicas { space, page, keep } => {
-                let g = self.global_page(space, page)?;
-                self.node_ok(keep)?;
-                self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if self.mem.collapse(g, keep) == 0 {
-                    return Err(Refusal::AlreadyThere);
-                }
-                self.counters.replica_collapses += 1;
-                self.counters.tlb_shootdowns += 1;
-                Ok(costs.tlb_shootdown_ns)
-            }
-            Decision::Unmap { space, page } => {
-                let g = self.global_page(space, page)?;
-                self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if self.mem.home[g as usize] & ARMED != 0 {
-                    return Err(Refusal::AlreadyThere);
-                }
-                self.mem.home[g as usize] |= ARMED;
-                self.counters.numa_pte_updates += 1;
-                Ok(costs.scan_unmap_ns)
-            }
-            Decision::ScanStep { .. } => unreachable!("the driver carries out scan steps"),
-            Decision::MoveThread { thread, to, cpu, cause } => {
-                crate::driver::check_thread(self.p.threads, thread)?;
-                if !self.thread_alive(thread) {
-                    return Err(Refusal::NoSuchTarget);
-                }
-                let at = self.now_ns(actor) as f64;
-                let mv = self.sched.move_thread(thread, to, cpu, cause, &self.states, at)?;
-                self.counters.sched_move_numa += u64::from(cause == MoveCause::NumaMove);
-                self.note_moves(&[mv]);
-                Ok(0.0)
-            }
-            Decision::SwapThreads { a, b, cause } => {
-                crate::driver::check_thread(self.p.threads, a)?;
-                crate::driver::check_thread(self.p.threads, b)?;
-                let at = self.now_ns(actor) as f64;
-                if !self.thread_alive(a) || !self.thread_alive(b) {
-                    return Err(Refusal::NoSuchTarget);
-                }
-                let (ma, mb) = self.sched.swap(a, b, cause, at)?;
-                self.counters.sched_swap_numa += u64::from(cause == MoveCause::NumaSwap);
-                self.note_moves(&[ma, mb]);
-                Ok(0.0)
-            }
-            Decision::SetPreferredNode { thread, node } => {
-                crate::driver::check_thread(self.p.threads, thread)?;
-                if let Some(n) = node {
-                    self.node_ok(n)?;
-                }
-                self.sched.set_preferred(thread, node);
-                Ok(0.0)
-            }
-            Decision::MoveSpace { space, to } => {
-                self.node_ok(to)?;
-                let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
-                let mut charged = 0.0;
-                for g in sp.first_page..sp.first_page + sp.pages {
-                    if self.mem.node_of(g).is_some_and(|f| f != to) {
-                        if !self.mem.migrate(g, to) {
-                            // Pages moved so far stay moved; the rest could not follow.
-                            return if charged > 0.0 { Ok(charged) } else { Err(Refusal::NodeFull) };
-                        }
-                        self.counters.page_migrations += 1;
-                        charged += costs.migrate_fixed_ns / 64.0 + page_bytes / self.m.nodes[to as usize].mem_bw_gbps;
-                    }
-                }
-                Ok(charged)
-            }
-        }
-    }
-
-    /// One step of a space's hinting scanner, in `thread`'s context (docs/simulator.md, "The
-    /// hinting scanner"): from the resume offset, 2 MiB range by range, mark every placed,
-    /// unmarked page the policy agrees to; a range counts against the page budget only if it
-    /// changed a PTE, and every range against the 8× virtual budget. The end of the space
-    /// completes a pass and ends the step.
-    pub(crate) fn scan_step(
-        &mut self,
-        space: SpaceId,
-        thread: ThreadId,
-        pages: u64,
-        should_unmap: &mut dyn FnMut(SpaceId, u64) -> bool,
-    ) -> Result<(), Refusal> {
-        crate::driver::check_thread(self.p.threads, thread)?;
-        let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
-        if pages == 0 || sp.pages == 0 {
-            return Err(Refusal::NoSuchTarget);
-        }
-        let range_pages = ((2u64 << 20) / self.p.page_bytes).max(1);
-        // An mm with a single user skips pages already on the scanning thread's node.
-        let single_user = sp.threads.len() == 1;
-        let here = self.sched.node_of_thread(thread) as u8;
-        let mut page_budget = pages as i128;
-        let mut virt_budget = 8 * pages as i128;
-        let cursor = &mut self.scan[space as usize];
-        let mut updates = 0u64;
-        let mut pass_completed = false;
-        loop {
-            let start = cursor.offset;
-            let end = ((start / range_pages + 1) * range_pages).min(sp.pages);
-            let mut changed = 0u64;
-            for local in start..end {
-                let h = &mut self.mem.home[(sp.first_page + local) as usize];
-                if *h & NODE_MASK == UNPLACED || *h & ARMED != 0 || (single_user && *h & NODE_MASK == here) {
-                    continue;
-                }
-                if should_unmap(space, local) {
-                    *h |= ARMED;
-                    changed += 1;
-                }
-            }
-            updates += changed;
-            virt_budget -= (end - start) as i128;
-            if changed > 0 {
-                page_budget -= (end - start) as i128;
-            }
-            cursor.offset = end;
-            if end == sp.pages {
-                cursor.offset = 0;
-                cursor.sequence += 1;
-                pass_completed = true;
-                break;
-            }
-            if virt_budget <= 0 || page_budget <= 0 {
-                break;
-            }
-        }
-        let sequence = cursor.sequence;
-        let cpu_ns = updates as f64 * self.m.os_costs.scan_unmap_ns;
-        self.counters.numa_pte_updates += updates;
-        self.charge_thread(thread as usize, cpu_ns);
-        let time_ns = self.now_ns(thread as usize);
-        self.follow_ups.push_back(FollowUp::ScanStep(ScanStepDone {
-            space,
-            thread,
-            pte_updates: updates,
-            cpu_ns: cpu_ns as u64,
-            sequence,
-            pass_completed,
-            time_ns,
-        }));
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! independent; [`run_many`] spreads them over the current rayon pool and returns them in
 //! run order whatever the pool size.
 
+mod apply;
 pub mod bench;
 pub mod config;
 pub mod contention;
