@@ -156,7 +156,11 @@ impl Scheduler {
             return Outcome::Moved;
         }
         let tries = Self::cache_nice_tries(level);
-        self.balance[dst][level].failed += 1;
+        // Only periodic balancing counts failures: newidle balancing runs so often that it
+        // would wear the cache-hot and locality vetoes down (Linux's load_balance says so).
+        if cause == Cause::LoadBalance {
+            self.balance[dst][level].failed += 1;
+        }
         // Active balancing: after repeated failures the running task itself is pushed over
         // (the stopper thread), overriding the locality veto.
         if self.balance[dst][level].failed > tries + 2 && cause == Cause::LoadBalance {

@@ -203,3 +203,22 @@ fn noise_is_seeded_takes_cpu_time_and_the_run_repeats() {
     assert_eq!(a, run());
     assert!(a.0 < 1200.0 * 0.99, "noise must steal time: {}", a.0);
 }
+
+#[test]
+fn newidle_failures_do_not_wear_down_the_vetoes() {
+    // Thread 0 waits, cache-hot, on CPU 0 (thread 1 runs): newidle attempts from CPU 1 fail
+    // without counting, so the veto holds however often CPU 1 goes idle.
+    let states = [Runnable; 3];
+    let mut s = sched(quiet(), 2, 2, vec![0, 0, 2], false);
+    s.recount(&states);
+    let mut moves = Vec::new();
+    for _ in 0..10 {
+        assert_eq!(s.load_balance(1, MC, Cause::IdleBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Failed);
+    }
+    assert_eq!(s.domain(1, MC).failed, 0);
+    // Periodic failures count, and after cache_nice_tries (1) of them the hot task moves.
+    assert_eq!(s.load_balance(1, MC, Cause::LoadBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Failed);
+    assert_eq!(s.domain(1, MC).failed, 1);
+    assert_eq!(s.load_balance(1, MC, Cause::LoadBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Failed);
+    assert_eq!(s.load_balance(1, MC, Cause::LoadBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Moved);
+}
