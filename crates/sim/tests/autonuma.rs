@@ -66,14 +66,15 @@ fn autonuma_runs_repeat_exactly_and_log_their_decisions() {
     assert_eq!(migrations, r.page_migrations);
 }
 
-/// docs/policies/autonuma.md, "Interplay with the load balancer": with 16 threads sharing
-/// CG's vector on a 2-node Xeon, the balancer pulls threads off their preferred node and NUMA
-/// placement brings them back: the ping-pong cycle happens.
+/// docs/policies/autonuma.md, "Interplay with the load balancer": 20 threads sharing CG's
+/// vector on a 2-node Xeon of 16 CPUs (more threads than the preferred node can hold): the
+/// balancer pulls threads off their preferred node and NUMA placement brings them back, the
+/// ping-pong cycle.
 #[test]
 fn the_ping_pong_cycle_can_happen() {
     let m = Arc::new(presets::load("xeon-e5-2690-2s").unwrap());
     let file = wp::load("cg-like").unwrap();
-    let program = compile(&file, "cg-like", &m, &CompileOptions { threads: Some(16), scale: 0.02 }).unwrap();
+    let program = compile(&file, "cg-like", &m, &CompileOptions { threads: Some(20), scale: 0.02 }).unwrap();
     let mut policy_config = toml::Table::new();
     policy_config.insert("scan_delay_ms".into(), toml::Value::Integer(20));
     policy_config.insert("scan_period_min_ms".into(), toml::Value::Integer(20));
