@@ -45,6 +45,11 @@ pub struct ScenarioArgs {
     /// Run even when the work estimate is above the limit (docs/simulator-limits.md).
     #[arg(long)]
     pub force: bool,
+    /// Run N iterations of the workload's main loop instead of its own count: shortens a run
+    /// while every phase keeps its full length and barriers come as often as in the full
+    /// program (unlike --scale, which shrinks phases and so inflates per-second OS rates).
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u32>,
 }
 
 /// The workload of the built-in default comparison, and the scale that keeps it to seconds.
@@ -180,6 +185,15 @@ pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
     root.insert("policy".into(), Value::Table(policy_table));
     root.insert("sim".into(), to_value(&SimConfig::default())?);
     let mut tree = Value::Table(root);
+    if let Some(n) = args.iterations {
+        if n == 0 {
+            usage!("--iterations must be at least 1");
+        }
+        if tree.get("workload").and_then(|w| w.get("definition")).and_then(|d| d.get("workload")).is_none() {
+            usage!("--iterations applies to a single program; set each program's run.iterations in the mix file instead");
+        }
+        numalab_core::overrides::apply(&mut tree, &format!("workload.definition.workload.run.iterations={n}"))?;
+    }
     for s in &args.set {
         if let Some(s) = policy_scoped(s, policy).or_else(|| policy_scoped(s, alias)) {
             numalab_core::overrides::apply(&mut tree, &s)?;

@@ -171,6 +171,8 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         set,
                         // A study is a cached, resumable batch the user sized on purpose.
                         force: true,
+                        // Per-workload iterations go in through `set` above.
+                        iterations: None,
                     };
                     let resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
                     let key = cell_key(&resolved);

@@ -41,3 +41,26 @@ fn an_unwritable_decision_log_is_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-dir/"), "{err}");
 }
+
+#[test]
+fn iterations_shorten_a_run_without_shortening_its_phases() {
+    let run = |extra: &[&str]| {
+        let out = numalab()
+            .args(["sim", "--machine", "server-a-2n", "--workload", "stream-like", "--scale", "0.01", "--threads", "4", "--runs", "1"])
+            .args(extra)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (doc["runs"][0]["exec_time_s"].as_f64().unwrap(), doc["config"]["workload"]["definition"]["workload"]["run"]["iterations"].clone())
+    };
+    let (full, it_full) = run(&[]);
+    let (two, it_two) = run(&["--iterations", "2"]);
+    assert_eq!(it_full, 10);
+    assert_eq!(it_two, 2, "recorded in the resolved config");
+    assert!(two < full / 3.0, "2 of 10 iterations: {two} vs {full}");
+    let out = numalab().args(["sim", "--iterations", "0", "--runs", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--iterations must be at least 1"));
+}
