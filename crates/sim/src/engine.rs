@@ -24,6 +24,11 @@ use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
 use std::collections::VecDeque;
 
+/// Longest round-robin cycle charged in bulk: a cycle goes in one step only if every entry's
+/// run on its page holds its picks, and a run is at most one page (64 lines of 64 bytes in a
+/// 4 KiB page), so longer cycles would almost never qualify.
+const MAX_BULK_PERIOD: u64 = 64;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Run,
@@ -39,6 +44,9 @@ struct Thread {
     step: usize,
     work: ThreadWork,
     swrr: Swrr,
+    /// Every main entry walks and the round-robin cycle is short: charge whole cycles
+    /// (`Hot::issue_cycles`).
+    cycles: bool,
     /// Main-entry references left in this step.
     left: u64,
     epilogue_idx: usize,
@@ -234,6 +242,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     step: 0,
                     work: ThreadWork::default(),
                     swrr: Swrr::default(),
+                    cycles: false,
                     left: 0,
                     epilogue_idx: 0,
                     clock: 0.0,
@@ -351,6 +360,11 @@ impl World<'_> {
             Some(Compute::GapExp(ns)) => ns,
             _ => 0.0,
         };
+        let lpp = self.p.lines_per_page;
+        th.cycles = th.work.entries.len() > 1
+            && th.gap_exp_ns == 0.0
+            && th.swrr.period() <= MAX_BULK_PERIOD
+            && th.work.entries.iter().all(|e| e.peek_run(lpp, 1).is_some());
     }
 
     /// Charge cache refills, record ping-pong and queue `ThreadMigrated` for cross-node moves.
@@ -644,6 +658,19 @@ impl World<'_> {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
                 } else if th.work.entries.len() == 1 {
                     issue!(&mut th.work.entries, || 0, max)
+                } else if th.cycles {
+                    let lpp = self.p.lines_per_page;
+                    hot.issue_cycles(
+                        &mut th.work.entries,
+                        &mut th.swrr,
+                        max,
+                        &mut th.rng,
+                        &mut th.acc,
+                        &mut th.wr,
+                        &th.cost,
+                        start_clock,
+                        lpp,
+                    )
                 } else {
                     let swrr = &mut th.swrr;
                     issue!(&mut th.work.entries, || swrr.pick(), max)

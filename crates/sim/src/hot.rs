@@ -3,7 +3,7 @@
 
 use crate::memory::SLOW;
 use numalab_core::rng::StreamRng;
-use numalab_workload::stream::AccessKind;
+use numalab_workload::stream::{AccessKind, Swrr};
 use rand::Rng;
 
 pub(crate) fn kind_index(k: AccessKind) -> usize {
@@ -105,5 +105,161 @@ impl Hot<'_> {
             }
         }
         (issued, clock, None)
+    }
+
+    /// `issue` for a step whose entries all walk (a stencil, a triad): the smooth weighted
+    /// round-robin repeats every `swrr.period()` picks, so while every entry's next run stays
+    /// on one placed page, whole cycles are charged at once — entry `i` gets `k · w_i`
+    /// consecutive references on its page. Counts, writes, the order entries advance in, and
+    /// the point where the epoch ends are those of `issue`; only the floating-point sum of the
+    /// clock is formed per cycle. Between cycles (a run ends mid-cycle, a slow page, the epoch
+    /// end) references go one by one through `issue`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_cycles(
+        &self,
+        entries: &mut [numalab_workload::Entry],
+        swrr: &mut Swrr,
+        max: u64,
+        rng: &mut StreamRng,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+        lpp: u64,
+    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let period = swrr.period();
+        let mut issued = 0;
+        while issued < max {
+            let left_refs = max - issued;
+            if swrr.picks_to_cycle_end() == period && left_refs >= period {
+                let mut cycles = left_refs / period;
+                let mut cycle_ns = 0.0;
+                let mut placed = true;
+                for (i, e) in entries.iter().enumerate() {
+                    let picks = swrr.cycle_picks(i);
+                    if picks == 0 {
+                        continue;
+                    }
+                    let (line, run_refs) = e.peek_run(lpp, u64::MAX).expect("a walking entry");
+                    let h = self.home[(line >> self.shift) as usize];
+                    if h >= SLOW {
+                        placed = false;
+                        break;
+                    }
+                    cycles = cycles.min(run_refs / picks);
+                    cycle_ns += picks as f64 * cost[kind_index(e.kind) * self.n + h as usize];
+                }
+                if placed && cycles > 0 {
+                    // Whole cycles that end before the epoch does; the crossing reference is
+                    // issued one by one below, as `issue` would.
+                    let room = ((self.end - clock) / cycle_ns).floor();
+                    let mut k = if room < cycles as f64 { room.max(0.0) as u64 } else { cycles };
+                    while k > 0 && clock + k as f64 * cycle_ns >= self.end {
+                        k -= 1;
+                    }
+                    if k > 0 {
+                        for (i, e) in entries.iter_mut().enumerate() {
+                            let refs = k * swrr.cycle_picks(i);
+                            if refs == 0 {
+                                continue;
+                            }
+                            let (line, _) = e.peek_run(lpp, refs).expect("a walking entry");
+                            let j = self.home[(line >> self.shift) as usize] as usize;
+                            let writes = e.take_run(refs);
+                            acc[j] += refs;
+                            wr[j] += writes;
+                        }
+                        clock += k as f64 * cycle_ns;
+                        issued += k * period;
+                        continue;
+                    }
+                }
+            }
+            // The rest of this cycle reference by reference.
+            let refs = swrr.picks_to_cycle_end().min(left_refs);
+            let (n, c, slow) = self.issue::<false>(entries, || swrr.pick(), refs, rng, acc, wr, cost, clock);
+            issued += n;
+            clock = c;
+            if slow.is_some() || clock >= self.end {
+                return (issued, clock, slow);
+            }
+        }
+        (issued, clock, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{ARMED, UNPLACED};
+    use numalab_workload::{Cursor, Entry, Seg};
+
+    const LPP: u64 = 64;
+
+    /// Three walking entries over their own arrays with counts in proportion `weights`.
+    fn entries(weights: &[u64], cycles: u64) -> Vec<Entry> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                let seg = Seg::contiguous(i as u64 * 64 * LPP + 7, 40 * LPP);
+                Entry::new(Cursor::Walk { segs: vec![seg], seg: 0, pos: 0 }, w * cycles, 0.3 + 0.2 * i as f64, AccessKind::Stream, None)
+            })
+            .collect()
+    }
+
+    /// Charge `max` references both ways; everything but the clock's rounding must agree.
+    fn both_ways(weights: &[u64], home: &[u8], end: f64, max: u64) {
+        let n = 2;
+        let cost = [3.0, 11.5, 5.0, 17.0, 8.0, 23.0];
+        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0 };
+        let mut rng = numalab_core::rng::stream(1, "hot-test", 0);
+        let (mut e1, mut e2) = (entries(weights, 1000), entries(weights, 1000));
+        let (mut s1, mut s2) = (Swrr::new(e1.iter().map(|e| e.refs)), Swrr::new(e2.iter().map(|e| e.refs)));
+        let (mut a1, mut w1, mut a2, mut w2) = ([0u64; 2], [0u64; 2], [0u64; 2], [0u64; 2]);
+        let (mut c1, mut c2, mut left) = (0.0, 0.0, max);
+        loop {
+            let (n1, k1, slow1) = hot.issue::<false>(&mut e1, || s1.pick(), left, &mut rng, &mut a1, &mut w1, &cost, c1);
+            let (n2, k2, slow2) = hot.issue_cycles(&mut e2, &mut s2, left, &mut rng, &mut a2, &mut w2, &cost, c2, LPP);
+            assert_eq!((n1, slow1), (n2, slow2), "issued and the slow reference");
+            assert!((k1 - k2).abs() <= 1e-9 * k1.max(1.0), "clock {k1} vs {k2}");
+            assert_eq!((a1, w1), (a2, w2), "accesses and writes per node");
+            assert_eq!(e1, e2, "cursors and counts");
+            assert_eq!(s1.picks_to_cycle_end(), s2.picks_to_cycle_end());
+            (c1, c2, left) = (k1, k2, left - n1);
+            if slow1.is_some() || left == 0 {
+                return;
+            }
+        }
+    }
+
+    fn placed(pages: usize) -> Vec<u8> {
+        (0..pages).map(|p| (p % 3 == 0) as u8).collect()
+    }
+
+    #[test]
+    fn whole_cycles_match_reference_by_reference() {
+        for w in [&[1, 1, 1][..], &[2, 1, 1], &[1, 3], &[5, 2, 1, 1]] {
+            both_ways(w, &placed(300), f64::INFINITY, 1000 * w.iter().sum::<u64>());
+        }
+    }
+
+    #[test]
+    fn the_epoch_ends_on_the_same_reference() {
+        for end in [1.0, 999.0, 12_345.6, 200_000.0] {
+            both_ways(&[2, 1, 1], &placed(300), end, 4000);
+        }
+    }
+
+    #[test]
+    fn limits_off_the_cycle_and_slow_pages_stop_both_alike() {
+        both_ways(&[1, 1, 1], &placed(300), f64::INFINITY, 1001);
+        let mut home = placed(300);
+        home[64 + 3] = UNPLACED;
+        both_ways(&[1, 1, 1], &home, f64::INFINITY, 3000);
+        let mut home = placed(300);
+        home[5] |= ARMED;
+        both_ways(&[2, 1, 1], &home, f64::INFINITY, 4000);
     }
 }

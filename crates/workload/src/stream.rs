@@ -265,11 +265,31 @@ impl Entry {
 
 /// Smooth weighted round-robin over a thread's entries, in proportion to their counts
 /// (docs/workloads.md, "Generator semantics": a triad alternates b, c, a rather than running entry after entry).
+///
+/// The pick sequence is periodic: with `g` the greatest common divisor of the counts, every
+/// `period = total / g` picks entry `i` is picked exactly `count_i / g` times and the
+/// accumulators are back at zero (the state the sequence started from). The simulator uses
+/// this to charge whole cycles of a multi-entry walk at once (docs/simulator.md, "Charging
+/// runs of references").
 #[derive(Clone, Debug, Default)]
 pub struct Swrr {
     current: Vec<i64>,
     weights: Vec<i64>,
     total: i64,
+    /// `count_i / g`: picks of entry `i` in one cycle.
+    cycle: Vec<u64>,
+    /// Picks in one cycle (`total / g`; 0 when every count is 0).
+    period: u64,
+    /// Picks made since the current cycle began.
+    pos: u64,
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 impl Swrr {
@@ -277,7 +297,10 @@ impl Swrr {
         // Counts above i64::MAX / 4 would overflow the accumulators; no step issues that many.
         let weights: Vec<i64> = counts.into_iter().map(|c| c.min(i64::MAX as u64 / 4) as i64).collect();
         let total = weights.iter().sum();
-        Swrr { current: vec![0; weights.len()], weights, total }
+        let g = weights.iter().fold(0, |g, &w| gcd(g, w as u64));
+        let cycle: Vec<u64> = weights.iter().map(|&w| (w as u64).checked_div(g).unwrap_or(0)).collect();
+        let period = cycle.iter().sum();
+        Swrr { current: vec![0; weights.len()], weights, total, cycle, period, pos: 0 }
     }
 
     /// Index of the next entry (lowest index on ties).
@@ -291,7 +314,28 @@ impl Swrr {
             }
         }
         self.current[best] -= self.total;
+        self.pos += 1;
+        if self.pos == self.period {
+            self.pos = 0;
+        }
         best
+    }
+
+    /// Picks in one cycle of the sequence.
+    pub fn period(&self) -> u64 {
+        self.period
+    }
+
+    /// Picks of entry `i` in one cycle.
+    #[inline]
+    pub fn cycle_picks(&self, i: usize) -> u64 {
+        self.cycle[i]
+    }
+
+    /// Picks left until the current cycle ends (`period` at the start of a cycle).
+    #[inline]
+    pub fn picks_to_cycle_end(&self) -> u64 {
+        self.period - self.pos
     }
 }
 
@@ -335,6 +379,25 @@ mod tests {
         let seq: Vec<usize> = (0..7).map(|_| s.pick()).collect();
         assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
         assert_eq!(seq.iter().filter(|&&i| i == 0).count(), 5);
+    }
+
+    proptest::proptest! {
+        /// The cycle property the simulator's bulk charging relies on: every `period` picks
+        /// each entry is picked `cycle_picks` times and the state is back where it started.
+        #[test]
+        fn swrr_repeats_every_cycle(w in proptest::collection::vec(0u64..7, 1..6), scale in 1u64..1000) {
+            let counts: Vec<u64> = w.iter().map(|&c| c * scale).collect();
+            let mut s = Swrr::new(counts.clone());
+            proptest::prop_assume!(s.period() > 0);
+            let first: Vec<usize> = (0..s.period()).map(|_| s.pick()).collect();
+            for (i, _) in counts.iter().enumerate() {
+                proptest::prop_assert_eq!(first.iter().filter(|&&x| x == i).count() as u64, s.cycle_picks(i));
+            }
+            proptest::prop_assert!(s.current.iter().all(|&c| c == 0));
+            proptest::prop_assert_eq!(s.picks_to_cycle_end(), s.period());
+            let second: Vec<usize> = (0..s.period()).map(|_| s.pick()).collect();
+            proptest::prop_assert_eq!(first, second);
+        }
     }
 
     #[test]
