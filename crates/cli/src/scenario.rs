@@ -302,16 +302,74 @@ pub fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new().num_threads(n).build().context("cannot start worker threads")
 }
 
-/// A progress bar on standard error (hidden when it is not a terminal).
-pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
-    let pb = indicatif::ProgressBar::new(len);
-    pb.set_style(
+/// Progress on standard error: a bar on a terminal; otherwise (a log file, a SLURM job) a
+/// plain line at most every `PLAIN_EVERY`, so long work shows progress there too.
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+    plain: Option<std::sync::Mutex<Plain>>,
+}
+
+struct Plain {
+    what: String,
+    len: u64,
+    done: u64,
+    start: std::time::Instant,
+    last: std::time::Instant,
+}
+
+const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Progress {
+    pub fn inc(&self, n: u64) {
+        self.bar.inc(n);
+        let Some(plain) = &self.plain else { return };
+        let mut p = plain.lock().unwrap_or_else(|e| e.into_inner());
+        p.done += n;
+        if p.last.elapsed() >= PLAIN_EVERY {
+            p.last = std::time::Instant::now();
+            let elapsed = p.start.elapsed().as_secs_f64();
+            let left = if p.done > 0 { elapsed / p.done as f64 * (p.len - p.done.min(p.len)) as f64 } else { f64::NAN };
+            eprintln!("{}: {}/{} runs, {} elapsed, about {} left", p.what, p.done, p.len, minutes(elapsed), minutes(left));
+        }
+    }
+
+    pub fn set_message(&self, what: &str) {
+        self.bar.set_message(what.to_string());
+        if let Some(plain) = &self.plain {
+            plain.lock().unwrap_or_else(|e| e.into_inner()).what = what.to_string();
+        }
+    }
+
+    pub fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn minutes(s: f64) -> String {
+    if !s.is_finite() {
+        "?".into()
+    } else if s < 60.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{}m{:02.0}s", (s / 60.0).floor(), s % 60.0)
+    }
+}
+
+/// Progress of `len` runs (see [`Progress`]).
+pub fn progress(len: u64, what: &str) -> Progress {
+    use std::io::IsTerminal;
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
         indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    pb.set_message(what.to_string());
-    pb
+    bar.set_message(what.to_string());
+    let plain = (!std::io::stderr().is_terminal()).then(|| {
+        let now = std::time::Instant::now();
+        std::sync::Mutex::new(Plain { what: what.to_string(), len, done: 0, start: now, last: now })
+    });
+    Progress { bar, plain }
 }
 
 /// Tree to JSON for result files.

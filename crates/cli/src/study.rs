@@ -184,15 +184,39 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
     Ok(out)
 }
 
-/// SHA-256 of the resolved config tree (canonical: tables are ordered) and the version: two
-/// cells with the same key simulate the same thing.
+/// SHA-256 of the resolved config tree (canonical: tables are ordered) and of the build: two
+/// cells with the same key simulate the same thing with the same code.
 fn cell_key(r: &Resolved) -> String {
     let mut h = Sha256::new();
-    h.update(b"numalab-study-cell/1\n");
-    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    h.update(b"numalab-study-cell/2\n");
+    h.update(build_id().as_bytes());
     h.update(b"\n");
     h.update(serde_json::to_string(&tree_json(&r.tree)).expect("a config tree serialises").as_bytes());
     format!("{:x}", h.finalize())
+}
+
+/// What identifies this build of numalab: the version and the SHA-256 of the running
+/// executable. The version alone does not change between commits, and a cache filled by an
+/// older simulator must not answer for a newer one; any change to the code changes the
+/// executable. If the executable cannot be read (a deleted file on some systems), the version
+/// alone, with a warning.
+pub fn build_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let version = env!("CARGO_PKG_VERSION");
+        let hash = std::env::current_exe().and_then(|p| {
+            let mut h = Sha256::new();
+            std::io::copy(&mut std::fs::File::open(p)?, &mut h)?;
+            Ok(format!("{:x}", h.finalize()))
+        });
+        match hash {
+            Ok(hash) => format!("{version}+exe.{hash}"),
+            Err(e) => {
+                eprintln!("warning: cannot read the numalab executable to key the study cache ({e}); keying by version {version} only");
+                version.to_string()
+            }
+        }
+    })
 }
 
 /// `I/N`: this process runs the jobs whose index modulo N is I.

@@ -114,3 +114,38 @@ fn bad_studies_and_merges_fail_with_one_sentence() {
         String::from_utf8(numalab().args(["study", "merge", a.to_str().unwrap(), b.to_str().unwrap()]).output().unwrap().stderr).unwrap();
     assert!(err.contains("different studies"), "{err}");
 }
+
+/// A different executable (here the same one with a byte appended, which still runs) must not
+/// reuse the results cached by another: the version number alone does not change per commit.
+#[test]
+fn a_rebuilt_numalab_does_not_reuse_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 1").replace(", \"stream-like\"", ""));
+    let f = file.to_str().unwrap();
+    let (first, err) = run_json(&["study", f]);
+    assert!(err.contains("4 cells, 4 jobs, 0 cached, 4 to run"), "{err}");
+    let (_, err) = run_json(&["study", f]);
+    assert!(err.contains("4 cached, 0 to run"), "{err}");
+    let original = assert_cmd::cargo::cargo_bin("numalab");
+    let rebuilt = dir.path().join("numalab-rebuilt");
+    let mut bytes = std::fs::read(&original).unwrap();
+    bytes.push(0);
+    std::fs::write(&rebuilt, bytes).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&rebuilt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = std::process::Command::new(&rebuilt).args(["study", f, "--format", "json"]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("0 cached, 4 to run"), "{err}");
+    let mut second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut first = first;
+    for (a, b) in first["cells"].as_array_mut().unwrap().iter_mut().zip(second["cells"].as_array_mut().unwrap()) {
+        let (ka, kb) = (a["key"].take(), b["key"].take());
+        assert_ne!(ka, kb, "the cell key names the build");
+    }
+    // Compare without printing two whole documents on failure.
+    assert!(first == second, "the same code gives the same results, computed again");
+}
