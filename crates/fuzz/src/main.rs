@@ -1,15 +1,20 @@
-//! `numalab-fuzz TARGET|all [--seconds N] [--seed S] [--corpus DIR] [--crashes DIR]`
+//! `numalab-fuzz TARGET|all [--seconds N] [--seed S] [--corpus DIR] [--crashes DIR] [--hang-seconds H]`
 //!
 //! Deterministic mutation fuzzing on stable Rust: seed inputs from `corpus/<target>/` are
 //! mutated with a seeded ChaCha stream (byte flips, insertions, deletions, splices, numeric
 //! edge values, duplicated lines) and fed to the target under `catch_unwind`. An input that
 //! panics is saved to `crashes/<target>/` and counted; the exit status is 1 if any did.
 //! Same seed and corpus give the same inputs (the number tried depends on the time given).
+//! An input that keeps the target busy for `--hang-seconds` (default 10) is a hang: a watchdog
+//! saves it to `crashes/<target>/hang-*` and the run stops with status 1 (a hung call cannot be
+//! abandoned from inside the process).
 
 use numalab_fuzz::{target, TARGETS};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const INTERESTING: &[&str] = &[
@@ -124,34 +129,69 @@ struct Outcome {
     crashes: u64,
 }
 
-fn fuzz(name: &str, secs: f64, seed: u64, corpus: &Path, crashes: &Path) -> Outcome {
+/// Saves the input under test if one call takes longer than `limit`, then ends the process.
+struct Watchdog {
+    input: Mutex<Vec<u8>>,
+    execs: AtomicU64,
+    done: AtomicBool,
+}
+
+impl Watchdog {
+    fn watch(&self, name: &str, seed: u64, crashes: &Path, limit: Duration) {
+        let (mut seen, mut since) = (u64::MAX, Instant::now());
+        while !self.done.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = self.execs.load(Ordering::Relaxed);
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            } else if since.elapsed() >= limit {
+                let dir = crashes.join(name);
+                let _ = std::fs::create_dir_all(&dir);
+                let p = dir.join(format!("hang-{seed}-{now}"));
+                let input = self.input.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let _ = std::fs::write(&p, input);
+                eprintln!("{name}: input {now} has run for {:.0} s; saved to {}", limit.as_secs_f64(), p.display());
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+fn fuzz(name: &str, secs: f64, seed: u64, corpus: &Path, crashes: &Path, hang: Duration) -> Outcome {
     let t = target(name).expect("known target");
     let pool = seeds(&corpus.join(name));
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64)));
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let mut o = Outcome { execs: 0, ok: 0, crashes: 0 };
     let mut last_report = Instant::now();
-    while Instant::now() < deadline {
-        let base = &pool[rng.random_range(0..pool.len())];
-        let input = if o.execs < pool.len() as u64 { pool[o.execs as usize].clone() } else { mutate(&mut rng, base, &pool) };
-        o.execs += 1;
-        match std::panic::catch_unwind(|| (t.run)(&input)) {
-            Ok(Ok(())) => o.ok += 1,
-            Ok(Err(_)) => {}
-            Err(_) => {
-                o.crashes += 1;
-                let dir = crashes.join(name);
-                let _ = std::fs::create_dir_all(&dir);
-                let p = dir.join(format!("crash-{seed}-{}", o.execs));
-                let _ = std::fs::write(&p, &input);
-                eprintln!("{name}: panic on input saved to {}", p.display());
+    let dog = Watchdog { input: Mutex::new(Vec::new()), execs: AtomicU64::new(0), done: AtomicBool::new(false) };
+    std::thread::scope(|s| {
+        s.spawn(|| dog.watch(name, seed, crashes, hang));
+        while Instant::now() < deadline {
+            let base = &pool[rng.random_range(0..pool.len())];
+            let input = if o.execs < pool.len() as u64 { pool[o.execs as usize].clone() } else { mutate(&mut rng, base, &pool) };
+            o.execs += 1;
+            dog.input.lock().unwrap_or_else(|e| e.into_inner()).clone_from(&input);
+            dog.execs.store(o.execs, Ordering::Relaxed);
+            match std::panic::catch_unwind(|| (t.run)(&input)) {
+                Ok(Ok(())) => o.ok += 1,
+                Ok(Err(_)) => {}
+                Err(_) => {
+                    o.crashes += 1;
+                    let dir = crashes.join(name);
+                    let _ = std::fs::create_dir_all(&dir);
+                    let p = dir.join(format!("crash-{seed}-{}", o.execs));
+                    let _ = std::fs::write(&p, &input);
+                    eprintln!("{name}: panic on input saved to {}", p.display());
+                }
+            }
+            if last_report.elapsed() > Duration::from_secs(10) {
+                eprintln!("{name}: {} execs, {} accepted, {} crashes", o.execs, o.ok, o.crashes);
+                last_report = Instant::now();
             }
         }
-        if last_report.elapsed() > Duration::from_secs(10) {
-            eprintln!("{name}: {} execs, {} accepted, {} crashes", o.execs, o.ok, o.crashes);
-            last_report = Instant::now();
-        }
-    }
+        dog.done.store(true, Ordering::Relaxed);
+    });
     o
 }
 
@@ -159,7 +199,7 @@ fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || {
         eprintln!(
-            "usage: numalab-fuzz TARGET|all [--seconds N] [--seed S] [--corpus DIR] [--crashes DIR]\ntargets: {}",
+            "usage: numalab-fuzz TARGET|all [--seconds N] [--seed S] [--corpus DIR] [--crashes DIR] [--hang-seconds H]\ntargets: {}",
             TARGETS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
         );
         std::process::ExitCode::from(2)
@@ -178,7 +218,7 @@ fn main() -> std::process::ExitCode {
         }
         return std::process::ExitCode::SUCCESS;
     }
-    let (mut secs, mut seed) = (60.0, 1u64);
+    let (mut secs, mut seed, mut hang) = (60.0, 1u64, Duration::from_secs(10));
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let (mut corpus, mut crashes) = (here.join("corpus"), here.join("crashes"));
     let mut i = 1;
@@ -191,6 +231,10 @@ fn main() -> std::process::ExitCode {
             },
             "--seed" => match val.parse() {
                 Ok(s) => seed = s,
+                _ => return usage(),
+            },
+            "--hang-seconds" => match val.parse::<f64>() {
+                Ok(h) if h > 0.0 && h.is_finite() => hang = Duration::from_secs_f64(h),
                 _ => return usage(),
             },
             "--corpus" => corpus = PathBuf::from(val),
@@ -211,7 +255,7 @@ fn main() -> std::process::ExitCode {
     let mut any = false;
     for n in names {
         let start = Instant::now();
-        let o = fuzz(n, secs, seed, &corpus, &crashes);
+        let o = fuzz(n, secs, seed, &corpus, &crashes, hang);
         println!(
             "{n}: {:.0} s, {} execs ({:.0}/s), {} accepted, {} rejected with an error, {} crashes",
             start.elapsed().as_secs_f64(),

@@ -156,13 +156,7 @@ impl Program {
         let mut total = self.total_pages;
         for p in &self.phases {
             let per_pass: u64 = match &p.synth {
-                Some(sy) => {
-                    let c = sy.counts(&p.name, p.passes);
-                    c.classes
-                        .iter()
-                        .map(|cc| cc.reads.iter().chain(&cc.writes).fold(0u64, |a, &b| a.saturating_add(b)))
-                        .fold(0, u64::saturating_add)
-                }
+                Some(sy) => sy.total_refs(),
                 None => p.entry_refs(),
             };
             total = total.saturating_add(per_pass.saturating_mul(p.passes));

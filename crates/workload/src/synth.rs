@@ -387,6 +387,15 @@ impl Synth {
         ThreadWork { entries: vec![e], epilogue: vec![], compute }
     }
 
+    /// References of one pass over all classes and threads, in closed form: a PR class makes
+    /// `P·T` per thread; each page of a shared class gets `M` rounds of runs summing to `T`.
+    /// Equal to the sum of [`Synth::counts`], in O(classes) instead of O(pages × runs), so the
+    /// work estimate stays instant on a huge class (a fuzzed 2^32-page region took 26 s).
+    pub(crate) fn total_refs(&self) -> u64 {
+        let pr = self.pr.as_ref().map_or(0, |p| p.total().saturating_mul(self.n));
+        self.shared.iter().fold(pr, |a, c| a.saturating_add(c.pages.saturating_mul(c.m).saturating_mul(c.t)))
+    }
+
     /// Exact per-class, per-thread counts of one pass.
     pub(crate) fn counts(&self, phase: &str, passes: u64) -> SynthCounts {
         let n = self.n as usize;

@@ -298,6 +298,9 @@ mod props {
                 let total: u64 = (0..n).map(|t| cl.refs(t)).sum();
                 prop_assert_eq!(total, cl.pages * m * rw);
             }
+            // The work estimate's closed form agrees with the exact counts.
+            let counted: u64 = c.classes.iter().map(|cl| (0..n).map(|t| cl.refs(t)).sum::<u64>()).sum();
+            prop_assert_eq!(p.estimated_refs(), p.total_pages + counted * c.passes);
         }
     }
 }
