@@ -725,6 +725,23 @@ fn bench_quick_smoke() {
 }
 
 #[test]
+fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
+    let doc = json_of(&["bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1"]);
+    assert_eq!(doc["schema"], "numalab.bench-slowdown/1");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    let r = &runs[0];
+    assert_eq!((r["workload"].as_str(), r["policy"].as_str(), r["iterations"].as_u64()), (Some("lu-like"), Some("linux"), Some(1)));
+    let (wall, sim) = (f(&r["wall_s"]), f(&r["simulated_s"]));
+    assert!(wall > 0.0 && sim > 0.0, "{r}");
+    assert!((f(&r["slowdown"]) - wall / sim).abs() <= 1e-9 * wall / sim, "{r}");
+    // Its options belong to --slowdown only.
+    let out = numalab().args(["bench", "--machine", "amd48"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--slowdown"));
+}
+
+#[test]
 fn compare_scopes_policy_settings_by_name() {
     let out = Command::cargo_bin("numalab")
         .unwrap()

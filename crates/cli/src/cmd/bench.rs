@@ -11,6 +11,90 @@ pub struct BenchArgs {
     /// on a 2-core machine), instead of about 4 s for the full benchmark.
     #[arg(long)]
     pub quick: bool,
+    /// Instead of the hot-loop scenarios, measure what a study costs: one run of each NPB-like
+    /// workload (about 0.5–1 simulated second each) and its slowdown, wall seconds per
+    /// simulated second, on one core. Several minutes.
+    #[arg(long)]
+    pub slowdown: bool,
+    /// Machine of the slowdown benchmark.
+    #[arg(long, default_value = "server-b-8n", requires = "slowdown")]
+    pub machine: String,
+    /// Policy of the slowdown benchmark (repeat for several).
+    #[arg(long = "policy", default_value = "linux", requires = "slowdown")]
+    pub policies: Vec<String>,
+    /// Workloads of the slowdown benchmark (repeat; default the NPB-like suite).
+    #[arg(long = "workload", requires = "slowdown")]
+    pub workloads: Vec<String>,
+    /// Iterations of every workload of the slowdown benchmark (default: the suite's counts).
+    #[arg(long, requires = "slowdown", value_parser = clap::value_parser!(u32).range(1..))]
+    pub iterations: Option<u32>,
+}
+
+/// The NPB-like suite and the iteration counts that make each run about 1 simulated second
+/// on server-a-4n (a tenth of the full programs; ep-like's one iteration is longer), as in
+/// `docs/results/linux-baseline-short.toml`.
+const SLOWDOWN_SUITE: &[(&str, u32)] = &[
+    ("is-like", 14),
+    ("ep-like", 1),
+    ("cg-like", 1),
+    ("mg-like", 5),
+    ("ft-like", 2),
+    ("bt-like", 6),
+    ("sp-like", 7),
+    ("lu-like", 2),
+    ("ua-like", 234),
+];
+
+fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
+    use crate::scenario::{resolve, ScenarioArgs};
+    let workloads: Vec<(String, Option<u32>)> = if a.workloads.is_empty() {
+        SLOWDOWN_SUITE.iter().map(|&(w, i)| (w.to_string(), a.iterations.or(Some(i)))).collect()
+    } else {
+        a.workloads.iter().map(|w| (w.clone(), a.iterations.or(SLOWDOWN_SUITE.iter().find(|s| s.0 == w).map(|s| s.1)))).collect()
+    };
+    let mut t = Table::new(["machine", "workload", "policy", "iterations", "wall_s", "simulated_s", "slowdown"]);
+    let mut rows = Vec::new();
+    let pb = crate::scenario::progress((workloads.len() * a.policies.len()) as u64, "bench --slowdown");
+    for policy in &a.policies {
+        let mut log_sum = 0.0;
+        for (w, iterations) in &workloads {
+            let args = ScenarioArgs {
+                machine: a.machine.clone(),
+                workload: Some(w.clone()),
+                threads: None,
+                scale: Some(1.0),
+                runs: 1,
+                seed: 1,
+                jobs: None,
+                set: iterations.map(|i| vec![format!("{}={i}", crate::study::ITERATIONS_KEY)]).unwrap_or_default(),
+                force: true,
+                iterations: None,
+            };
+            let r = resolve(&args, policy)?;
+            let start = std::time::Instant::now();
+            let m = numalab_sim::run_one(&r.scenario, numalab_core::rng::run_seed(1, 0))?;
+            let wall_s = start.elapsed().as_secs_f64();
+            let ratio = wall_s / m.sim_time_s;
+            log_sum += ratio.ln();
+            t.row([
+                a.machine.clone(),
+                w.clone(),
+                policy.clone(),
+                iterations.map_or("all".into(), |i| i.to_string()),
+                format!("{wall_s:.2}"),
+                format!("{:.3}", m.sim_time_s),
+                format!("{ratio:.2}"),
+            ]);
+            rows.push(json!({"machine": a.machine, "workload": w, "policy": policy, "iterations": iterations,
+                "wall_s": wall_s, "simulated_s": m.sim_time_s, "slowdown": ratio}));
+            pb.inc(1);
+        }
+        t.notes.push(format!("{policy}: geometric mean slowdown {:.2}", (log_sum / workloads.len() as f64).exp()));
+    }
+    pb.finish_and_clear();
+    t.notes.push("slowdown = wall seconds per simulated second of one run on one core (target of the speed issue: 0.2)".into());
+    let doc = json!({"schema": "numalab.bench-slowdown/1", "numalab_version": env!("CARGO_PKG_VERSION"), "runs": rows});
+    emit(out, &doc, &t)
 }
 
 /// Peak and current resident set size of this process, bytes (Linux; None elsewhere).
@@ -24,6 +108,9 @@ fn rss_bytes() -> Option<(u64, u64)> {
 }
 
 pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
+    if a.slowdown {
+        return slowdown(a, out);
+    }
     let list = scenarios(a.quick)?;
     let before = rss_bytes();
     let mut results = Vec::new();
