@@ -8,6 +8,7 @@
 use crate::output::Table;
 use crate::scenario::{resolve, tree_json, Resolved, ScenarioArgs};
 use anyhow::{anyhow, bail, Context, Result};
+use numalab_core::stats::Summary;
 use numalab_sim::{RunMetrics, RunsSummary};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -373,8 +374,11 @@ pub fn table(doc: &StudyDoc) -> Table {
         [
             "runs",
             "mean_s",
+            "vs_first",
             "cv_%",
+            "nmmd_%",
             "local_ratio",
+            "local_ratio_sd",
             "xnode_migs_per_s",
             "idle_balance_per_s",
             "load_balance_per_s",
@@ -385,6 +389,7 @@ pub fn table(doc: &StudyDoc) -> Table {
             "policy_per_s",
             "hint_faults_per_s",
             "page_migs_per_s",
+            "tlb_shootdowns_per_s",
             "pingpong_%",
         ]
         .iter()
@@ -392,23 +397,44 @@ pub fn table(doc: &StudyDoc) -> Table {
     );
     let mut t = Table::new(headers);
     let f = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "n/a".into() };
+    // `vs_first`: mean time over that of the study's first policy in the same machine, workload
+    // and grid point; its geometric mean over workloads per machine and policy goes in a note.
+    let first_policy = doc.study.study.policies.first();
+    let mean_of = |c: &CellDoc| c.summary.as_ref().map(|s| s.exec_time_s.mean);
+    let baseline = |c: &CellDoc| {
+        doc.cells
+            .iter()
+            .find(|b| Some(&b.policy) == first_policy && b.machine == c.machine && b.workload == c.workload && b.grid == c.grid)
+            .and_then(mean_of)
+    };
+    let mut geo: BTreeMap<(String, String), (f64, u32)> = BTreeMap::new();
     for c in &doc.cells {
         let mut row = vec![c.machine.clone(), c.workload.clone(), c.policy.clone()];
         row.extend(grid_keys.iter().map(|k| c.grid.get(k).map_or(String::new(), |v| v.to_string())));
         let Some(s) = &c.summary else {
             row.push("0".into());
-            row.extend(std::iter::repeat_n("n/a".to_string(), 14));
+            row.extend(std::iter::repeat_n("n/a".to_string(), 18));
             t.row(row);
             continue;
         };
         let by = |g: fn(&numalab_sim::sched::MigrationCounts) -> u64| mean_rate(&c.runs, |m| g(&m.thread_migrations_by_cause));
         let xnode: u64 = c.runs.iter().map(|r| r.metrics.thread_migrations_by_cause.cross_node()).sum();
         let returns: u64 = c.runs.iter().map(|r| r.metrics.pingpong_returns).sum();
+        let vs_first = baseline(c).map_or(f64::NAN, |b| s.exec_time_s.mean / b);
+        if vs_first.is_finite() && vs_first > 0.0 {
+            let g = geo.entry((c.machine.clone(), c.policy.clone())).or_insert((0.0, 0));
+            *g = (g.0 + vs_first.ln(), g.1 + 1);
+        }
+        let locals: Vec<f64> = c.runs.iter().filter_map(|r| r.metrics.local_access_ratio).collect();
+        let local_sd = Summary::of(&locals).map_or(f64::NAN, |x| x.stddev);
         row.extend([
             s.runs.to_string(),
             f(s.exec_time_s.mean, 6),
+            f(vs_first, 3),
             f(100.0 * s.exec_time_s.cv, 2),
+            f(100.0 * s.exec_time_s.nmmd, 2),
             s.local_access_ratio.map_or("n/a".into(), |x| format!("{x:.3}")),
+            f(local_sd, 4),
             f(s.thread_migrations_per_s, 3),
             f(by(|m| m.idle_balance.cross_node), 3),
             f(by(|m| m.load_balance.cross_node), 3),
@@ -419,6 +445,7 @@ pub fn table(doc: &StudyDoc) -> Table {
             f(by(|m| m.policy.cross_node), 3),
             f(s.hint_faults_per_s, 1),
             f(s.page_migrations_per_s, 1),
+            f(mean_rate(&c.runs, |m| m.tlb_shootdowns), 1),
             if xnode > 0 { format!("{:.1}", 100.0 * returns as f64 / xnode as f64) } else { "n/a".into() },
         ]);
         t.row(row);
@@ -430,6 +457,14 @@ pub fn table(doc: &StudyDoc) -> Table {
         doc.study.study.runs,
         doc.study.study.seed
     ));
+    if let Some(first) = first_policy {
+        for ((machine, policy), (log_sum, n)) in &geo {
+            t.notes.push(format!(
+                "{machine} / {policy}: geometric mean of vs_first (mean time / {first}'s) over {n} cells: {:.3}",
+                (log_sum / *n as f64).exp()
+            ));
+        }
+    }
     t
 }
 

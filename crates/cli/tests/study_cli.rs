@@ -149,3 +149,40 @@ fn a_rebuilt_numalab_does_not_reuse_the_cache() {
     // Compare without printing two whole documents on failure.
     assert!(first == second, "the same code gives the same results, computed again");
 }
+
+/// The CSV table: one row per cell; `vs_first` is the mean time over the first policy's in the
+/// same machine, workload and grid point, and its geometric mean goes in a note.
+#[test]
+fn the_csv_table_relates_each_policy_to_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 2").replace(", \"stream-like\"", ""));
+    let csv = dir.path().join("s.csv");
+    let out = numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--csv", csv.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}: {:?}", rows[0]));
+    let (vs, mean, nmmd, sd, tlb) = (col("vs_first"), col("mean_s"), col("nmmd_%"), col("local_ratio_sd"), col("tlb_shootdowns_per_s"));
+    assert_eq!(rows.len(), 1 + 4, "header + 2 policies x 2 grid points");
+    let cells = doc["cells"].as_array().unwrap();
+    for (i, row) in rows[1..].iter().enumerate() {
+        let c = &cells[i];
+        // Cells are policy-major within a workload: first-touch's two grid points, then round-4k's.
+        let base = &cells[i % 2];
+        let expect = c["summary"]["exec_time_s"]["mean"].as_f64().unwrap() / base["summary"]["exec_time_s"]["mean"].as_f64().unwrap();
+        assert_eq!(row[vs], format!("{expect:.3}"), "row {i}: {row:?}");
+        assert_eq!(row[mean], format!("{:.6}", c["summary"]["exec_time_s"]["mean"].as_f64().unwrap()));
+        assert_eq!(row[nmmd], format!("{:.2}", 100.0 * c["summary"]["exec_time_s"]["nmmd"].as_f64().unwrap()));
+        let l: Vec<f64> = c["runs"].as_array().unwrap().iter().map(|r| r["local_access_ratio"].as_f64().unwrap()).collect();
+        let m = (l[0] + l[1]) / 2.0;
+        let sd_expect = (((l[0] - m).powi(2) + (l[1] - m).powi(2)) / 1.0).sqrt();
+        assert_eq!(row[sd], format!("{sd_expect:.4}"));
+        assert_eq!(row[tlb], "0.0", "static policies shoot down no TLBs");
+    }
+    assert_eq!(rows[1][vs], "1.000");
+    // The table (from the cache now) carries the geometric means.
+    let out = numalab().args(["study", file.to_str().unwrap(), "--format", "table"]).output().unwrap();
+    let err = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("server-a-2n / round-4k: geometric mean of vs_first (mean time / first-touch's) over 2 cells:"), "{err}");
+}
