@@ -721,7 +721,12 @@ fn bench_quick_smoke() {
         }
         let ratio = f(&s["events_per_s"]) / f(&s["bare_loop_events_per_s"]);
         assert!((f(&s["ratio_to_bare"]) - ratio).abs() <= 1e-9 * ratio, "{s}");
+        // The RNG-only limit is measured for random scenarios and only for them.
+        let random = s["name"].as_str().unwrap().starts_with("random");
+        assert_eq!(s["rng_limit_events_per_s"].is_number(), random, "{s}");
     }
+    let names: Vec<&str> = scenarios.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["seq-first-touch", "triad-first-touch", "random-round-4k"]);
 }
 
 #[test]

@@ -130,7 +130,8 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
         (Some((_, rss0)), Some((hwm, _))) => Some(hwm.saturating_sub(rss0) as f64 / pages as f64),
         _ => None,
     };
-    let mut t = Table::new(["scenario", "policy", "events", "seconds", "M_events_per_s", "bare_M_per_s", "ratio_to_bare"]);
+    let mut t =
+        Table::new(["scenario", "policy", "events", "seconds", "M_events_per_s", "bare_M_per_s", "ratio_to_bare", "rng_only_M_per_s"]);
     for r in &results {
         t.row([
             r.name.clone(),
@@ -140,6 +141,7 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             format!("{:.1}", r.events_per_s / 1e6),
             format!("{:.1}", r.bare_loop_events_per_s / 1e6),
             format!("{:.2}", r.ratio_to_bare),
+            r.rng_limit_events_per_s.map_or("-".into(), |x| format!("{:.1}", x / 1e6)),
         ]);
     }
     t.notes.push(format!(
@@ -160,7 +162,8 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
         "scenarios": results.iter().map(|r| json!({
             "name": r.name, "policy": r.policy, "events": r.events, "seconds": r.seconds,
             "events_per_s": r.events_per_s, "bare_loop_events_per_s": r.bare_loop_events_per_s,
-            "ratio_to_bare": r.ratio_to_bare, "simulated_pages": r.simulated_pages,
+            "ratio_to_bare": r.ratio_to_bare, "rng_limit_events_per_s": r.rng_limit_events_per_s,
+            "simulated_pages": r.simulated_pages,
         })).collect::<Vec<_>>(),
         "bytes_per_page": bytes_per_page,
         "model": {"name": "model-local-remote", "solves": solves, "seconds": elapsed.as_secs_f64(), "solves_per_s": model_rate},
