@@ -731,15 +731,23 @@ fn bench_quick_smoke() {
 
 #[test]
 fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
-    let doc = json_of(&["bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1"]);
+    let doc = json_of(&[
+        "bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1", "--policy", "linux", "--policy", "autonuma",
+    ]);
     assert_eq!(doc["schema"], "numalab.bench-slowdown/1");
     let runs = doc["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 1);
-    let r = &runs[0];
-    assert_eq!((r["workload"].as_str(), r["policy"].as_str(), r["iterations"].as_u64()), (Some("lu-like"), Some("linux"), Some(1)));
-    let (wall, sim) = (f(&r["wall_s"]), f(&r["simulated_s"]));
-    assert!(wall > 0.0 && sim > 0.0, "{r}");
-    assert!((f(&r["slowdown"]) - wall / sim).abs() <= 1e-9 * wall / sim, "{r}");
+    assert_eq!(runs.len(), 2);
+    for (r, policy) in runs.iter().zip(["linux", "autonuma"]) {
+        assert_eq!((r["workload"].as_str(), r["policy"].as_str(), r["iterations"].as_u64()), (Some("lu-like"), Some(policy), Some(1)));
+        let (wall, sim) = (f(&r["wall_s"]), f(&r["simulated_s"]));
+        assert!(wall > 0.0 && sim > 0.0, "{r}");
+        assert!((f(&r["slowdown"]) - wall / sim).abs() <= 1e-9 * wall / sim, "{r}");
+    }
+    // The cost of a policy over the first one, workload by workload.
+    let (first_cpu, second_cpu) = (f(&runs[0]["cpu_s"]), f(&runs[1]["cpu_s"]));
+    assert!(first_cpu > 0.0 && second_cpu > 0.0 && first_cpu <= f(&runs[0]["wall_s"]) * 1.01, "{}", runs[0]);
+    assert_eq!(f(&runs[0]["cpu_vs_first"]), 1.0);
+    assert!((f(&runs[1]["cpu_vs_first"]) - second_cpu / first_cpu).abs() <= 1e-9 * second_cpu / first_cpu, "{}", runs[1]);
     // Its options belong to --slowdown only.
     let out = numalab().args(["bench", "--machine", "amd48"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -52,12 +52,17 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
     } else {
         a.workloads.iter().map(|w| (w.clone(), a.iterations.or(SLOWDOWN_SUITE.iter().find(|s| s.0 == w).map(|s| s.1)))).collect()
     };
-    let mut t = Table::new(["machine", "workload", "policy", "iterations", "wall_s", "simulated_s", "slowdown"]);
+    let mut t = Table::new(["machine", "workload", "policy", "iterations", "wall_s", "simulated_s", "slowdown", "cpu_s", "cpu_vs_first"]);
     let mut rows = Vec::new();
+    // CPU seconds of the first policy per workload: what a dynamic policy costs over it. CPU
+    // time of the running thread, not wall time, so that other work on a shared machine does
+    // not enter the ratio.
+    let mut first_cpu_s: Vec<f64> = Vec::with_capacity(workloads.len());
     let pb = crate::scenario::progress((workloads.len() * a.policies.len()) as u64, "bench --slowdown");
-    for policy in &a.policies {
+    for (policy_index, policy) in a.policies.iter().enumerate() {
         let mut log_sum = 0.0;
-        for (w, iterations) in &workloads {
+        let mut log_cost_sum = 0.0;
+        for (workload_index, (w, iterations)) in workloads.iter().enumerate() {
             let args = ScenarioArgs {
                 machine: a.machine.clone(),
                 workload: Some(w.clone()),
@@ -72,10 +77,17 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             };
             let r = resolve(&args, policy)?;
             let start = std::time::Instant::now();
+            let cpu_start_s = thread_cpu_s();
             let m = numalab_sim::run_one(&r.scenario, numalab_core::rng::run_seed(1, 0))?;
+            let cpu_s = thread_cpu_s() - cpu_start_s;
             let wall_s = start.elapsed().as_secs_f64();
             let ratio = wall_s / m.sim_time_s;
             log_sum += ratio.ln();
+            if policy_index == 0 {
+                first_cpu_s.push(cpu_s);
+            }
+            let cpu_vs_first = cpu_s / first_cpu_s[workload_index];
+            log_cost_sum += cpu_vs_first.ln();
             t.row([
                 a.machine.clone(),
                 w.clone(),
@@ -84,17 +96,37 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 format!("{wall_s:.2}"),
                 format!("{:.3}", m.sim_time_s),
                 format!("{ratio:.2}"),
+                format!("{cpu_s:.2}"),
+                format!("{cpu_vs_first:.2}"),
             ]);
             rows.push(json!({"machine": a.machine, "workload": w, "policy": policy, "iterations": iterations,
-                "wall_s": wall_s, "simulated_s": m.sim_time_s, "slowdown": ratio}));
+                "wall_s": wall_s, "simulated_s": m.sim_time_s, "slowdown": ratio, "cpu_s": cpu_s, "cpu_vs_first": cpu_vs_first}));
             pb.inc(1);
         }
-        t.notes.push(format!("{policy}: geometric mean slowdown {:.2}", (log_sum / workloads.len() as f64).exp()));
+        let n = workloads.len() as f64;
+        t.notes.push(format!(
+            "{policy}: geometric mean slowdown {:.2}, CPU time {:.2}x that of {}",
+            (log_sum / n).exp(),
+            (log_cost_sum / n).exp(),
+            a.policies[0]
+        ));
     }
     pb.finish_and_clear();
     t.notes.push("slowdown = wall seconds per simulated second of one run on one core (target of the speed issue: 0.2)".into());
+    t.notes.push("cpu_vs_first = CPU time over that of the first --policy on the same workload (target for dynamic policies: 1.5)".into());
     let doc = json!({"schema": "numalab.bench-slowdown/1", "numalab_version": env!("CARGO_PKG_VERSION"), "runs": rows});
     emit(out, &doc, &t)
+}
+
+/// CPU time consumed by the calling thread, seconds (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec and the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Peak and current resident set size of this process, bytes (Linux; None elsewhere).
