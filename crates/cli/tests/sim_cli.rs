@@ -732,7 +732,18 @@ fn bench_quick_smoke() {
 #[test]
 fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
     let doc = json_of(&[
-        "bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1", "--policy", "linux", "--policy", "autonuma",
+        "bench",
+        "--slowdown",
+        "--machine",
+        "server-a-2n",
+        "--workload",
+        "lu-like",
+        "--iterations",
+        "1",
+        "--policy",
+        "linux",
+        "--policy",
+        "autonuma",
     ]);
     assert_eq!(doc["schema"], "numalab.bench-slowdown/1");
     let runs = doc["runs"].as_array().unwrap();
