@@ -70,6 +70,34 @@ fn a_static_run_with_random_accesses_and_noise() {
     check("sim-is-like-linux.json", &out);
 }
 
+/// The fast engine on the same run (docs/simulator.md, "The fast engine"): its proportional
+/// blocks and expected-count rounding are pinned as the exact engine's draws are above.
+#[test]
+fn the_fast_engine_on_random_accesses_and_noise() {
+    let out = stdout_of(&[
+        "sim",
+        "--machine",
+        "server-a-2n",
+        "--workload",
+        "is-like",
+        "--scale",
+        "0.05",
+        "--iterations",
+        "1",
+        "--policy",
+        "linux",
+        "--runs",
+        "2",
+        "--seed",
+        "7",
+        "--set",
+        "sim.engine=fast",
+        "--format",
+        "json",
+    ]);
+    check("sim-is-like-linux-fast.json", &out);
+}
+
 /// Run `policy` on master-slave (one thread first-touches what all threads then read) with
 /// a decision log; returns (result JSON, decision log).
 fn dynamic_run(policy: &str, extra: &[&str]) -> (String, String) {

@@ -766,6 +766,38 @@ fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
 }
 
 #[test]
+fn the_engine_is_a_setting_recorded_with_the_result() {
+    let run = |engine: &str| {
+        json_of(&[
+            "sim",
+            "--machine",
+            "server-a-2n",
+            "--workload",
+            "is-like",
+            "--iterations",
+            "1",
+            "--scale",
+            "0.01",
+            "--runs",
+            "1",
+            "--set",
+            &format!("sim.engine={engine}"),
+        ])
+    };
+    let (exact, fast) = (run("exact"), run("fast"));
+    assert_eq!(exact["config"]["sim"]["engine"], "exact");
+    assert_eq!(fast["config"]["sim"]["engine"], "fast");
+    // Every reference charged once either way.
+    assert_eq!(exact["summary"]["accesses"], fast["summary"]["accesses"]);
+    let out = numalab().args(["sim", "--machine", "amd48", "--workload", "lu-like", "--set", "sim.engine=quick"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown variant `quick`, expected `exact` or `fast`"));
+    let doc =
+        json_of(&["bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1", "--engine", "fast"]);
+    assert_eq!(doc["runs"][0]["engine"], "fast");
+}
+
+#[test]
 fn compare_scopes_policy_settings_by_name() {
     let out = Command::cargo_bin("numalab")
         .unwrap()

@@ -50,7 +50,7 @@ impl World<'_> {
                 if from == to {
                     return Err(Refusal::AlreadyThere);
                 }
-                if self.mem.home[g as usize] & REPLICATED != 0 {
+                if self.mem.home()[g as usize] & REPLICATED != 0 {
                     return Err(Refusal::Replicated);
                 }
                 if !self.mem.migrate(g, to) {
@@ -89,10 +89,10 @@ impl World<'_> {
             Decision::Unmap { space, page } => {
                 let g = self.global_page(space, page)?;
                 self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if self.mem.home[g as usize] & ARMED != 0 {
+                if self.mem.home()[g as usize] & ARMED != 0 {
                     return Err(Refusal::AlreadyThere);
                 }
-                self.mem.home[g as usize] |= ARMED;
+                self.mem.arm(g);
                 self.counters.numa_pte_updates += 1;
                 Ok(costs.scan_unmap_ns)
             }
@@ -178,12 +178,13 @@ impl World<'_> {
             let end = ((start / range_pages + 1) * range_pages).min(sp.pages);
             let mut changed = 0u64;
             for local in start..end {
-                let h = &mut self.mem.home[(sp.first_page + local) as usize];
-                if *h & NODE_MASK == UNPLACED || *h & ARMED != 0 || (single_user && *h & NODE_MASK == here) {
+                let page = sp.first_page + local;
+                let h = self.mem.home()[page as usize];
+                if h & NODE_MASK == UNPLACED || h & ARMED != 0 || (single_user && h & NODE_MASK == here) {
                     continue;
                 }
                 if should_unmap(space, local) {
-                    *h |= ARMED;
+                    self.mem.arm(page);
                     changed += 1;
                 }
             }

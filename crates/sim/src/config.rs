@@ -15,6 +15,21 @@ pub struct SimConfig {
     pub tick_ms: f64,
     /// Interval of the interconnect-load metric (docs/metrics.md, `interconnect_load`: 1 s).
     pub metrics_interval_ms: f64,
+    /// How references are charged: `exact` draws every one, `fast` charges uniform-random
+    /// references by the expected share of each node (docs/simulator.md, "The fast engine").
+    pub engine: EngineKind,
+}
+
+/// The two ways of charging references (docs/simulator.md, "The fast engine").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Every reference drawn and charged one by one (runs of a page at once): the reference.
+    #[default]
+    Exact,
+    /// Uniform-random references over settled memory charged by expected per-node counts;
+    /// steps of several entries in proportional blocks.
+    Fast,
 }
 
 impl Default for SimConfig {
@@ -26,6 +41,7 @@ impl Default for SimConfig {
             sched: SchedConfig::default(),
             tick_ms: 1000.0,
             metrics_interval_ms: 1000.0,
+            engine: EngineKind::Exact,
         }
     }
 }

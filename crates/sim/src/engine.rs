@@ -7,9 +7,10 @@
 //! [`World`] is the simulated machine and program; the policy lives in the [`Driver`], which
 //! calls it with a view of the world and carries out its decisions (docs/simulator.md).
 
-use crate::config::SimConfig;
+use crate::config::{EngineKind, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
+use crate::fast::{FastEntry, FastKind, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
@@ -47,8 +48,16 @@ struct Thread {
     /// Every main entry walks and the round-robin cycle is short: charge whole cycles
     /// (`Hot::issue_cycles`).
     cycles: bool,
-    /// Main-entry references left in this step.
+    /// Main-entry references left in this step, and all of them.
     left: u64,
+    main_refs: u64,
+    /// The fast engine charges this step's main entries in proportional blocks
+    /// (`Hot::issue_fast`): how it charges each entry, and its rounding state.
+    fast_ok: bool,
+    fast_kinds: Vec<FastEntry>,
+    /// The fast engine charged some of this step: `swrr` no longer matches what is left.
+    swrr_stale: bool,
+    fast: FastState,
     epilogue_idx: usize,
     clock: f64,
     busy_ns: f64,
@@ -127,6 +136,8 @@ pub(crate) struct World<'a> {
     share: Vec<f64>,
     moves: Vec<Move>,
     demands: Vec<Demand>,
+    /// Node shares of the segments random entries draw from (fast engine).
+    shares: SegShares,
 }
 
 /// A run: the world and the driver of its policy.
@@ -213,7 +224,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     )));
                 }
                 for pg in sp.first_page + e.first_page..sp.first_page + e.first_page + e.pages {
-                    if mem.home[pg as usize] == UNPLACED {
+                    if mem.home()[pg as usize] == UNPLACED {
                         if mem.free[e.node as usize] == 0 {
                             return Err(SimError::OutOfMemory { page: pg });
                         }
@@ -259,6 +270,11 @@ impl<'a, 'l> Engine<'a, 'l> {
                     wr: vec![0; n],
                     frac,
                     write_frac: 0.0,
+                    main_refs: 0,
+                    fast_ok: false,
+                    swrr_stale: false,
+                    fast_kinds: Vec::new(),
+                    fast: FastState::default(),
                 }
             })
             .collect();
@@ -305,6 +321,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
+            shares: SegShares::default(),
         };
         for t in 0..p.threads {
             w.load_step(t as usize);
@@ -351,6 +368,7 @@ impl World<'_> {
         th.work = self.p.work(th.step, t as u32, &mut th.rng);
         th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.refs));
         th.left = th.work.entries.iter().map(|e| e.refs).sum();
+        th.main_refs = th.left;
         th.epilogue_idx = 0;
         th.issued = 0;
         th.total = th.work.total_refs();
@@ -365,6 +383,22 @@ impl World<'_> {
             && th.gap_exp_ns == 0.0
             && th.swrr.period() <= MAX_BULK_PERIOD
             && th.work.entries.iter().all(|e| e.peek_run(lpp, 1).is_some());
+        // The fast engine takes over what the exact paths charge one reference at a time:
+        // steps with a random entry, and multi-entry walks whose cycle is too long to charge
+        // whole (docs/simulator.md, "The fast engine").
+        th.fast_kinds.clear();
+        th.fast_ok = false;
+        th.swrr_stale = false;
+        if self.cfg.engine == EngineKind::Fast && th.gap_exp_ns == 0.0 && th.left > 0 {
+            let n = self.n;
+            let kinds: Option<Vec<FastEntry>> = th.work.entries.iter().map(|e| FastEntry::of(e, &mut self.shares, n)).collect();
+            if let Some(kinds) = kinds {
+                let random = kinds.iter().any(|k| matches!(k.kind, FastKind::Random(_) | FastKind::Strided(_)) || k.escape.is_some());
+                th.fast_ok = random || (kinds.len() > 1 && !th.cycles);
+                th.fast_kinds = kinds;
+                th.fast.reset(th.fast_kinds.len(), n);
+            }
+        }
     }
 
     /// Charge cache refills, record ping-pong and queue `ThreadMigrated` for cross-node moves.
@@ -641,7 +675,7 @@ impl World<'_> {
             };
             let start_clock = th.clock;
             let lpp = self.p.lines_per_page;
-            let hot = Hot { home: &self.mem.home, shift, n, end, gap_exp_ns: th.gap_exp_ns };
+            let hot = Hot { home: self.mem.home(), shift, n, end, gap_exp_ns: th.gap_exp_ns };
             // Monomorphise the loop for the exponential-gap case so the common one pays nothing.
             macro_rules! issue {
                 ($entries:expr, $pick:expr, $max:expr) => {
@@ -652,12 +686,41 @@ impl World<'_> {
                     }
                 };
             }
+            // The fast engine charges the step while the memory its entries range over is
+            // settled; otherwise the exact paths run, with the round-robin restarted from the
+            // references each entry has left (the fast blocks do not follow it).
+            let fast_now = in_main && th.fast_ok && {
+                let (generation, epoch_ns) = (self.mem.generation(), self.cfg.epoch_us * 1e3);
+                let mut ready = true;
+                for s in th.fast_kinds.iter().flat_map(|k| k.needs()) {
+                    ready = ready && self.shares.ready(s, self.mem.home(), generation, shift, self.now, epoch_ns);
+                }
+                ready && th.fast_kinds.iter().all(|k| !matches!(k.kind, FastKind::Strided(s) if !self.shares.one_node(s)))
+            };
+            if in_main && th.fast_ok && !fast_now && th.swrr_stale {
+                th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.remaining()));
+                th.swrr_stale = false;
+            }
             let (issued, clock, slow) = if in_main {
                 let max = th.left.min(limit);
-                if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
+                if fast_now {
+                    th.swrr_stale = true;
+                    let step = FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp };
+                    hot.issue_fast(
+                        &mut th.work.entries,
+                        &step,
+                        &mut th.fast,
+                        max,
+                        &mut th.rng,
+                        &mut th.acc,
+                        &mut th.wr,
+                        &th.cost,
+                        start_clock,
+                    )
+                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
                 } else if th.work.entries.len() == 1 {
-                    issue!(&mut th.work.entries, || 0, max)
+                    issue!(&mut th.work.entries, |_| 0, max)
                 } else if th.cycles {
                     let lpp = self.p.lines_per_page;
                     hot.issue_cycles(
@@ -673,12 +736,12 @@ impl World<'_> {
                     )
                 } else {
                     let swrr = &mut th.swrr;
-                    issue!(&mut th.work.entries, || swrr.pick(), max)
+                    issue!(&mut th.work.entries, |_| swrr.pick(), max)
                 }
             } else {
                 let idx = th.epilogue_idx;
                 let max = th.work.epilogue[idx].remaining().min(limit);
-                issue!(&mut th.work.epilogue, || idx, max)
+                issue!(&mut th.work.epilogue, |_| idx, max)
             };
             if in_main {
                 th.left -= issued;
@@ -714,7 +777,7 @@ impl World<'_> {
         let costs = &self.m.os_costs;
         let space = self.p.process_of(t as u32);
         let local_page = page - self.spaces[space].first_page;
-        let mut h = self.mem.home[page as usize];
+        let mut h = self.mem.home()[page as usize];
         let mut extra = 0.0;
         if h == UNPLACED {
             let req = PlaceRequest { space: space as SpaceId, thread: t as ThreadId, cpu, cpu_node, page: local_page };
@@ -731,7 +794,7 @@ impl World<'_> {
             h = node as u8;
         }
         if h & ARMED != 0 {
-            self.mem.home[page as usize] &= !ARMED;
+            self.mem.disarm(page);
             h &= !ARMED;
             let page_node = (h & NODE_MASK) as NodeId;
             self.counters.numa_hint_faults += 1;
@@ -750,7 +813,7 @@ impl World<'_> {
                 time_ns: self.threads[t].clock as u64,
             };
             extra += drv.dispatch(self, EventRef::from(&fault), t, true, |p, v, o| p.on_hint_fault(&fault, v, o));
-            h = self.mem.home[page as usize] & !ARMED;
+            h = self.mem.home()[page as usize] & !ARMED;
         }
         let mut j = (h & NODE_MASK) as NodeId;
         if h & REPLICATED != 0 {
@@ -922,7 +985,7 @@ impl World<'_> {
             numa: c.numa_counters(),
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
             pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
-            placed_pages: self.mem.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
+            placed_pages: self.mem.home().iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
             replica_pages: self.mem.replicas.values().map(|m| m.count_ones() as u64).sum(),
             replications: c.replications,
             replica_collapses: c.replica_collapses,

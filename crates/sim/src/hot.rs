@@ -30,7 +30,7 @@ impl Hot<'_> {
     pub fn issue<const GAP_EXP: bool>(
         &self,
         entries: &mut [numalab_workload::Entry],
-        mut pick: impl FnMut() -> usize,
+        mut pick: impl FnMut(&[numalab_workload::Entry]) -> usize,
         max: u64,
         rng: &mut StreamRng,
         acc: &mut [u64],
@@ -41,7 +41,8 @@ impl Hot<'_> {
         let (acc, wr) = (&mut acc[..self.n], &mut wr[..self.n]);
         let mut issued = 0;
         while issued < max {
-            let e = &mut entries[pick()];
+            let i = pick(entries);
+            let e = &mut entries[i];
             let (line, write) = e.next(rng);
             issued += 1;
             let page = line >> self.shift;
@@ -178,7 +179,7 @@ impl Hot<'_> {
             }
             // The rest of this cycle reference by reference.
             let refs = swrr.picks_to_cycle_end().min(left_refs);
-            let (n, c, slow) = self.issue::<false>(entries, || swrr.pick(), refs, rng, acc, wr, cost, clock);
+            let (n, c, slow) = self.issue::<false>(entries, |_| swrr.pick(), refs, rng, acc, wr, cost, clock);
             issued += n;
             clock = c;
             if slow.is_some() || clock >= self.end {
@@ -220,7 +221,7 @@ mod tests {
         let (mut a1, mut w1, mut a2, mut w2) = ([0u64; 2], [0u64; 2], [0u64; 2], [0u64; 2]);
         let (mut c1, mut c2, mut left) = (0.0, 0.0, max);
         loop {
-            let (n1, k1, slow1) = hot.issue::<false>(&mut e1, || s1.pick(), left, &mut rng, &mut a1, &mut w1, &cost, c1);
+            let (n1, k1, slow1) = hot.issue::<false>(&mut e1, |_| s1.pick(), left, &mut rng, &mut a1, &mut w1, &cost, c1);
             let (n2, k2, slow2) = hot.issue_cycles(&mut e2, &mut s2, left, &mut rng, &mut a2, &mut w2, &cost, c2, LPP);
             assert_eq!((n1, slow1), (n2, slow2), "issued and the slow reference");
             assert!((k1 - k2).abs() <= 1e-9 * k1.max(1.0), "clock {k1} vs {k2}");

@@ -12,6 +12,7 @@ pub mod contention;
 mod driver;
 mod engine;
 pub mod estimate;
+mod fast;
 mod hot;
 pub mod log;
 pub mod memory;

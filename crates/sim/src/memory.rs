@@ -19,7 +19,11 @@ pub const SLOW: u8 = UNPLACED;
 pub const NODE_MASK: u8 = 0x3F;
 
 pub struct Memory {
-    pub home: Vec<u8>,
+    /// Private so that every change goes through a method that bumps `generation`.
+    home: Vec<u8>,
+    /// Bumped by every change to a page byte: the fast engine's cached per-segment node
+    /// shares are valid while it is unchanged (docs/simulator.md, "The fast engine").
+    generation: u64,
     pub free: Vec<u64>,
     pub capacity: Vec<u64>,
     /// Extra copies per replicated page, as a node bit mask (the home copy excluded).
@@ -28,7 +32,31 @@ pub struct Memory {
 
 impl Memory {
     pub fn new(pages: u64, capacity: Vec<u64>) -> Memory {
-        Memory { home: vec![UNPLACED; pages as usize], free: capacity.clone(), capacity, replicas: BTreeMap::new() }
+        Memory { home: vec![UNPLACED; pages as usize], generation: 0, free: capacity.clone(), capacity, replicas: BTreeMap::new() }
+    }
+
+    /// Every page's byte: its home node, or `UNPLACED`, with the `ARMED` / `REPLICATED` bits.
+    #[inline]
+    pub fn home(&self) -> &[u8] {
+        &self.home
+    }
+
+    /// Changes to page bytes so far.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Unmap a placed page for a hinting fault (its next access takes the slow path).
+    pub fn arm(&mut self, page: u64) {
+        self.home[page as usize] |= ARMED;
+        self.generation += 1;
+    }
+
+    /// The hinting fault of an armed page was taken.
+    pub fn disarm(&mut self, page: u64) {
+        self.home[page as usize] &= !ARMED;
+        self.generation += 1;
     }
 
     #[inline]
@@ -41,6 +69,7 @@ impl Memory {
         debug_assert_eq!(self.home[page as usize], UNPLACED);
         self.home[page as usize] = node as u8;
         self.free[node as usize] -= 1;
+        self.generation += 1;
     }
 
     /// Move the (only) copy of a placed page; keeps the hint marker off.
@@ -52,6 +81,7 @@ impl Memory {
         self.free[from as usize] += 1;
         self.free[to as usize] -= 1;
         self.home[page as usize] = to as u8;
+        self.generation += 1;
         true
     }
 
@@ -64,6 +94,7 @@ impl Memory {
         self.free[to as usize] -= 1;
         self.replicas.insert(page, mask | (1 << to));
         self.home[page as usize] |= REPLICATED;
+        self.generation += 1;
         true
     }
 
@@ -81,6 +112,7 @@ impl Memory {
             }
         }
         self.home[page as usize] = (self.home[page as usize] & ARMED) | keep as u8;
+        self.generation += 1;
         freed
     }
 

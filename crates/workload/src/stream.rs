@@ -218,10 +218,18 @@ impl Entry {
     /// charge a run of references to one page at once; `take_run` consumes them.
     #[inline(always)]
     pub fn peek_run(&self, lines_per_page: u64, max: u64) -> Option<(u64, u64)> {
-        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
         if self.escape.is_some() {
             return None;
         }
+        self.peek_run_any(lines_per_page, max)
+    }
+
+    /// `peek_run` for any walk, owner escapes or not: where the walk's own cursor is and how
+    /// far it stays on one page (an escaping reference still advances the walk; the fast
+    /// engine accounts for the escapes by their probability).
+    #[inline(always)]
+    pub fn peek_run_any(&self, lines_per_page: u64, max: u64) -> Option<(u64, u64)> {
+        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
         let s = &segs[*seg];
         let line = s.line_at(*pos);
         let in_page = lines_per_page - (line & (lines_per_page - 1));
@@ -229,23 +237,43 @@ impl Entry {
         Some((line, in_page.min(in_chunk).min(max)))
     }
 
-    /// Consume `k` references of the run `peek_run` described; returns how many are writes
-    /// (the floor rule over indices `issued .. issued + k`).
+    /// Consume `k` references of the run `peek_run` described (for a strided cursor: its next
+    /// `k` references; random and fixed cursors have no position); returns how many are
+    /// writes (the floor rule over indices `issued .. issued + k`).
     #[inline(always)]
     pub fn take_run(&mut self, k: u64) -> u64 {
         let i = self.issued;
         let w = self.write_fp as u128;
         let writes = (((i + k) as u128 * w) >> 32) - ((i as u128 * w) >> 32);
         self.issued += k;
-        if let Cursor::Walk { segs, seg, pos } = &mut self.cursor {
-            *pos += k;
-            if *pos == segs[*seg].lines() {
-                *pos = 0;
-                *seg += 1;
-                if *seg == segs.len() {
-                    *seg = 0;
+        match &mut self.cursor {
+            Cursor::Walk { segs, seg, pos } => {
+                *pos += k;
+                if *pos == segs[*seg].lines() {
+                    *pos = 0;
+                    *seg += 1;
+                    if *seg == segs.len() {
+                        *seg = 0;
+                    }
                 }
             }
+            Cursor::Strided { seg, pos, start, stride } => {
+                // k steps of `next_line`, a pass of the segment at a time.
+                let (lines, stride) = (seg.lines(), *stride);
+                let mut k = k;
+                while k > 0 {
+                    let in_pass = (lines - *pos).div_ceil(stride);
+                    if k < in_pass {
+                        *pos += k * stride;
+                        break;
+                    }
+                    k -= in_pass;
+                    *start = (*start + 1) % stride.min(lines).max(1);
+                    *pos = *start;
+                }
+            }
+            // Random and fixed cursors keep no position.
+            _ => {}
         }
         writes as u64
     }
@@ -341,6 +369,24 @@ impl Swrr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn take_run_advances_a_strided_cursor_as_next_would() {
+        let mk = || {
+            let seg = Seg { start: 100, chunk: 7, step: 20, chunks: 5 };
+            Entry::new(Cursor::Strided { seg, pos: 3, start: 3, stride: 4 }, 1000, 0.3, AccessKind::Stream, None)
+        };
+        let mut rng = numalab_core::rng::stream(1, "strided-test", 0);
+        for k in [0u64, 1, 2, 8, 9, 35, 36, 100, 999] {
+            let (mut a, mut b) = (mk(), mk());
+            let mut writes = 0;
+            for _ in 0..k {
+                writes += u64::from(a.next(&mut rng).1);
+            }
+            assert_eq!(b.take_run(k), writes, "writes over {k} references");
+            assert_eq!(a, b, "cursor after {k} references");
+        }
+    }
+
     use super::*;
 
     fn rng() -> numalab_core::rng::StreamRng {

@@ -28,6 +28,10 @@ pub struct BenchArgs {
     /// Iterations of every workload of the slowdown benchmark (default: the suite's counts).
     #[arg(long, requires = "slowdown", value_parser = clap::value_parser!(u32).range(1..))]
     pub iterations: Option<u32>,
+    /// Engine of the slowdown benchmark: `exact` charges every reference, `fast` charges
+    /// random references by expected per-node counts (docs/simulator.md, "The fast engine").
+    #[arg(long, default_value = "exact", requires = "slowdown", value_parser = ["exact", "fast"])]
+    pub engine: String,
 }
 
 /// The NPB-like suite and the iteration counts that make each run about 1 simulated second
@@ -52,7 +56,8 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
     } else {
         a.workloads.iter().map(|w| (w.clone(), a.iterations.or(SLOWDOWN_SUITE.iter().find(|s| s.0 == w).map(|s| s.1)))).collect()
     };
-    let mut t = Table::new(["machine", "workload", "policy", "iterations", "wall_s", "simulated_s", "slowdown", "cpu_s", "cpu_vs_first"]);
+    let mut t =
+        Table::new(["machine", "workload", "policy", "engine", "iterations", "wall_s", "simulated_s", "slowdown", "cpu_s", "cpu_vs_first"]);
     let mut rows = Vec::new();
     // CPU seconds of the first policy per workload: what a dynamic policy costs over it. CPU
     // time of the running thread, not wall time, so that other work on a shared machine does
@@ -71,7 +76,11 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 runs: 1,
                 seed: 1,
                 jobs: None,
-                set: iterations.map(|i| vec![format!("{}={i}", crate::study::ITERATIONS_KEY)]).unwrap_or_default(),
+                set: iterations
+                    .map(|i| format!("{}={i}", crate::study::ITERATIONS_KEY))
+                    .into_iter()
+                    .chain([format!("sim.engine={}", a.engine)])
+                    .collect(),
                 force: true,
                 iterations: None,
             };
@@ -92,6 +101,7 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 a.machine.clone(),
                 w.clone(),
                 policy.clone(),
+                a.engine.clone(),
                 iterations.map_or("all".into(), |i| i.to_string()),
                 format!("{wall_s:.2}"),
                 format!("{:.3}", m.sim_time_s),
@@ -99,7 +109,7 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 format!("{cpu_s:.2}"),
                 format!("{cpu_vs_first:.2}"),
             ]);
-            rows.push(json!({"machine": a.machine, "workload": w, "policy": policy, "iterations": iterations,
+            rows.push(json!({"machine": a.machine, "workload": w, "policy": policy, "engine": a.engine, "iterations": iterations,
                 "wall_s": wall_s, "simulated_s": m.sim_time_s, "slowdown": ratio, "cpu_s": cpu_s, "cpu_vs_first": cpu_vs_first}));
             pb.inc(1);
         }

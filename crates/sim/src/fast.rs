@@ -1,0 +1,537 @@
+//! The fast engine (docs/simulator.md, "The fast engine"): a step's references are charged in
+//! proportional blocks instead of one pick at a time, and a uniform-random entry over memory
+//! that is settled (every page placed, none armed for a hinting fault, none replicated) is
+//! charged by the expected share of each node instead of drawing lines. What a random
+//! reference costs and where it goes depends only on the node of the page it lands on, so on
+//! settled memory the expected per-node counts carry everything the exact engine computes from
+//! it; the variance of the exact draws (binomial, relative size 1/√k over k references) is
+//! what is given up. Anything a policy observes one access at a time (first touches, hinting
+//! faults, replicated pages) still goes through the exact path.
+
+use crate::hot::{kind_index, Hot};
+use crate::memory::SLOW;
+use numalab_workload::stream::{Cursor, Seg};
+use numalab_workload::Entry;
+use std::collections::BTreeMap;
+
+/// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
+/// before the block is tried again.
+const EXACT_STRETCH: u64 = 64;
+/// Longest wait, in epochs, before the shares of a segment that had slow pages are recounted.
+const MAX_BACKOFF_EPOCHS: u32 = 64;
+
+/// How the fast engine charges one entry of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FastKind {
+    /// A walk: runs of one page at a time, as the exact engine charges them.
+    Walk,
+    /// The same line every time (a reduction slot).
+    Fixed,
+    /// A uniformly random line of a segment: index into [`SegShares`].
+    Random(usize),
+    /// A fixed stride through a segment. Charged in bulk only while the whole segment lies on
+    /// one node: a stride longer than the segment walks it line by line from the thread's
+    /// starting point, so over a block its accesses follow the page order, not the
+    /// segment's overall shares.
+    Strided(usize),
+}
+
+/// One entry of a step as the fast engine charges it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FastEntry {
+    pub kind: FastKind,
+    /// Owner escapes: the probability `q` that a reference goes to a uniformly chosen other
+    /// block instead (docs/workloads.md, `owner_share`), and the [`SegShares`] index of the
+    /// mixture of those blocks.
+    pub escape: Option<(usize, f64)>,
+}
+
+impl FastEntry {
+    /// The fast form of an entry, or `None` if it must go reference by reference (strided,
+    /// alternating and explicit-run cursors).
+    pub fn of(e: &Entry, shares: &mut SegShares, n: usize) -> Option<FastEntry> {
+        let kind = match &e.cursor {
+            Cursor::Walk { .. } => FastKind::Walk,
+            Cursor::Fixed { .. } => FastKind::Fixed,
+            Cursor::Random { seg } => FastKind::Random(shares.intern(*seg, n)),
+            Cursor::Strided { seg, .. } => FastKind::Strided(shares.intern(*seg, n)),
+            _ => return None,
+        };
+        let escape = match &e.escape {
+            None => None,
+            Some(esc) => {
+                let parts: Vec<usize> = esc.others.iter().map(|s| shares.intern(*s, n)).collect();
+                Some((shares.intern_mix(parts, n), esc.threshold as f64 / 18_446_744_073_709_551_616.0))
+            }
+        };
+        Some(FastEntry { kind, escape })
+    }
+
+    /// Segments and mixtures whose shares this entry needs.
+    pub fn needs(&self) -> impl Iterator<Item = usize> {
+        let seg = match self.kind {
+            FastKind::Random(s) | FastKind::Strided(s) => Some(s),
+            _ => None,
+        };
+        seg.into_iter().chain(self.escape.map(|e| e.0))
+    }
+}
+
+/// The node shares of one segment's lines, or of an even mixture of segments (a reference
+/// that escapes to a uniformly chosen other block).
+struct SegShare {
+    seg: Seg,
+    /// A mixture: the segments it averages (then `seg` is unused).
+    parts: Option<Vec<usize>>,
+    /// Memory generation the shares were counted at (`u64::MAX`: never).
+    generation: u64,
+    /// Every page of the segment was placed, unarmed and unreplicated at `generation`.
+    settled: bool,
+    /// Share of the segment's lines on each node (valid when `settled`).
+    share: Vec<f64>,
+    /// Start of the epoch of the last count: a segment is counted at most once per epoch.
+    counted_at: f64,
+    /// A segment with slow pages is recounted only from `retry_at` on, waiting twice as many
+    /// epochs after each failed count (at most `MAX_BACKOFF_EPOCHS`).
+    backoff_epochs: u32,
+    retry_at: f64,
+}
+
+/// The segments random entries draw from, shared by every thread (one count serves all the
+/// threads of a shared region). Looked up by key, never iterated: order cannot leak.
+#[derive(Default)]
+pub(crate) struct SegShares {
+    index: BTreeMap<(u64, u64, u64, u64), usize>,
+    mixes: BTreeMap<Vec<usize>, usize>,
+    segs: Vec<SegShare>,
+}
+
+impl SegShare {
+    fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
+        SegShare {
+            seg,
+            parts,
+            generation: u64::MAX,
+            settled: false,
+            share: vec![0.0; n],
+            counted_at: f64::NEG_INFINITY,
+            backoff_epochs: 0,
+            retry_at: f64::NEG_INFINITY,
+        }
+    }
+}
+
+impl SegShares {
+    pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
+        let key = (seg.start, seg.chunk, seg.step, seg.chunks);
+        let segs = &mut self.segs;
+        *self.index.entry(key).or_insert_with(|| {
+            segs.push(SegShare::new(seg, None, n));
+            segs.len() - 1
+        })
+    }
+
+    /// An even mixture of interned segments.
+    pub fn intern_mix(&mut self, parts: Vec<usize>, n: usize) -> usize {
+        let segs = &mut self.segs;
+        *self.mixes.entry(parts.clone()).or_insert_with(|| {
+            segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts), n));
+            segs.len() - 1
+        })
+    }
+
+    /// May segment `i` be charged by its shares now? Recounts it if memory changed since the
+    /// last count (at most once per epoch, with back-off while it has slow pages).
+    pub fn ready(&mut self, i: usize, home: &[u8], generation: u64, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
+        if self.segs[i].generation == generation {
+            return self.segs[i].settled;
+        }
+        if let Some(parts) = self.segs[i].parts.take() {
+            let mut settled = true;
+            for &p in &parts {
+                settled &= self.ready(p, home, generation, shift, epoch_start, epoch_ns);
+            }
+            if settled {
+                let mut share = std::mem::take(&mut self.segs[i].share);
+                share.iter_mut().for_each(|x| *x = 0.0);
+                for &p in &parts {
+                    for (x, y) in share.iter_mut().zip(&self.segs[p].share) {
+                        *x += y / parts.len() as f64;
+                    }
+                }
+                self.segs[i].share = share;
+                self.segs[i].generation = generation;
+            }
+            let s = &mut self.segs[i];
+            s.settled = settled;
+            s.parts = Some(parts);
+            return settled;
+        }
+        let s = &mut self.segs[i];
+        if s.counted_at == epoch_start || epoch_start < s.retry_at {
+            return false;
+        }
+        s.settled = count_lines(&s.seg, home, shift, &mut s.share);
+        s.generation = generation;
+        s.counted_at = epoch_start;
+        if s.settled {
+            s.backoff_epochs = 0;
+        } else {
+            s.backoff_epochs = (s.backoff_epochs * 2).clamp(1, MAX_BACKOFF_EPOCHS);
+            s.retry_at = epoch_start + s.backoff_epochs as f64 * epoch_ns;
+        }
+        s.settled
+    }
+
+    pub fn share(&self, i: usize) -> &[f64] {
+        &self.segs[i].share
+    }
+
+    /// Every line of segment `i` is on one node (its share is exactly 1).
+    pub fn one_node(&self, i: usize) -> bool {
+        self.segs[i].share.contains(&1.0)
+    }
+}
+
+/// Share of `seg`'s lines on each node; false (shares unset) if a page is slow.
+fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64]) -> bool {
+    let mut lines_on = vec![0u64; share.len()];
+    for c in 0..seg.chunks {
+        let first = seg.start + c * seg.step;
+        let end = first + seg.chunk;
+        let mut line = first;
+        while line < end {
+            let page = line >> shift;
+            let page_end = ((page + 1) << shift).min(end);
+            let h = home[page as usize];
+            if h >= SLOW {
+                return false;
+            }
+            lines_on[h as usize] += page_end - line;
+            line = page_end;
+        }
+    }
+    let total = seg.lines().max(1) as f64;
+    for (s, &l) in share.iter_mut().zip(&lines_on) {
+        *s = l as f64 / total;
+    }
+    true
+}
+
+/// Split `total` into integer parts in proportion to `share`, each at most its `cap`,
+/// carrying the rounding in `resid` so that over many calls every part tracks its share
+/// within one unit. Deterministic: ties go to the lowest index.
+pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+    let mut sum = 0u64;
+    for j in 0..share.len() {
+        let x = resid[j] + total as f64 * share[j];
+        let c = (x.floor().max(0.0) as u64).min(cap[j]);
+        out[j] = c;
+        resid[j] = x - c as f64;
+        sum += c;
+    }
+    while sum < total {
+        // The part furthest behind its share that has room (a part with no share only if
+        // no other has room, which rounding of the shares can cause).
+        let pick = (0..share.len())
+            .filter(|&j| out[j] < cap[j])
+            .max_by(|&a, &b| {
+                let key = |j: usize| (share[j] > 0.0, resid[j]);
+                key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal).then(b.cmp(&a))
+            })
+            .expect("the caps hold the total");
+        out[pick] += 1;
+        resid[pick] -= 1.0;
+        sum += 1;
+    }
+    while sum > total {
+        let pick = (0..share.len())
+            .filter(|&j| out[j] > 0)
+            .min_by(|&a, &b| resid[a].partial_cmp(&resid[b]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)))
+            .expect("a part to take from");
+        out[pick] -= 1;
+        resid[pick] += 1.0;
+        sum -= 1;
+    }
+    // A cap can hold a part back for long; its debt is not carried further than two units.
+    resid.iter_mut().for_each(|r| *r = r.clamp(-2.0, 2.0));
+}
+
+/// The entry furthest behind its proportional target `floor((I+1)·refs/T)` after the next
+/// pick (`I` references issued so far of `T`); only entries with references left.
+pub(crate) fn most_behind(entries: &[Entry], total_refs: u64) -> usize {
+    let issued: u64 = entries.iter().map(|e| e.issued).sum();
+    let mut best = (i128::MIN, 0);
+    for (i, e) in entries.iter().enumerate() {
+        if e.remaining() == 0 {
+            continue;
+        }
+        let target = ((issued as u128 + 1) * e.refs as u128 / total_refs.max(1) as u128) as i128;
+        let behind = target - e.issued as i128;
+        if behind > best.0 {
+            best = (behind, i);
+        }
+    }
+    best.1
+}
+
+/// Scratch and rounding state of one thread's fast charging.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FastState {
+    /// Per entry and node: rounding carried for accesses, then for writes.
+    pub resid: Vec<f64>,
+    /// Per node: this block's accesses and writes of one entry.
+    counts: Vec<u64>,
+    writes: Vec<u64>,
+    write_share: Vec<f64>,
+    caps_max: Vec<u64>,
+    /// Node shares of the entry being charged.
+    share: Vec<f64>,
+}
+
+impl FastState {
+    pub fn reset(&mut self, entries: usize, n: usize) {
+        self.resid.clear();
+        self.resid.resize(entries * 2 * n, 0.0);
+        self.counts.resize(n, 0);
+        self.writes.resize(n, 0);
+        self.write_share.resize(n, 0.0);
+        self.share.resize(n, 0.0);
+        self.caps_max.clear();
+        self.caps_max.resize(n, u64::MAX);
+    }
+}
+
+/// Inputs of the fast charging loop that stay fixed for one call.
+pub(crate) struct FastStep<'s> {
+    pub kinds: &'s [FastEntry],
+    /// Node shares, settled for every segment the entries need.
+    pub shares: &'s SegShares,
+    /// References of the step's main entries (the `T` of the proportional targets).
+    pub total_refs: u64,
+    pub lpp: u64,
+}
+
+impl Hot<'_> {
+    /// Charge up to `max` references of a step's main entries the fast way: proportional
+    /// blocks while they can be charged in bulk, stretches of single references (most-behind
+    /// pick) otherwise. Returns what `issue` returns.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_fast(
+        &self,
+        entries: &mut [Entry],
+        step: &FastStep,
+        fs: &mut FastState,
+        max: u64,
+        rng: &mut numalab_core::rng::StreamRng,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+    ) -> (u64, f64, Option<(u64, bool, numalab_workload::stream::AccessKind)>) {
+        let mut issued = 0;
+        while issued < max {
+            if let Some((k, c)) = self.block(entries, step, fs, max - issued, acc, wr, cost, clock) {
+                if k > 0 {
+                    issued += k;
+                    clock = c;
+                    if clock >= self.end {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            let refs = (max - issued).min(EXACT_STRETCH);
+            let total = step.total_refs;
+            let (k, c, slow) = self.issue::<false>(entries, |es| most_behind(es, total), refs, rng, acc, wr, cost, clock);
+            issued += k;
+            clock = c;
+            if slow.is_some() || clock >= self.end {
+                return (issued, clock, slow);
+            }
+        }
+        (issued, clock, None)
+    }
+
+    /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the
+    /// largest `P` that keeps each walk on its current page, stays within `max` and ends at
+    /// most one reference past the epoch end. `None` if a walk or fixed entry is on a slow page.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        entries: &mut [Entry],
+        step: &FastStep,
+        fs: &mut FastState,
+        max: u64,
+        acc: &mut [u64],
+        wr: &mut [u64],
+        cost: &[f64],
+        mut clock: f64,
+    ) -> Option<(u64, f64)> {
+        let n = self.n;
+        let total = step.total_refs.max(1) as u128;
+        let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
+        let mut p_hi = total;
+        let mut mean_ns = 0.0;
+        for (i, e) in entries.iter().enumerate() {
+            let w = e.refs as u128;
+            if e.remaining() == 0 || w == 0 {
+                continue;
+            }
+            let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
+            let home_node = match (step.kinds[i].kind, &e.cursor) {
+                (FastKind::Walk, _) => {
+                    let (line, run) = e.peek_run_any(step.lpp, e.remaining())?;
+                    p_hi = p_hi.min(((e.issued as u128 + run as u128 + 1) * total - 1) / w);
+                    Some(line)
+                }
+                (FastKind::Fixed, Cursor::Fixed { line }) => Some(*line),
+                (FastKind::Fixed, _) => return None,
+                (FastKind::Strided(s), _) if !step.shares.one_node(s) => return None,
+                (FastKind::Random(_) | FastKind::Strided(_), _) => None,
+            };
+            let home_node = match home_node {
+                Some(line) => {
+                    let h = self.home[(line >> self.shift) as usize];
+                    if h >= SLOW {
+                        return None;
+                    }
+                    Some(h as usize)
+                }
+                None => None,
+            };
+            let shares = fs.shares_of(&step.kinds[i], home_node, step.shares);
+            let ns: f64 = shares.iter().zip(row).map(|(f, c)| f * c).sum();
+            mean_ns += w as f64 / total as f64 * ns;
+        }
+        let room = ((self.end - clock) / mean_ns.max(1e-9)).ceil().clamp(1.0, 1e18) as u128;
+        let p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
+        let mut left = max;
+        let mut charged = 0;
+        for (i, e) in entries.iter_mut().enumerate() {
+            let target = (p * e.refs as u128 / total) as u64;
+            let k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
+            if k == 0 {
+                continue;
+            }
+            left -= k;
+            charged += k;
+            let kb = kind_index(e.kind) * n;
+            let fe = step.kinds[i];
+            let home_node = match (fe.kind, &e.cursor) {
+                (FastKind::Fixed, Cursor::Fixed { line }) => Some(self.home[(*line >> self.shift) as usize] as usize),
+                (FastKind::Walk, _) => {
+                    let line = e.peek_run_any(step.lpp, k).expect("a walk").0;
+                    Some(self.home[(line >> self.shift) as usize] as usize)
+                }
+                _ => None,
+            };
+            let writes = e.take_run(k);
+            match (home_node, fe.escape) {
+                (Some(j), None) => {
+                    acc[j] += k;
+                    wr[j] += writes;
+                    clock += k as f64 * cost[kb + j];
+                }
+                _ => {
+                    // Spread over nodes by expected shares, rounding carried per entry.
+                    let shares = fs.shares_of(&fe, home_node, step.shares).to_vec();
+                    let (ra, rw) = fs.resid[i * 2 * n..(i + 1) * 2 * n].split_at_mut(n);
+                    apportion(k, &shares, &fs.caps_max, ra, &mut fs.counts);
+                    let inv = 1.0 / k as f64;
+                    for (ws, &c) in fs.write_share.iter_mut().zip(&fs.counts) {
+                        *ws = c as f64 * inv;
+                    }
+                    apportion(writes, &fs.write_share, &fs.counts, rw, &mut fs.writes);
+                    for j in 0..n {
+                        acc[j] += fs.counts[j];
+                        wr[j] += fs.writes[j];
+                        clock += fs.counts[j] as f64 * cost[kb + j];
+                    }
+                }
+            }
+        }
+        Some((charged, clock))
+    }
+}
+
+impl FastState {
+    /// Where an entry's next references go, as node shares: its page's node (walk, fixed) or
+    /// its segment's shares (random), mixed with the escape shares at the escape probability.
+    fn shares_of(&mut self, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> &[f64] {
+        let out = &mut self.share;
+        match (home_node, fe.kind) {
+            (Some(j), _) => {
+                out.iter_mut().for_each(|x| *x = 0.0);
+                out[j] = 1.0;
+            }
+            (None, FastKind::Random(s) | FastKind::Strided(s)) => out.copy_from_slice(shares.share(s)),
+            (None, _) => unreachable!("walk and fixed entries have a home node"),
+        }
+        if let Some((mix, q)) = fe.escape {
+            for (x, y) in out.iter_mut().zip(shares.share(mix)) {
+                *x = (1.0 - q) * *x + q * y;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apportion_conserves_and_tracks_shares() {
+        let share = [0.5, 0.25, 0.25, 0.0];
+        let mut resid = [0.0; 4];
+        let mut out = [0u64; 4];
+        let mut sums = [0u64; 4];
+        for k in [1u64, 3, 7, 1, 1, 100, 2, 5] {
+            apportion(k, &share, &[u64::MAX; 4], &mut resid, &mut out);
+            assert_eq!(out.iter().sum::<u64>(), k, "every reference goes somewhere");
+            assert_eq!(out[3], 0, "a node with no share gets nothing");
+            for j in 0..4 {
+                sums[j] += out[j];
+            }
+        }
+        let total: u64 = sums.iter().sum();
+        for j in 0..4 {
+            assert!((sums[j] as f64 - share[j] * total as f64).abs() <= 1.0, "node {j}: {sums:?} of {total}");
+        }
+    }
+
+    #[test]
+    fn apportion_respects_caps() {
+        let mut resid = [0.9, 0.0];
+        let mut out = [0u64; 2];
+        apportion(2, &[0.5, 0.5], &[0, 5], &mut resid, &mut out);
+        assert_eq!(out, [0, 2]);
+    }
+
+    #[test]
+    fn most_behind_follows_the_proportions() {
+        use numalab_workload::stream::AccessKind;
+        let mk = |refs| Entry::new(Cursor::Fixed { line: 0 }, refs, 0.0, AccessKind::Stream, None);
+        let mut es = vec![mk(6), mk(3), mk(1)];
+        let mut picks = [0u64; 3];
+        for _ in 0..10 {
+            let i = most_behind(&es, 10);
+            es[i].issued += 1;
+            picks[i] += 1;
+        }
+        assert_eq!(picks, [6, 3, 1]);
+    }
+
+    #[test]
+    fn shares_count_lines_and_refuse_slow_pages() {
+        // Pages of 4 lines; the segment covers lines 2..14: pages 0 (2 lines), 1, 2 (4 each),
+        // 3 (2 lines).
+        let home = [0u8, 1, 1, 0];
+        let mut share = [0.0; 2];
+        assert!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share));
+        assert_eq!(share, [4.0 / 12.0, 8.0 / 12.0]);
+        let home = [0u8, 1, crate::memory::UNPLACED, 0];
+        assert!(!count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share));
+    }
+}
