@@ -396,7 +396,7 @@ impl World<'_> {
                 let random = kinds.iter().any(|k| matches!(k.kind, FastKind::Random(_) | FastKind::Strided(_)) || k.escape.is_some());
                 th.fast_ok = random || (kinds.len() > 1 && !th.cycles);
                 th.fast_kinds = kinds;
-                th.fast.reset(th.fast_kinds.len(), n);
+                th.fast.reset(n);
             }
         }
     }

@@ -278,27 +278,81 @@ pub(crate) fn most_behind(entries: &[Entry], total_refs: u64) -> usize {
 /// Scratch and rounding state of one thread's fast charging.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FastState {
-    /// Per entry and node: rounding carried for accesses, then for writes.
-    pub resid: Vec<f64>,
-    /// Per node: this block's accesses and writes of one entry.
+    /// Per node: expected accesses and writes charged by share since the last flush.
+    pending_acc: Vec<f64>,
+    pending_wr: Vec<f64>,
+    /// References and writes behind `pending_*` (integers: what the flush must hand out).
+    pending_refs: u64,
+    pending_writes: u64,
+    /// Per node: rounding carried from one flush to the next, for accesses then writes.
+    resid: Vec<f64>,
+    /// Per node scratch of a flush.
     counts: Vec<u64>,
     writes: Vec<u64>,
-    write_share: Vec<f64>,
-    caps_max: Vec<u64>,
-    /// Node shares of the entry being charged.
     share: Vec<f64>,
+    caps_max: Vec<u64>,
+    /// Per entry of the block being charged: its page's node (walks, fixed) and ns per
+    /// reference.
+    home_node: Vec<Option<usize>>,
+    entry_ns: Vec<f64>,
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 impl FastState {
-    pub fn reset(&mut self, entries: usize, n: usize) {
+    /// `k` references with `writes` writes among them, spread by `share`.
+    fn add_pending(&mut self, k: u64, writes: u64, share: &[f64]) {
+        for ((pa, pw), &f) in self.pending_acc.iter_mut().zip(self.pending_wr.iter_mut()).zip(share) {
+            *pa += k as f64 * f;
+            *pw += writes as f64 * f;
+        }
+        self.pending_refs += k;
+        self.pending_writes += writes;
+    }
+
+    pub fn reset(&mut self, n: usize) {
+        self.pending_acc.clear();
+        self.pending_acc.resize(n, 0.0);
+        self.pending_wr.clear();
+        self.pending_wr.resize(n, 0.0);
+        (self.pending_refs, self.pending_writes) = (0, 0);
         self.resid.clear();
-        self.resid.resize(entries * 2 * n, 0.0);
+        self.resid.resize(2 * n, 0.0);
         self.counts.resize(n, 0);
         self.writes.resize(n, 0);
-        self.write_share.resize(n, 0.0);
         self.share.resize(n, 0.0);
         self.caps_max.clear();
         self.caps_max.resize(n, u64::MAX);
+    }
+
+    /// Turn the expected counts charged since the last flush into integer accesses and
+    /// writes per node (every reference exactly once, writes within accesses), carrying the
+    /// rounding to the next flush.
+    fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+        if self.pending_refs == 0 {
+            return;
+        }
+        let n = self.counts.len();
+        let (ra, rw) = self.resid.split_at_mut(n);
+        let inv = 1.0 / self.pending_refs as f64;
+        self.share.iter_mut().zip(&self.pending_acc).for_each(|(s, p)| *s = p * inv);
+        apportion(self.pending_refs, &self.share, &self.caps_max, ra, &mut self.counts);
+        if self.pending_writes > 0 {
+            let inv = 1.0 / self.pending_writes as f64;
+            self.share.iter_mut().zip(&self.pending_wr).for_each(|(s, p)| *s = p * inv);
+            apportion(self.pending_writes, &self.share, &self.counts, rw, &mut self.writes);
+        } else {
+            self.writes.iter_mut().for_each(|w| *w = 0);
+        }
+        for j in 0..n {
+            acc[j] += self.counts[j];
+            wr[j] += self.writes[j];
+        }
+        self.pending_acc.iter_mut().for_each(|x| *x = 0.0);
+        self.pending_wr.iter_mut().for_each(|x| *x = 0.0);
+        (self.pending_refs, self.pending_writes) = (0, 0);
     }
 }
 
@@ -347,9 +401,11 @@ impl Hot<'_> {
             issued += k;
             clock = c;
             if slow.is_some() || clock >= self.end {
+                fs.flush(acc, wr);
                 return (issued, clock, slow);
             }
         }
+        fs.flush(acc, wr);
         (issued, clock, None)
     }
 
@@ -373,13 +429,13 @@ impl Hot<'_> {
         let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
         let mut p_hi = total;
         let mut mean_ns = 0.0;
+        fs.home_node.clear();
+        fs.entry_ns.clear();
         for (i, e) in entries.iter().enumerate() {
             let w = e.refs as u128;
-            if e.remaining() == 0 || w == 0 {
-                continue;
-            }
-            let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
-            let home_node = match (step.kinds[i].kind, &e.cursor) {
+            let fe = &step.kinds[i];
+            let line = match (fe.kind, &e.cursor) {
+                _ if e.remaining() == 0 || w == 0 => None,
                 (FastKind::Walk, _) => {
                     let (line, run) = e.peek_run_any(step.lpp, e.remaining())?;
                     p_hi = p_hi.min(((e.issued as u128 + run as u128 + 1) * total - 1) / w);
@@ -390,7 +446,7 @@ impl Hot<'_> {
                 (FastKind::Strided(s), _) if !step.shares.one_node(s) => return None,
                 (FastKind::Random(_) | FastKind::Strided(_), _) => None,
             };
-            let home_node = match home_node {
+            let home_node = match line {
                 Some(line) => {
                     let h = self.home[(line >> self.shift) as usize];
                     if h >= SLOW {
@@ -400,8 +456,15 @@ impl Hot<'_> {
                 }
                 None => None,
             };
-            let shares = fs.shares_of(&step.kinds[i], home_node, step.shares);
-            let ns: f64 = shares.iter().zip(row).map(|(f, c)| f * c).sum();
+            let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
+            let ns = match (home_node, fe.kind, fe.escape) {
+                _ if e.remaining() == 0 || w == 0 => 0.0,
+                (Some(j), _, None) => row[j],
+                (None, FastKind::Random(s) | FastKind::Strided(s), None) => dot(step.shares.share(s), row),
+                _ => dot(fs.shares_of(fe, home_node, step.shares), row),
+            };
+            fs.home_node.push(home_node);
+            fs.entry_ns.push(ns);
             mean_ns += w as f64 / total as f64 * ns;
         }
         let room = ((self.end - clock) / mean_ns.max(1e-9)).ceil().clamp(1.0, 1e18) as u128;
@@ -416,38 +479,24 @@ impl Hot<'_> {
             }
             left -= k;
             charged += k;
-            let kb = kind_index(e.kind) * n;
             let fe = step.kinds[i];
-            let home_node = match (fe.kind, &e.cursor) {
-                (FastKind::Fixed, Cursor::Fixed { line }) => Some(self.home[(*line >> self.shift) as usize] as usize),
-                (FastKind::Walk, _) => {
-                    let line = e.peek_run_any(step.lpp, k).expect("a walk").0;
-                    Some(self.home[(line >> self.shift) as usize] as usize)
-                }
-                _ => None,
-            };
+            let home_node = fs.home_node[i];
             let writes = e.take_run(k);
-            match (home_node, fe.escape) {
-                (Some(j), None) => {
+            clock += k as f64 * fs.entry_ns[i];
+            match (home_node, fe.kind, fe.escape) {
+                (Some(j), _, None) => {
                     acc[j] += k;
                     wr[j] += writes;
-                    clock += k as f64 * cost[kb + j];
+                }
+                // Spread over nodes by expected shares; made integer at the flush.
+                (None, FastKind::Random(s) | FastKind::Strided(s), None) => {
+                    fs.add_pending(k, writes, step.shares.share(s));
                 }
                 _ => {
-                    // Spread over nodes by expected shares, rounding carried per entry.
-                    let shares = fs.shares_of(&fe, home_node, step.shares).to_vec();
-                    let (ra, rw) = fs.resid[i * 2 * n..(i + 1) * 2 * n].split_at_mut(n);
-                    apportion(k, &shares, &fs.caps_max, ra, &mut fs.counts);
-                    let inv = 1.0 / k as f64;
-                    for (ws, &c) in fs.write_share.iter_mut().zip(&fs.counts) {
-                        *ws = c as f64 * inv;
-                    }
-                    apportion(writes, &fs.write_share, &fs.counts, rw, &mut fs.writes);
-                    for j in 0..n {
-                        acc[j] += fs.counts[j];
-                        wr[j] += fs.writes[j];
-                        clock += fs.counts[j] as f64 * cost[kb + j];
-                    }
+                    fs.shares_of(&fe, home_node, step.shares);
+                    let share = std::mem::take(&mut fs.share);
+                    fs.add_pending(k, writes, &share);
+                    fs.share = share;
                 }
             }
         }

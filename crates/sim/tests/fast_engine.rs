@@ -25,60 +25,81 @@ fn scenario(machine: &str, workload: &str, threads: u32, scale: f64, policy: &st
     }
 }
 
-/// The exact engine at two seeds and the fast one at the first: the two engines draw
-/// different random streams, so a count may differ between them by what it differs between
-/// two seeds of the exact engine.
-fn runs(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str) -> (RunMetrics, RunMetrics, RunMetrics) {
-    let exact = scenario(machine, workload, threads, scale, policy, EngineKind::Exact);
-    let fast = run_one(&scenario(machine, workload, threads, scale, policy, EngineKind::Fast), 7).unwrap();
-    (run_one(&exact, 7).unwrap(), run_one(&exact, 8).unwrap(), fast)
-}
-
 fn within(what: &str, exact: f64, fast: f64, rel: f64, abs: f64) {
     let diff = (exact - fast).abs();
     assert!(diff <= rel * exact.abs() || diff <= abs, "{what}: exact {exact}, fast {fast} (allowed {rel} relative or {abs} absolute)");
 }
 
-fn check(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str) {
-    let (e, e2, f) = runs(machine, workload, threads, scale, policy);
-    let spread = |a: u64, b: u64| 2.0 * (a as f64 - b as f64).abs() + 20.0;
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Mean and standard error of the mean.
+fn mean_se(xs: &[f64]) -> (f64, f64) {
+    let m = mean(xs);
+    let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() as f64 - 1.0).max(1.0);
+    (m, (var / xs.len() as f64).sqrt())
+}
+
+/// Run both engines at `seeds` and compare. The engines draw different random streams (the
+/// fast one draws no line for a reference it charges by expectation), so a seed's run under
+/// one is not its run under the other. Under a static policy nothing discrete hinges on
+/// single draws (no noise here), so run time and local ratio must agree seed by seed; under
+/// a dynamic one, which thread faults on which page first is such a draw, so run time, local
+/// ratio and the counts of hint faults and page migrations are compared in the mean: within
+/// 2 %, 0.01, 5 % and 5 % respectively, or three standard errors of the exact engine's mean.
+fn check(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str, seeds: &[u64]) {
     let what = |m: &str| format!("{workload} on {machine} under {policy}: {m}");
-    assert_eq!(e.accesses, f.accesses, "{}", what("every reference is charged once"));
-    for (row_a, row_w) in f.access_matrix.iter().zip(&f.write_matrix) {
-        for (a, w) in row_a.iter().zip(row_w) {
-            assert!(w <= a, "{}", what("a write is an access"));
+    let exact_s = scenario(machine, workload, threads, scale, policy, EngineKind::Exact);
+    let fast_s = scenario(machine, workload, threads, scale, policy, EngineKind::Fast);
+    let (mut exact, mut fast) = (Vec::new(), Vec::new());
+    for &seed in seeds {
+        let (e, f) = (run_one(&exact_s, seed).unwrap(), run_one(&fast_s, seed).unwrap());
+        assert_eq!(e.accesses, f.accesses, "{}", what("every reference is charged once"));
+        for (row_a, row_w) in f.access_matrix.iter().zip(&f.write_matrix) {
+            for (a, w) in row_a.iter().zip(row_w) {
+                assert!(w <= a, "{}", what("a write is an access"));
+            }
         }
+        if seeds.len() == 1 {
+            within(&what("run time"), e.exec_time_s, f.exec_time_s, 0.02, 0.0);
+            within(&what("local ratio"), e.local_access_ratio.unwrap(), f.local_access_ratio.unwrap(), 0.0, 0.01);
+        }
+        assert_eq!(f.pages_per_node.iter().sum::<u64>(), f.placed_pages, "{}", what("pages conserved"));
+        exact.push(e);
+        fast.push(f);
     }
-    within(&what("run time"), e.exec_time_s, f.exec_time_s, 0.02, 0.0);
-    within(&what("local ratio"), e.local_access_ratio.unwrap(), f.local_access_ratio.unwrap(), 0.0, 0.01);
-    within(&what("hint faults"), e.hint_faults as f64, f.hint_faults as f64, 0.05, spread(e.hint_faults, e2.hint_faults));
-    within(
-        &what("page migrations"),
-        e.page_migrations as f64,
-        f.page_migrations as f64,
-        0.05,
-        spread(e.page_migrations, e2.page_migrations),
-    );
-    assert_eq!(f.pages_per_node.iter().sum::<u64>(), f.placed_pages, "{}", what("pages conserved"));
+    type Metric = fn(&RunMetrics) -> f64;
+    let metrics: [(&str, Metric, f64, f64); 4] = [
+        ("mean run time", |r| r.exec_time_s, 0.02, 0.0),
+        ("mean local ratio", |r| r.local_access_ratio.unwrap(), 0.0, 0.01),
+        ("mean hint faults", |r| r.hint_faults as f64, 0.05, 0.0),
+        ("mean page migrations", |r| r.page_migrations as f64, 0.05, 0.0),
+    ];
+    for (name, metric, rel, abs) in metrics {
+        let e: Vec<f64> = exact.iter().map(metric).collect();
+        let f: Vec<f64> = fast.iter().map(metric).collect();
+        let (m, se) = mean_se(&e);
+        within(&what(name), m, mean(&f), rel, abs.max(3.0 * se));
+    }
 }
 
 #[test]
 fn random_and_gather_entries_match_the_exact_engine() {
-    check("server-a-4n", "is-like", 16, 0.01, "first-touch");
-    check("server-a-4n", "ua-like", 16, 0.02, "first-touch");
+    check("server-a-4n", "is-like", 16, 0.01, "first-touch", &[7]);
+    check("server-a-4n", "ua-like", 16, 0.02, "first-touch", &[7]);
 }
 
 #[test]
 fn owner_escapes_and_strided_sweeps_match_the_exact_engine() {
-    check("server-a-4n", "cg-like", 16, 0.01, "first-touch");
-    check("amd48", "bt-like", 16, 0.01, "first-touch");
-    check("server-b-8n", "ft-like", 16, 0.01, "round-4k");
+    check("server-a-4n", "cg-like", 16, 0.01, "first-touch", &[7]);
+    check("amd48", "bt-like", 16, 0.01, "first-touch", &[7]);
+    check("server-b-8n", "ft-like", 16, 0.01, "round-4k", &[7]);
 }
 
 #[test]
 fn dynamic_policies_match_the_exact_engine() {
-    check("server-a-4n", "cg-like", 16, 0.01, "autonuma");
-    check("xeon-e5-2690-2s", "is-like", 16, 0.01, "autonuma");
+    check("server-a-4n", "cg-like", 16, 0.01, "autonuma", &[7, 8, 9]);
 }
 
 #[test]
