@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 /// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
 /// before the block is tried again.
 const EXACT_STRETCH: u64 = 64;
+/// Most pages one walk run of a block extends over (see `same_node_run`).
+const MAX_RUN_PAGES: u64 = 32;
 /// Longest wait, in epochs, before the shares of a segment that had slow pages are recounted.
 const MAX_BACKOFF_EPOCHS: u32 = 64;
 
@@ -409,6 +411,27 @@ impl Hot<'_> {
         (issued, clock, None)
     }
 
+    /// A walk's next line and how many references from it stay on pages of one node (the
+    /// first page's, placed and not slow) inside one chunk, at most `max`: the first page's
+    /// run, extended page by page while the next page has the same byte. Every reference of
+    /// such a run costs the same and goes to the same node, so it is charged as one.
+    fn same_node_run(&self, e: &Entry, lpp: u64, max: u64) -> Option<(u64, u64)> {
+        let (line, mut run) = e.peek_run_any(lpp, max)?;
+        let (_, in_chunk) = e.peek_run_any(1 << 62, max)?;
+        let mut page = line >> self.shift;
+        let h = self.home[page as usize];
+        if h < SLOW {
+            // An epoch holds a few thousand references per thread: looking further ahead
+            // than `MAX_RUN_PAGES` pages would be scanned again by the next block for nothing.
+            let last_page = page + MAX_RUN_PAGES;
+            while run < in_chunk && page < last_page && self.home[(page + 1) as usize] == h {
+                page += 1;
+                run = (run + lpp).min(in_chunk);
+            }
+        }
+        Some((line, run))
+    }
+
     /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the
     /// largest `P` that keeps each walk on its current page, stays within `max` and ends at
     /// most one reference past the epoch end. `None` if a walk or fixed entry is on a slow page.
@@ -437,7 +460,7 @@ impl Hot<'_> {
             let line = match (fe.kind, &e.cursor) {
                 _ if e.remaining() == 0 || w == 0 => None,
                 (FastKind::Walk, _) => {
-                    let (line, run) = e.peek_run_any(step.lpp, e.remaining())?;
+                    let (line, run) = self.same_node_run(e, step.lpp, e.remaining())?;
                     p_hi = p_hi.min(((e.issued as u128 + run as u128 + 1) * total - 1) / w);
                     Some(line)
                 }
