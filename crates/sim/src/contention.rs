@@ -60,6 +60,10 @@ pub struct Contention {
     lat_t: Vec<f64>,
     /// Per thread: throughput, accesses per ns.
     x_t: Vec<f64>,
+    /// Per thread scratch of a solve: pure delay per access and population (misses in
+    /// flight), kept to avoid allocating at every epoch.
+    z: Vec<f64>,
+    pop: Vec<f64>,
 }
 
 impl Contention {
@@ -99,6 +103,8 @@ impl Contention {
             d_t: vec![0.0; threads * k],
             lat_t,
             x_t: vec![0.0; threads],
+            z: Vec::with_capacity(threads),
+            pop: Vec::with_capacity(threads),
         }
     }
 
@@ -135,8 +141,11 @@ impl Contention {
     pub fn solve(&mut self, demands: &[Demand], max_iterations: u32, tolerance: f64) -> u32 {
         let (n, k) = (self.n, self.k);
         // Service demand per access at every station, and the pure delay per access.
-        let mut z = vec![0.0; demands.len()];
-        let mut pop = vec![0.0; demands.len()];
+        let (mut z, mut pop) = (std::mem::take(&mut self.z), std::mem::take(&mut self.pop));
+        z.clear();
+        z.resize(demands.len(), 0.0);
+        pop.clear();
+        pop.resize(demands.len(), 0.0);
         for (t, d) in demands.iter().enumerate() {
             let dt = &mut self.d_t[t * k..(t + 1) * k];
             dt.iter_mut().for_each(|x| *x = 0.0);
@@ -230,6 +239,7 @@ impl Contention {
                 self.lat_t[t * n + j] = self.l0[i * n + j] + w;
             }
         }
+        (self.z, self.pop) = (z, pop);
         used
     }
 }

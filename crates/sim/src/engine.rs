@@ -844,6 +844,7 @@ impl World<'_> {
         for t in 0..self.threads.len() {
             let i = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
             let th = &mut self.threads[t];
+            th.fast.flush(&mut th.acc, &mut th.wr);
             let total: u64 = th.acc.iter().sum();
             if total == 0 {
                 continue;

@@ -232,19 +232,29 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
         resid[j] = x - c as f64;
         sum += c;
     }
-    while sum < total {
-        // The part furthest behind its share that has room (a part with no share only if
-        // no other has room, which rounding of the shares can cause).
-        let pick = (0..share.len())
-            .filter(|&j| out[j] < cap[j])
-            .max_by(|&a, &b| {
-                let key = |j: usize| (share[j] > 0.0, resid[j]);
-                key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal).then(b.cmp(&a))
-            })
-            .expect("the caps hold the total");
-        out[pick] += 1;
-        resid[pick] -= 1.0;
-        sum += 1;
+    if sum < total {
+        // The parts furthest behind their shares that have room get one more each, those
+        // with a share first (a part with no share only if no other has room, which
+        // rounding of the shares can cause); ties to the lowest index.
+        let mut order: [usize; crate::memory::MAX_NODES] = [0; crate::memory::MAX_NODES];
+        let order = &mut order[..share.len()];
+        order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
+        let key = |j: usize| (share[j] > 0.0, resid[j]);
+        order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+        while sum < total {
+            let before = sum;
+            for &j in order.iter() {
+                if sum == total {
+                    break;
+                }
+                if out[j] < cap[j] {
+                    out[j] += 1;
+                    resid[j] -= 1.0;
+                    sum += 1;
+                }
+            }
+            assert!(sum > before, "the caps hold the total");
+        }
     }
     while sum > total {
         let pick = (0..share.len())
@@ -314,25 +324,26 @@ impl FastState {
         self.pending_writes += writes;
     }
 
+    /// Size the state for `n` nodes. Pending counts and rounding carry over from step to
+    /// step: they are made integer once per epoch (`flush`, from `close_epoch`).
     pub fn reset(&mut self, n: usize) {
-        self.pending_acc.clear();
-        self.pending_acc.resize(n, 0.0);
-        self.pending_wr.clear();
-        self.pending_wr.resize(n, 0.0);
+        if self.counts.len() == n {
+            return;
+        }
+        self.pending_acc = vec![0.0; n];
+        self.pending_wr = vec![0.0; n];
         (self.pending_refs, self.pending_writes) = (0, 0);
-        self.resid.clear();
-        self.resid.resize(2 * n, 0.0);
-        self.counts.resize(n, 0);
-        self.writes.resize(n, 0);
-        self.share.resize(n, 0.0);
-        self.caps_max.clear();
-        self.caps_max.resize(n, u64::MAX);
+        self.resid = vec![0.0; 2 * n];
+        self.counts = vec![0; n];
+        self.writes = vec![0; n];
+        self.share = vec![0.0; n];
+        self.caps_max = vec![u64::MAX; n];
     }
 
     /// Turn the expected counts charged since the last flush into integer accesses and
     /// writes per node (every reference exactly once, writes within accesses), carrying the
     /// rounding to the next flush.
-    fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+    pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
         if self.pending_refs == 0 {
             return;
         }
@@ -403,11 +414,9 @@ impl Hot<'_> {
             issued += k;
             clock = c;
             if slow.is_some() || clock >= self.end {
-                fs.flush(acc, wr);
                 return (issued, clock, slow);
             }
         }
-        fs.flush(acc, wr);
         (issued, clock, None)
     }
 
