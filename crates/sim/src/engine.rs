@@ -695,7 +695,7 @@ impl World<'_> {
                 for s in th.fast_kinds.iter().flat_map(|k| k.needs()) {
                     ready = ready && self.shares.ready(s, self.mem.home(), generation, shift, self.now, epoch_ns);
                 }
-                ready && th.fast_kinds.iter().all(|k| !matches!(k.kind, FastKind::Strided(s) if !self.shares.one_node(s)))
+                ready
             };
             if in_main && th.fast_ok && !fast_now && th.swrr_stale {
                 th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.remaining()));

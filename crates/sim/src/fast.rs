@@ -31,10 +31,11 @@ pub(crate) enum FastKind {
     Fixed,
     /// A uniformly random line of a segment: index into [`SegShares`].
     Random(usize),
-    /// A fixed stride through a segment. Charged in bulk only while the whole segment lies on
-    /// one node: a stride longer than the segment walks it line by line from the thread's
-    /// starting point, so over a block its accesses follow the page order, not the
-    /// segment's overall shares.
+    /// A fixed stride through a segment. On a segment that lies on one node every reference
+    /// goes there; otherwise each reference of a block is counted on its own page's node
+    /// (a stride draws nothing, so the count is exact, only cheaper than one pick at a time).
+    /// The segment's overall shares would be wrong over a block: a stride longer than the
+    /// segment walks it line by line from the thread's starting point.
     Strided(usize),
 }
 
@@ -475,7 +476,6 @@ impl Hot<'_> {
                 }
                 (FastKind::Fixed, Cursor::Fixed { line }) => Some(*line),
                 (FastKind::Fixed, _) => return None,
-                (FastKind::Strided(s), _) if !step.shares.one_node(s) => return None,
                 (FastKind::Random(_) | FastKind::Strided(_), _) => None,
             };
             let home_node = match line {
@@ -513,6 +513,27 @@ impl Hot<'_> {
             charged += k;
             let fe = step.kinds[i];
             let home_node = fs.home_node[i];
+            if let (FastKind::Strided(s), None) = (fe.kind, fe.escape) {
+                if !step.shares.one_node(s) {
+                    // A stride over pages of several nodes: each reference counted on its
+                    // own page's node (no draw is involved, so this is the exact count).
+                    let (home, shift) = (self.home, self.shift);
+                    let (counts, writes) = (&mut fs.counts, &mut fs.writes);
+                    counts.iter_mut().for_each(|c| *c = 0);
+                    writes.iter_mut().for_each(|w| *w = 0);
+                    e.take_strided(k, |line, write| {
+                        let j = home[(line >> shift) as usize] as usize;
+                        counts[j] += 1;
+                        writes[j] += u64::from(write);
+                    });
+                    for j in 0..n {
+                        acc[j] += counts[j];
+                        wr[j] += writes[j];
+                        clock += counts[j] as f64 * cost[kind_index(e.kind) * n + j];
+                    }
+                    continue;
+                }
+            }
             let writes = e.take_run(k);
             clock += k as f64 * fs.entry_ns[i];
             match (home_node, fe.kind, fe.escape) {

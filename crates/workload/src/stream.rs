@@ -278,6 +278,30 @@ impl Entry {
         writes as u64
     }
 
+    /// For a strided cursor without escapes: issue the next `k` references, passing each
+    /// `(line, is_write)` to `visit`, exactly as `k` calls of `next` would produce them (a
+    /// stride draws nothing). Returns false, consuming nothing, for any other entry.
+    #[inline]
+    pub fn take_strided(&mut self, k: u64, mut visit: impl FnMut(u64, bool)) -> bool {
+        if self.escape.is_some() {
+            return false;
+        }
+        let first = self.issued;
+        let w = self.write_fp;
+        let Cursor::Strided { seg, pos, start, stride } = &mut self.cursor else { return false };
+        let lines = seg.lines();
+        for i in first..first + k {
+            visit(seg.line_at(*pos), ((i.wrapping_mul(w) & 0xFFFF_FFFF) + w) >> 32 != 0);
+            *pos += *stride;
+            if *pos >= lines {
+                *start = (*start + 1) % (*stride).min(lines).max(1);
+                *pos = *start;
+            }
+        }
+        self.issued += k;
+        true
+    }
+
     /// See [`Cursor::shift_lines`]; escapes move too.
     pub fn shift_lines(&mut self, delta: u64) {
         self.cursor.shift_lines(delta);
@@ -369,6 +393,24 @@ impl Swrr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn take_strided_issues_what_next_would() {
+        let seg = Seg { start: 100, chunk: 7, step: 20, chunks: 5 };
+        let mk = || Entry::new(Cursor::Strided { seg, pos: 3, start: 3, stride: 4 }, 1000, 0.3, AccessKind::Stream, None);
+        let mut rng = numalab_core::rng::stream(1, "strided-test", 0);
+        for k in [0u64, 1, 9, 36, 999] {
+            let (mut a, mut b) = (mk(), mk());
+            let by_next: Vec<(u64, bool)> = (0..k).map(|_| a.next(&mut rng)).collect();
+            let mut by_take = Vec::new();
+            assert!(b.take_strided(k, |line, write| by_take.push((line, write))));
+            assert_eq!(by_take, by_next, "{k} references");
+            assert_eq!(a, b);
+        }
+        let mut walk = Entry::new(Cursor::Fixed { line: 5 }, 10, 0.0, AccessKind::Stream, None);
+        assert!(!walk.take_strided(3, |_, _| ()), "only strided cursors");
+        assert_eq!(walk.issued, 0);
+    }
+
     #[test]
     fn take_run_advances_a_strided_cursor_as_next_would() {
         let mk = || {
