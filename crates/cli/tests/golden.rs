@@ -44,37 +44,12 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A random access pattern (is-like's key scatter) and Poisson background noise: every
-/// per-thread generator stream and the scheduler's stream enter these bytes.
-#[test]
-fn a_static_run_with_random_accesses_and_noise() {
-    let out = stdout_of(&[
-        "sim",
-        "--machine",
-        "server-a-2n",
-        "--workload",
-        "is-like",
-        "--scale",
-        "0.05",
-        "--iterations",
-        "1",
-        "--policy",
-        "linux",
-        "--runs",
-        "2",
-        "--seed",
-        "7",
-        "--format",
-        "json",
-    ]);
-    check("sim-is-like-linux.json", &out);
-}
-
-/// The fast engine on the same run (docs/simulator.md, "The fast engine"): its proportional
-/// blocks and expected-count rounding are pinned as the exact engine's draws are above.
-#[test]
-fn the_fast_engine_on_random_accesses_and_noise() {
-    let out = stdout_of(&[
+/// is-like (its key scatter is a random access pattern) for two runs with Poisson background
+/// noise on `engine`: every per-thread generator stream and the scheduler's stream enter
+/// these bytes.
+fn is_like_run(engine: &str) -> String {
+    let engine = format!("sim.engine={engine}");
+    stdout_of(&[
         "sim",
         "--machine",
         "server-a-2n",
@@ -91,11 +66,22 @@ fn the_fast_engine_on_random_accesses_and_noise() {
         "--seed",
         "7",
         "--set",
-        "sim.engine=fast",
+        &engine,
         "--format",
         "json",
-    ]);
-    check("sim-is-like-linux-fast.json", &out);
+    ])
+}
+
+#[test]
+fn a_static_run_with_random_accesses_and_noise() {
+    check("sim-is-like-linux.json", &is_like_run("exact"));
+}
+
+/// The fast engine on the same run (docs/simulator.md, "The fast engine"): its proportional
+/// blocks and expected-count rounding are pinned as the exact engine's draws are above.
+#[test]
+fn the_fast_engine_on_random_accesses_and_noise() {
+    check("sim-is-like-linux-fast.json", &is_like_run("fast"));
 }
 
 /// Run `policy` on master-slave (one thread first-touches what all threads then read) with

@@ -64,6 +64,10 @@ pub struct Contention {
     /// flight), kept to avoid allocating at every epoch.
     z: Vec<f64>,
     pop: Vec<f64>,
+    /// Per thread: the stations it loads (service demand above zero), in station order. A
+    /// thread reaches few of them (its node's controller, the controllers it reads remotely
+    /// and the links on the way), so iterating only these is most of the solve's saving.
+    used_t: Vec<Vec<u32>>,
 }
 
 impl Contention {
@@ -105,6 +109,7 @@ impl Contention {
             x_t: vec![0.0; threads],
             z: Vec::with_capacity(threads),
             pop: Vec::with_capacity(threads),
+            used_t: vec![Vec::new(); threads],
         }
     }
 
@@ -151,6 +156,7 @@ impl Contention {
             dt.iter_mut().for_each(|x| *x = 0.0);
             if d.share <= 0.0 {
                 self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
+                self.used_t[t].clear();
                 continue;
             }
             let m = 1.0 / d.inv_mlp.max(1e-9);
@@ -176,6 +182,18 @@ impl Contention {
                 delay += f * (self.l0[i * n + j] - served).max(0.0);
             }
             z[t] = delay;
+            // A station the thread no longer loads holds none of its queue at the fixed point:
+            // start it there instead of letting the damped iteration halve it away.
+            let used = &mut self.used_t[t];
+            used.clear();
+            let qt = &mut self.q_t[t * k..(t + 1) * k];
+            for s in 0..k {
+                if dt[s] > 0.0 {
+                    used.push(s as u32);
+                } else {
+                    qt[s] = 0.0;
+                }
+            }
         }
         let mut used = 0;
         while used < max_iterations {
@@ -188,10 +206,9 @@ impl Contention {
                 }
                 let (dt, qt) = (&self.d_t[t * k..(t + 1) * k], &self.q_t[t * k..(t + 1) * k]);
                 let mut r_sum = 0.0;
-                for s in 0..k {
-                    if dt[s] > 0.0 {
-                        r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] / pop[t]).max(0.0));
-                    }
+                for &s in &self.used_t[t] {
+                    let s = s as usize;
+                    r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] / pop[t]).max(0.0));
                 }
                 let x = pop[t] / (z[t] + r_sum).max(1e-12);
                 change = change.max((x - self.x_t[t]).abs() / x);
@@ -199,19 +216,21 @@ impl Contention {
             }
             // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
             // overshoot together and oscillate.
+            // Stations a thread does not load keep a zero queue (set up above).
             for (t, &pop_t) in pop.iter().enumerate() {
                 let x = self.x_t[t];
-                for s in 0..k {
+                for &s in &self.used_t[t] {
+                    let s = s as usize;
                     let d = self.d_t[t * k + s];
                     let cur = self.q_t[t * k + s];
-                    let target = if d > 0.0 { x * d * (1.0 + (self.q[s] - cur / pop_t.max(1e-12)).max(0.0)) } else { 0.0 };
+                    let target = x * d * (1.0 + (self.q[s] - cur / pop_t.max(1e-12)).max(0.0));
                     self.q_t[t * k + s] = 0.5 * cur + 0.5 * target;
                 }
             }
             self.q.iter_mut().for_each(|x| *x = 0.0);
             for t in 0..demands.len() {
-                for s in 0..k {
-                    self.q[s] += self.q_t[t * k + s];
+                for &s in &self.used_t[t] {
+                    self.q[s as usize] += self.q_t[t * k + s as usize];
                 }
             }
             if change <= tolerance {
