@@ -10,7 +10,7 @@
 use crate::config::{EngineKind, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
-use crate::fast::{FastEntry, FastKind, FastState, FastStep, SegShares};
+use crate::fast::{FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
@@ -393,8 +393,9 @@ impl World<'_> {
             let n = self.n;
             let kinds: Option<Vec<FastEntry>> = th.work.entries.iter().map(|e| FastEntry::of(e, &mut self.shares, n)).collect();
             if let Some(kinds) = kinds {
-                let random = kinds.iter().any(|k| matches!(k.kind, FastKind::Random(_) | FastKind::Strided(_)) || k.escape.is_some());
-                th.fast_ok = random || (kinds.len() > 1 && !th.cycles);
+                // Walk-only steps too: a block's walk run spans up to 32 pages of one node,
+                // where the exact paths stop at every page.
+                th.fast_ok = !kinds.is_empty();
                 th.fast_kinds = kinds;
                 th.fast.reset(n);
             }

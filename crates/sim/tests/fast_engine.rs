@@ -98,6 +98,15 @@ fn owner_escapes_and_strided_sweeps_match_the_exact_engine() {
 }
 
 #[test]
+fn walk_only_steps_match_the_exact_engine() {
+    // A triad, stencils with neighbours, and lu-like's pipelined (p2p) stages, whose stage
+    // boundaries cap a block.
+    check("server-a-4n", "stream-like", 16, 0.01, "first-touch", &[7]);
+    check("server-a-4n", "mg-like", 16, 0.01, "first-touch", &[7]);
+    check("server-b-8n", "lu-like", 16, 0.01, "first-touch", &[7]);
+}
+
+#[test]
 fn dynamic_policies_match_the_exact_engine() {
     check("server-a-4n", "cg-like", 16, 0.01, "autonuma", &[7, 8, 9]);
 }
