@@ -410,7 +410,13 @@ pub fn table(doc: &StudyDoc) -> Table {
     let mut geo: BTreeMap<(String, String), (f64, u32)> = BTreeMap::new();
     for c in &doc.cells {
         let mut row = vec![c.machine.clone(), c.workload.clone(), c.policy.clone()];
-        row.extend(grid_keys.iter().map(|k| c.grid.get(k).map_or(String::new(), |v| v.to_string())));
+        // A string value as itself (`fast`), not as TOML (`"fast"`), which a CSV would quote again.
+        row.extend(grid_keys.iter().map(|k| {
+            c.grid.get(k).map_or(String::new(), |v| match v {
+                toml::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            })
+        }));
         let Some(s) = &c.summary else {
             row.push("0".into());
             row.extend(std::iter::repeat_n("n/a".to_string(), 18));

@@ -186,3 +186,28 @@ fn the_csv_table_relates_each_policy_to_the_first() {
     let err = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("server-a-2n / round-4k: geometric mean of vs_first (mean time / first-touch's) over 2 cells:"), "{err}");
 }
+
+#[test]
+fn a_grid_over_the_engine_writes_plain_values_to_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[study]
+name = "engines"
+machines = ["server-a-2n"]
+workloads = ["is-like"]
+policies = ["linux"]
+runs = 1
+scale = 0.001
+threads = 4
+[grid]
+"sim.engine" = ["exact", "fast"]
+"#;
+    let file = write_study(dir.path(), text);
+    let out = numalab().args(["study", file.to_str().unwrap(), "--format", "csv"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("machine,workload,policy,sim.engine,"), "{}", lines[0]);
+    assert!(lines[1].starts_with("server-a-2n,is-like,linux,exact,"), "{}", lines[1]);
+    assert!(lines[2].starts_with("server-a-2n,is-like,linux,fast,"), "{}", lines[2]);
+}
