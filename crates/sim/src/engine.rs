@@ -11,7 +11,7 @@ use crate::config::{EngineKind, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{FastEntry, FastState, FastStep, SegShares};
-use crate::hot::{kind_index, Hot};
+use crate::hot::{kind_index, Hot, Tally};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
 use crate::pingpong::PingPong;
@@ -677,16 +677,6 @@ impl World<'_> {
             let start_clock = th.clock;
             let lpp = self.p.lines_per_page;
             let hot = Hot { home: self.mem.home(), shift, n, end, gap_exp_ns: th.gap_exp_ns };
-            // Monomorphise the loop for the exponential-gap case so the common one pays nothing.
-            macro_rules! issue {
-                ($entries:expr, $pick:expr, $max:expr) => {
-                    if th.gap_exp_ns > 0.0 {
-                        hot.issue::<true>($entries, $pick, $max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
-                    } else {
-                        hot.issue::<false>($entries, $pick, $max, &mut th.rng, &mut th.acc, &mut th.wr, &th.cost, start_clock)
-                    }
-                };
-            }
             // The fast engine charges the step while the memory its entries range over is
             // settled; otherwise the exact paths run, with the round-robin restarted from the
             // references each entry has left (the fast blocks do not follow it).
@@ -702,39 +692,30 @@ impl World<'_> {
                 th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.remaining()));
                 th.swrr_stale = false;
             }
+            th.swrr_stale |= fast_now;
+            let gap_exp = th.gap_exp_ns > 0.0;
+            let mut tally = Tally { rng: &mut th.rng, acc: &mut th.acc, wr: &mut th.wr, cost: &th.cost };
+            // Monomorphise the loop for the exponential-gap case so the common one pays nothing.
+            macro_rules! issue {
+                ($entries:expr, $pick:expr, $max:expr) => {
+                    if gap_exp {
+                        hot.issue::<true>($entries, $pick, $max, &mut tally, start_clock)
+                    } else {
+                        hot.issue::<false>($entries, $pick, $max, &mut tally, start_clock)
+                    }
+                };
+            }
             let (issued, clock, slow) = if in_main {
                 let max = th.left.min(limit);
                 if fast_now {
-                    th.swrr_stale = true;
                     let step = FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp };
-                    hot.issue_fast(
-                        &mut th.work.entries,
-                        &step,
-                        &mut th.fast,
-                        max,
-                        &mut th.rng,
-                        &mut th.acc,
-                        &mut th.wr,
-                        &th.cost,
-                        start_clock,
-                    )
-                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && th.gap_exp_ns == 0.0 {
-                    hot.issue_runs(&mut th.work.entries[0], max, &mut th.acc, &mut th.wr, &th.cost, start_clock, lpp)
+                    hot.issue_fast(&mut th.work.entries, &step, &mut th.fast, max, &mut tally, start_clock)
+                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && !gap_exp {
+                    hot.issue_runs(&mut th.work.entries[0], max, &mut tally, start_clock, lpp)
                 } else if th.work.entries.len() == 1 {
                     issue!(&mut th.work.entries, |_| 0, max)
                 } else if th.cycles {
-                    let lpp = self.p.lines_per_page;
-                    hot.issue_cycles(
-                        &mut th.work.entries,
-                        &mut th.swrr,
-                        max,
-                        &mut th.rng,
-                        &mut th.acc,
-                        &mut th.wr,
-                        &th.cost,
-                        start_clock,
-                        lpp,
-                    )
+                    hot.issue_cycles(&mut th.work.entries, &mut th.swrr, max, &mut tally, start_clock, lpp)
                 } else {
                     let swrr = &mut th.swrr;
                     issue!(&mut th.work.entries, |_| swrr.pick(), max)

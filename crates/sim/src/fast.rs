@@ -8,7 +8,7 @@
 //! what is given up. Anything a policy observes one access at a time (first touches, hinting
 //! faults, replicated pages) still goes through the exact path.
 
-use crate::hot::{kind_index, Hot};
+use crate::hot::{kind_index, Hot, Tally};
 use crate::memory::SLOW;
 use numalab_workload::stream::{Cursor, Seg};
 use numalab_workload::Entry;
@@ -384,22 +384,18 @@ impl Hot<'_> {
     /// Charge up to `max` references of a step's main entries the fast way: proportional
     /// blocks while they can be charged in bulk, stretches of single references (most-behind
     /// pick) otherwise. Returns what `issue` returns.
-    #[allow(clippy::too_many_arguments)]
     pub fn issue_fast(
         &self,
         entries: &mut [Entry],
         step: &FastStep,
         fs: &mut FastState,
         max: u64,
-        rng: &mut numalab_core::rng::StreamRng,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
+        t: &mut Tally,
         mut clock: f64,
     ) -> (u64, f64, Option<(u64, bool, numalab_workload::stream::AccessKind)>) {
         let mut issued = 0;
         while issued < max {
-            if let Some((k, c)) = self.block(entries, step, fs, max - issued, acc, wr, cost, clock) {
+            if let Some((k, c)) = self.block(entries, step, fs, max - issued, t, clock) {
                 if k > 0 {
                     issued += k;
                     clock = c;
@@ -411,7 +407,7 @@ impl Hot<'_> {
             }
             let refs = (max - issued).min(EXACT_STRETCH);
             let total = step.total_refs;
-            let (k, c, slow) = self.issue::<false>(entries, |es| most_behind(es, total), refs, rng, acc, wr, cost, clock);
+            let (k, c, slow) = self.issue::<false>(entries, |es| most_behind(es, total), refs, t, clock);
             issued += k;
             clock = c;
             if slow.is_some() || clock >= self.end {
@@ -445,18 +441,16 @@ impl Hot<'_> {
     /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the
     /// largest `P` that keeps each walk on its current page, stays within `max` and ends at
     /// most one reference past the epoch end. `None` if a walk or fixed entry is on a slow page.
-    #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
         entries: &mut [Entry],
         step: &FastStep,
         fs: &mut FastState,
         max: u64,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
+        t: &mut Tally,
         mut clock: f64,
     ) -> Option<(u64, f64)> {
+        let (acc, wr, cost) = (&mut *t.acc, &mut *t.wr, t.cost);
         let n = self.n;
         let total = step.total_refs.max(1) as u128;
         let issued_before: u64 = entries.iter().map(|e| e.issued).sum();

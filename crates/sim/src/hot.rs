@@ -19,6 +19,15 @@ pub(crate) struct Hot<'m> {
     pub gap_exp_ns: f64,
 }
 
+/// What charging a reference touches of its thread: its random stream, its per-node access
+/// and write counters for the epoch, and its cost table (ns per kind and node).
+pub(crate) struct Tally<'t> {
+    pub rng: &'t mut StreamRng,
+    pub acc: &'t mut [u64],
+    pub wr: &'t mut [u64],
+    pub cost: &'t [f64],
+}
+
 impl Hot<'_> {
     /// Issue up to `max` references, each from the entry `pick` names, until the clock passes
     /// the epoch end or a page needs the slow path (that reference is counted as issued and
@@ -26,19 +35,16 @@ impl Hot<'_> {
     /// the exponential compute gaps; with a constant `pick` (one entry) the compiler hoists
     /// the entry and its cost row out of the loop.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub fn issue<const GAP_EXP: bool>(
         &self,
         entries: &mut [numalab_workload::Entry],
         mut pick: impl FnMut(&[numalab_workload::Entry]) -> usize,
         max: u64,
-        rng: &mut StreamRng,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
+        t: &mut Tally,
         mut clock: f64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
-        let (acc, wr) = (&mut acc[..self.n], &mut wr[..self.n]);
+        let (rng, cost) = (&mut *t.rng, t.cost);
+        let (acc, wr) = (&mut t.acc[..self.n], &mut t.wr[..self.n]);
         let mut issued = 0;
         while issued < max {
             let i = pick(entries);
@@ -70,17 +76,15 @@ impl Hot<'_> {
     /// Counts, writes and the point where the epoch ends are those of `issue`; only the
     /// floating-point sum of the clock is formed as `k·c` instead of `c + c + ...`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub fn issue_runs(
         &self,
         e: &mut numalab_workload::Entry,
         max: u64,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
+        t: &mut Tally,
         mut clock: f64,
         lpp: u64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        let (acc, wr, cost) = (&mut *t.acc, &mut *t.wr, t.cost);
         let kb = kind_index(e.kind) * self.n;
         let mut issued = 0;
         while issued < max {
@@ -116,16 +120,12 @@ impl Hot<'_> {
     /// clock is formed per cycle. Between cycles (a run ends mid-cycle, a slow page, the epoch
     /// end) references go one by one through `issue`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub fn issue_cycles(
         &self,
         entries: &mut [numalab_workload::Entry],
         swrr: &mut Swrr,
         max: u64,
-        rng: &mut StreamRng,
-        acc: &mut [u64],
-        wr: &mut [u64],
-        cost: &[f64],
+        t: &mut Tally,
         mut clock: f64,
         lpp: u64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
@@ -149,7 +149,7 @@ impl Hot<'_> {
                         break;
                     }
                     cycles = cycles.min(run_refs / picks);
-                    cycle_ns += picks as f64 * cost[kind_index(e.kind) * self.n + h as usize];
+                    cycle_ns += picks as f64 * t.cost[kind_index(e.kind) * self.n + h as usize];
                 }
                 if placed && cycles > 0 {
                     // Whole cycles that end before the epoch does; the crossing reference is
@@ -168,8 +168,8 @@ impl Hot<'_> {
                             let (line, _) = e.peek_run(lpp, refs).expect("a walking entry");
                             let j = self.home[(line >> self.shift) as usize] as usize;
                             let writes = e.take_run(refs);
-                            acc[j] += refs;
-                            wr[j] += writes;
+                            t.acc[j] += refs;
+                            t.wr[j] += writes;
                         }
                         clock += k as f64 * cycle_ns;
                         issued += k * period;
@@ -179,7 +179,7 @@ impl Hot<'_> {
             }
             // The rest of this cycle reference by reference.
             let refs = swrr.picks_to_cycle_end().min(left_refs);
-            let (n, c, slow) = self.issue::<false>(entries, |_| swrr.pick(), refs, rng, acc, wr, cost, clock);
+            let (n, c, slow) = self.issue::<false>(entries, |_| swrr.pick(), refs, t, clock);
             issued += n;
             clock = c;
             if slow.is_some() || clock >= self.end {
@@ -221,8 +221,10 @@ mod tests {
         let (mut a1, mut w1, mut a2, mut w2) = ([0u64; 2], [0u64; 2], [0u64; 2], [0u64; 2]);
         let (mut c1, mut c2, mut left) = (0.0, 0.0, max);
         loop {
-            let (n1, k1, slow1) = hot.issue::<false>(&mut e1, |_| s1.pick(), left, &mut rng, &mut a1, &mut w1, &cost, c1);
-            let (n2, k2, slow2) = hot.issue_cycles(&mut e2, &mut s2, left, &mut rng, &mut a2, &mut w2, &cost, c2, LPP);
+            let mut t1 = Tally { rng: &mut rng, acc: &mut a1, wr: &mut w1, cost: &cost };
+            let (n1, k1, slow1) = hot.issue::<false>(&mut e1, |_| s1.pick(), left, &mut t1, c1);
+            let mut t2 = Tally { rng: &mut rng, acc: &mut a2, wr: &mut w2, cost: &cost };
+            let (n2, k2, slow2) = hot.issue_cycles(&mut e2, &mut s2, left, &mut t2, c2, LPP);
             assert_eq!((n1, slow1), (n2, slow2), "issued and the slow reference");
             assert!((k1 - k2).abs() <= 1e-9 * k1.max(1.0), "clock {k1} vs {k2}");
             assert_eq!((a1, w1), (a2, w2), "accesses and writes per node");
