@@ -1,8 +1,8 @@
 //! A scripted system for policy tests: worked examples set the state field by field, call a
 //! hook and assert the exact decisions that come out (as ChampSim tests a replacement policy).
 
-use crate::decision::SpaceId;
-use crate::policy::{MemoryState, SystemView};
+use crate::decision::{Decision, HintFault, SpaceId};
+use crate::policy::{DynPolicy, MemoryState, SystemView};
 use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use std::collections::BTreeMap;
 
@@ -57,6 +57,37 @@ impl FakeSystem {
     pub fn put(&mut self, thread: ThreadId, cpu: CpuId) -> &mut Self {
         self.cpu_of_thread[thread as usize] = cpu;
         self
+    }
+
+    /// A read hint fault of `thread` on page `page` of space 0 (which must be placed), on the
+    /// thread's current CPU at the current time.
+    pub fn fault(&self, thread: ThreadId, page: PageIdx) -> HintFault {
+        let cpu = self.cpu_of_thread[thread as usize];
+        HintFault {
+            space: 0,
+            thread,
+            cpu,
+            cpu_node: self.node_of_cpu[cpu as usize],
+            page,
+            page_node: self.pages[&(0, page)],
+            write: false,
+            pte_writable: true,
+            shared_mapping: false,
+            time_ns: self.now_ns,
+        }
+    }
+
+    /// Deliver [`FakeSystem::fault`] to `policy`, carry out its page migrations on this system
+    /// and return every decision it made.
+    pub fn hit(&mut self, policy: &mut dyn DynPolicy, thread: ThreadId, page: PageIdx) -> Vec<Decision> {
+        let mut out = Vec::new();
+        policy.on_hint_fault(&self.fault(thread, page), self, &mut out);
+        for d in &out {
+            if let Decision::MigratePage { space, page, to } = *d {
+                self.pages.insert((space, page), to);
+            }
+        }
+        out
     }
 
     fn threads_on(&self, cpu: CpuId) -> impl Iterator<Item = ThreadId> + '_ {

@@ -2,7 +2,7 @@
 //! (docs/policies/kmaf.md, "Tests").
 
 use super::*;
-use crate::decision::{HintFault, PlaceRequest, ScanStepDone, TaskTick, Tick};
+use crate::decision::{PlaceRequest, ScanStepDone, TaskTick, Tick};
 use crate::testing::{FakeSystem, FixedMemory};
 use numalab_core::machine::presets;
 use numalab_core::PageIdx;
@@ -16,31 +16,9 @@ fn policy(config: KmafConfig) -> Kmaf {
     Kmaf::new(config, &env()).unwrap()
 }
 
-fn fault(s: &FakeSystem, thread: ThreadId, page: PageIdx) -> HintFault {
-    let cpu = s.cpu_of_thread[thread as usize];
-    HintFault {
-        space: 0,
-        thread,
-        cpu,
-        cpu_node: s.node_of_cpu[cpu as usize],
-        page,
-        page_node: s.pages[&(0, page)],
-        write: false,
-        pte_writable: true,
-        shared_mapping: false,
-        time_ns: s.now_ns,
-    }
-}
-
+/// Deliver a fault, carry out the page migrations on the fake, return the decisions.
 fn hit(p: &mut Kmaf, s: &mut FakeSystem, thread: ThreadId, page: PageIdx) -> Vec<Decision> {
-    let mut out = Vec::new();
-    p.on_hint_fault(&fault(s, thread, page), s, &mut out);
-    for d in &out {
-        if let Decision::MigratePage { space, page, to } = *d {
-            s.pages.insert((space, page), to);
-        }
-    }
-    out
+    s.hit(p, thread, page)
 }
 
 fn tick(p: &mut Kmaf, s: &FakeSystem, ms: u64) -> Vec<Decision> {

@@ -3,7 +3,7 @@
 
 use super::cluster::tests::worked_example;
 use super::*;
-use crate::decision::{HintFault, PlaceRequest, ScanStepDone, TaskTick};
+use crate::decision::{PlaceRequest, ScanStepDone, TaskTick};
 use crate::testing::FakeSystem;
 use numalab_core::machine::presets;
 use std::sync::Arc;
@@ -31,32 +31,9 @@ fn system(threads: usize) -> FakeSystem {
     s
 }
 
-fn fault(s: &FakeSystem, thread: ThreadId, page: PageIdx) -> HintFault {
-    let cpu = s.cpu_of_thread[thread as usize];
-    HintFault {
-        space: 0,
-        thread,
-        cpu,
-        cpu_node: s.node_of_cpu[cpu as usize],
-        page,
-        page_node: s.pages[&(0, page)],
-        write: false,
-        pte_writable: true,
-        shared_mapping: false,
-        time_ns: s.now_ns,
-    }
-}
-
 /// Deliver a fault, carry out the page migrations on the fake, return the decisions.
 fn hit(p: &mut StableNuma, s: &mut FakeSystem, thread: ThreadId, page: PageIdx) -> Vec<Decision> {
-    let mut out = Vec::new();
-    p.on_hint_fault(&fault(s, thread, page), s, &mut out);
-    for d in &out {
-        if let Decision::MigratePage { space, page, to } = *d {
-            s.pages.insert((space, page), to);
-        }
-    }
-    out
+    s.hit(p, thread, page)
 }
 
 fn join_all(p: &mut StableNuma, s: &FakeSystem) {
