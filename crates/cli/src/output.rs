@@ -142,20 +142,14 @@ impl Table {
         out
     }
 
+    /// RFC 4180 CSV (the `csv` crate: fields quoted only where they must be).
     pub fn render_csv(&self) -> String {
-        let esc = |c: &String| {
-            if c.contains([',', '"', '\n']) {
-                format!("\"{}\"", c.replace('"', "\"\""))
-            } else {
-                c.clone()
-            }
-        };
-        let mut out = String::new();
+        let mut w = csv::WriterBuilder::new().flexible(true).from_writer(Vec::new());
         for r in std::iter::once(&self.headers).chain(self.rows.iter()) {
-            out.push_str(&r.iter().map(esc).collect::<Vec<_>>().join(","));
-            out.push('\n');
+            w.write_record(r).expect("writing CSV to memory cannot fail");
         }
-        out
+        let bytes = w.into_inner().expect("flushing CSV to memory cannot fail");
+        String::from_utf8(bytes).expect("CSV of UTF-8 cells is UTF-8")
     }
 }
 
