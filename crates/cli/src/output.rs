@@ -46,21 +46,7 @@ const WRAP_COLUMN: usize = 60;
 
 /// Split `text` at spaces into lines of at most `width` characters (a longer word stays whole).
 fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for word in text.split_whitespace() {
-        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(word);
-    }
-    if !cur.is_empty() || lines.is_empty() {
-        lines.push(cur);
-    }
-    lines
+    textwrap::wrap(text, textwrap::Options::new(width).break_words(false)).into_iter().map(|line| line.into_owned()).collect()
 }
 
 /// A rectangular table of already-formatted cells.
@@ -284,6 +270,20 @@ mod tests {
         assert_eq!(text.lines().next().unwrap(), "policy       time_s");
         assert!(text.contains("first-touch     1.5"));
         assert_eq!(t.render_csv(), "policy,time_s\nfirst-touch,1.5\n\"a,b\",10.25\n");
+    }
+
+    #[test]
+    fn a_long_description_wraps_under_its_column() {
+        let mut t = Table::new(["name", "description"]);
+        let long = format!("{} {}", "word ".repeat(20).trim_end(), "x".repeat(WRAP_COLUMN + 5));
+        t.row(["is-like", long.as_str()]);
+        let text = t.render_text();
+        let lines: Vec<&str> = text.lines().collect();
+        // Header, rule, 100 characters of words over two lines, then the long word alone.
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(lines[2].starts_with("is-like  word word"));
+        assert!(lines[3].starts_with("         word"), "a continuation line leaves the first column blank");
+        assert_eq!(lines[4].trim(), "x".repeat(WRAP_COLUMN + 5), "a word longer than the column stays whole");
     }
 
     #[test]
