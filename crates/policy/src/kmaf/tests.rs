@@ -5,7 +5,6 @@ use super::*;
 use crate::decision::{PlaceRequest, ScanStepDone, TaskTick, Tick};
 use crate::testing::{FakeSystem, FixedMemory};
 use numalab_core::machine::presets;
-use numalab_core::PageIdx;
 use std::sync::Arc;
 
 fn env() -> PolicyEnv {
@@ -14,11 +13,6 @@ fn env() -> PolicyEnv {
 
 fn policy(config: KmafConfig) -> Kmaf {
     Kmaf::new(config, &env()).unwrap()
-}
-
-/// Deliver a fault, carry out the page migrations on the fake, return the decisions.
-fn hit(p: &mut Kmaf, s: &mut FakeSystem, thread: ThreadId, page: PageIdx) -> Vec<Decision> {
-    s.hit(p, thread, page)
 }
 
 fn tick(p: &mut Kmaf, s: &FakeSystem, ms: u64) -> Vec<Decision> {
@@ -37,15 +31,15 @@ fn worked_example_page_follows_its_users() {
     assert_eq!(node, 0);
     s.pages.insert((0, 9), node);
     assert_eq!(p.sharers(0, 9), vec![(0, 1)], "the demand fault is recorded");
-    assert_eq!(hit(&mut p, &mut s, 2, 9), vec![], "1 of 2 faults from N1: no majority");
-    assert_eq!(hit(&mut p, &mut s, 2, 9), vec![Decision::MigratePage { space: 0, page: 9, to: 1 }]);
+    assert_eq!(s.hit(&mut p, 2, 9), vec![], "1 of 2 faults from N1: no majority");
+    assert_eq!(s.hit(&mut p, 2, 9), vec![Decision::MigratePage { space: 0, page: 9, to: 1 }]);
     assert_eq!(p.sharers(0, 9), vec![(0, 1), (2, 2)]);
     assert_eq!(p.thread_faults(2), vec![1, 1], "each fault counted where the page lives after it");
     // Thread 2 again: the page is home; nothing. A full target blocks a migration.
-    assert_eq!(hit(&mut p, &mut s, 2, 9), vec![]);
+    assert_eq!(s.hit(&mut p, 2, 9), vec![]);
     s.mem.fill(0);
     for _ in 0..4 {
-        assert_eq!(hit(&mut p, &mut s, 0, 9), vec![], "N0 is full");
+        assert_eq!(s.hit(&mut p, 0, 9), vec![], "N0 is full");
     }
     assert_eq!(p.stats().page_migrations, 1);
 }
@@ -60,7 +54,7 @@ fn worked_example_thread_placement() {
     assert_eq!(tick(&mut p, &s, 0), vec![], "the first tick starts the clock");
     for page in 0..16 {
         s.pages.insert((0, page), 1);
-        hit(&mut p, &mut s, 0, page); // one fault per page: no page migrates
+        s.hit(&mut p, 0, page); // one fault per page: no page migrates
     }
     assert_eq!(p.thread_faults(0), vec![0, 16]);
     assert_eq!(tick(&mut p, &s, 999), vec![], "not yet a period");
@@ -73,17 +67,17 @@ fn worked_example_thread_placement() {
     tick(&mut p, &s, 0);
     for page in 0..16 {
         s.pages.insert((0, page), 1);
-        hit(&mut p, &mut s, 0, page);
+        s.hit(&mut p, 0, page);
         s.pages.insert((0, 100 + page), 0);
-        hit(&mut p, &mut s, 2, 100 + page);
+        s.hit(&mut p, 2, 100 + page);
     }
     assert_eq!(tick(&mut p, &s, 1000), vec![Decision::SwapThreads { a: 0, b: 2, cause: MoveCause::Policy }]);
     // Without swaps, nothing.
     let mut p = policy(KmafConfig { thread_swap: false, ..KmafConfig::default() });
     tick(&mut p, &s, 0);
     for page in 0..16 {
-        hit(&mut p, &mut s, 0, page);
-        hit(&mut p, &mut s, 2, 100 + page);
+        s.hit(&mut p, 0, page);
+        s.hit(&mut p, 2, 100 + page);
     }
     assert_eq!(tick(&mut p, &s, 1000), vec![]);
     // Pinned threads never move.
@@ -91,7 +85,7 @@ fn worked_example_thread_placement() {
     s.pinned = vec![true; 4];
     tick(&mut p, &s, 0);
     for page in 0..16 {
-        hit(&mut p, &mut s, 0, page);
+        s.hit(&mut p, 0, page);
     }
     assert_eq!(tick(&mut p, &s, 1000), vec![]);
 }
@@ -114,7 +108,7 @@ fn induced_fault_passes_and_ageing() {
     assert_eq!(steps, [1000, 2000]);
     s.pages.insert((0, 0), 0);
     for _ in 0..2 {
-        hit(&mut p, &mut s, 1, 0);
+        s.hit(&mut p, 1, 0);
     }
     let mut out = Vec::new();
     p.on_scan_step(

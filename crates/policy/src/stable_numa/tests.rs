@@ -31,11 +31,6 @@ fn system(threads: usize) -> FakeSystem {
     s
 }
 
-/// Deliver a fault, carry out the page migrations on the fake, return the decisions.
-fn hit(p: &mut StableNuma, s: &mut FakeSystem, thread: ThreadId, page: PageIdx) -> Vec<Decision> {
-    s.hit(p, thread, page)
-}
-
 fn join_all(p: &mut StableNuma, s: &FakeSystem) {
     let mut out = Vec::new();
     for t in 0..s.cpu_of_thread.len() as ThreadId {
@@ -71,7 +66,7 @@ fn page_trace() {
         (A, vec![Decision::MigratePage { space: 0, page: 0, to: 1 }], meta(State::SS, 0, None)),
     ];
     for (i, (t, decisions, m)) in rows.into_iter().enumerate() {
-        assert_eq!(hit(&mut p, &mut s, t, 0), decisions, "row {}", i + 1);
+        assert_eq!(s.hit(&mut p, t, 0), decisions, "row {}", i + 1);
         assert_eq!(p.page_meta(0, 0), m, "row {}", i + 1);
         assert_eq!(p.page_last(0, 0), Some((t, s.cpu_of_thread[t as usize])), "row {}", i + 1);
     }
@@ -91,14 +86,14 @@ fn vector_9_6_tables_through_faults() {
     join_all(&mut p, &s);
     s.pages.insert((0, 5), 0);
     p.set_last(0, 5, (A, 0));
-    hit(&mut p, &mut s, B, 5);
+    s.hit(&mut p, B, 5);
     assert_eq!(p.stats().faults_by_type[FaultType::Sr as usize], 1);
     let t = p.tables(0).unwrap();
     assert_eq!((t.w_tn(B, 0), t.w_tt(B, A), t.w_tt(A, B)), (1, 1, 0), "row B, column A");
 
     s.pages.insert((0, 6), 0);
     p.set_last(0, 6, (A, 1));
-    hit(&mut p, &mut s, A, 6);
+    s.hit(&mut p, A, 6);
     assert_eq!(p.stats().faults_by_type[FaultType::P as usize], 1);
     let t = p.tables(0).unwrap();
     assert_eq!((t.w_tn(A, 0), t.w_tt(A, B), t.w_tt(B, A)), (1, 0, 1), "TT unchanged by a private fault");
@@ -117,15 +112,15 @@ fn vector_9_5_back_and_forth_and_leaving_ss() {
     }
     assert_eq!(p.ss_count(0), vec![2, 1]);
     // An SS loop (SR fault by A on N0) on page 0 at N0, a max node: to N1.
-    assert_eq!(hit(&mut p, &mut s, A, 0), vec![Decision::MigratePage { space: 0, page: 0, to: 1 }]);
+    assert_eq!(s.hit(&mut p, A, 0), vec![Decision::MigratePage { space: 0, page: 0, to: 1 }]);
     assert_eq!(p.ss_count(0), vec![1, 2]);
     assert_eq!(p.page_meta(0, 0), meta(State::SS, 3, None), "loop: e + 1");
     // An SS fault next on page 2, at N1 (now the max): back to N0.
-    assert_eq!(hit(&mut p, &mut s, A, 2), vec![Decision::MigratePage { space: 0, page: 2, to: 0 }]);
+    assert_eq!(s.hit(&mut p, A, 2), vec![Decision::MigratePage { space: 0, page: 2, to: 0 }]);
     assert_eq!(p.ss_count(0), vec![2, 1]);
     // A P fault on page 1 (its previous fault was by A): it leaves SS for TP~[SS].
     p.set_last(0, 1, (A, 0));
-    assert_eq!(hit(&mut p, &mut s, A, 1), vec![], "P fault: TP~[SS], no balancing");
+    assert_eq!(s.hit(&mut p, A, 1), vec![], "P fault: TP~[SS], no balancing");
     assert_eq!(p.page_meta(0, 1), meta(State::TP_IT, 2, Some(Kind::Ss)));
     assert_eq!(p.ss_count(0), vec![1, 1]);
 }
@@ -141,7 +136,7 @@ fn ss_pages_do_not_follow_threads() {
         p.set_page(0, page, meta(State::SS, 0, None), home);
         p.set_last(0, page, (B, 2));
     }
-    assert_eq!(hit(&mut p, &mut s, A, 0), vec![], "A on N0, page on N1, counts [1, 1]");
+    assert_eq!(s.hit(&mut p, A, 0), vec![], "A on N0, page on N1, counts [1, 1]");
     assert_eq!(s.pages[&(0, 0)], 1);
 }
 
@@ -156,17 +151,17 @@ fn private_placement_and_retry_after_a_full_node() {
     p.set_page(0, 3, meta(State::TP_IT, 4, None), 1);
     p.set_last(0, 3, (A, 0));
     s.mem.fill(0);
-    assert_eq!(hit(&mut p, &mut s, A, 3), vec![], "N0 is full");
+    assert_eq!(s.hit(&mut p, A, 3), vec![], "N0 is full");
     assert_eq!(p.page_meta(0, 3), meta(State::TP, 0, None), "the transition stands");
     s.mem.free[0] = 1;
-    assert_eq!(hit(&mut p, &mut s, A, 3), vec![Decision::MigratePage { space: 0, page: 3, to: 0 }]);
+    assert_eq!(s.hit(&mut p, A, 3), vec![Decision::MigratePage { space: 0, page: 3, to: 0 }]);
     assert_eq!(p.page_meta(0, 3), meta(State::TP, 1, None));
     assert_eq!(s.pages[&(0, 3)], 0, "invariant 7: home = node of the faulting CPU");
     // NP placement: an SL confirmation by C (N0) after A (N0) on a page at N1.
     s.pages.insert((0, 4), 1);
     p.set_page(0, 4, meta(State::NP_IT, 0, Some(Kind::Ss)), 1);
     p.set_last(0, 4, (A, 0));
-    assert_eq!(hit(&mut p, &mut s, C, 4), vec![Decision::MigratePage { space: 0, page: 4, to: 0 }]);
+    assert_eq!(s.hit(&mut p, C, 4), vec![Decision::MigratePage { space: 0, page: 4, to: 0 }]);
     assert_eq!(p.page_meta(0, 4), meta(State::NP, 0, None));
 }
 
@@ -181,7 +176,7 @@ fn no_placement_on_a_memoryless_node() {
     s.pages.insert((0, 0), 1);
     p.set_page(0, 0, meta(State::TP_IT, 0, None), 1);
     p.set_last(0, 0, (A, 0));
-    assert_eq!(hit(&mut p, &mut s, A, 0), vec![]);
+    assert_eq!(s.hit(&mut p, A, 0), vec![]);
     assert_eq!(p.page_meta(0, 0).state, State::TP);
 }
 
@@ -326,12 +321,12 @@ fn truncated_pids_credit_the_lowest_matching_thread() {
     let mut p = policy(StableNumaConfig { pid_bits: 8, ..StableNumaConfig::default() });
     s.pages.insert((0, 0), 0);
     p.set_last(0, 0, (261, 1)); // 261 = 5 in 8 bits
-    hit(&mut p, &mut s, 200, 0); // thread 200 on CPU 200 (N1)
+    s.hit(&mut p, 200, 0); // thread 200 on CPU 200 (N1)
     let t = p.tables(0).unwrap();
     assert_eq!((t.w_tt(200, 5), t.w_tt(200, 261)), (1, 0));
     assert_eq!(p.stats().faults_by_type[FaultType::Sr as usize], 1);
     p.set_last(0, 0, (261, 1));
-    hit(&mut p, &mut s, 5, 0);
+    s.hit(&mut p, 5, 0);
     assert_eq!(p.stats().faults_by_type[FaultType::P as usize], 1, "5 and 261 look alike");
 }
 
@@ -354,7 +349,7 @@ fn invariants_over_a_fault_stream() {
             x ^= x << 17;
             let (t, page) = ((x % 4) as ThreadId, (x >> 8) % 16);
             let before = (p.page_meta(0, page), s.pages[&(0, page)]);
-            let out = hit(&mut p, &mut s, t, page);
+            let out = s.hit(&mut p, t, page);
             let after = p.page_meta(0, page);
             assert!(Meta::unpack(after.pack()).is_some(), "invariant 1");
             assert!(after.e == before.0.e || after.e == 0 || after.e == (before.0.e + 1).min(7), "invariant 2");
@@ -459,11 +454,11 @@ fn strict_mode_through_faults() {
     s.pages.insert((0, 0), 0);
     p.set_page(0, 0, meta(State::TP, 3, None), 0);
     p.set_last(0, 0, (C, 1));
-    hit(&mut p, &mut s, A, 0); // SL (C and A on N0)
+    s.hit(&mut p, A, 0); // SL (C and A on N0)
     assert_eq!(p.page_meta(0, 0), meta(State::NP_IT, 3, None), "no memory in strict mode");
-    hit(&mut p, &mut s, A, 0);
+    s.hit(&mut p, A, 0);
     assert_eq!(p.page_meta(0, 0), meta(State::TP_IT, 3, None));
-    hit(&mut p, &mut s, A, 0);
+    s.hit(&mut p, A, 0);
     assert_eq!(p.page_meta(0, 0), meta(State::TP, 0, None));
 }
 
@@ -495,9 +490,9 @@ fn ss_counts_follow_the_real_home() {
     s.pages.insert((0, 0), 1); // page 0 actually lives on N1
                                // The SS loop on page 0 first moves its count to N1: [1, 1], balanced, so no migration
                                // (uncorrected, [2, 0] would have sent page 0 "from N0" to N1).
-    assert_eq!(hit(&mut p, &mut s, A, 0), vec![]);
+    assert_eq!(s.hit(&mut p, A, 0), vec![]);
     assert_eq!(p.ss_count(0), vec![1, 1]);
-    assert_eq!(hit(&mut p, &mut s, A, 1), vec![]);
+    assert_eq!(s.hit(&mut p, A, 1), vec![]);
 }
 
 /// `decisions_per_sequence = 2`: two moves in one sequence end, each recomputed.
