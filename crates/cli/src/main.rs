@@ -16,7 +16,7 @@ use std::process::ExitCode;
     about = "NUMA and tiered-memory placement: simulate policies, model machines, observe Linux",
     long_about = "numalab evaluates page and thread placement policies (first-touch, interleave, \
 bind, preferred, weighted interleave, Xen's 1 GiB round-robin) on NUMA and tiered-memory machines. `sim` and `compare` run \
-the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host."
+the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host; `run` launches a program under a policy."
 )]
 struct Cli {
     #[command(flatten)]
@@ -51,6 +51,9 @@ enum Command {
     Topo(cmd::topo::TopoArgs),
     /// Profile a process: perf counters and NUMA state over time.
     Profile(cmd::profile::ProfileArgs),
+    /// Launch a program under a static placement policy (memory policy and CPU nodes), as
+    /// numactl does, through the same policy code the simulator runs.
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Model(c) => cmd::model::run(c, &cli.output),
         Command::Topo(a) => cmd::topo::run(a, &cli.output),
         Command::Profile(a) => cmd::profile::run(a, &cli.output),
+        Command::Run(a) => cmd::run::run(a, &cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

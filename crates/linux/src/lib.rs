@@ -5,9 +5,12 @@
 //!   name the file, line and field.
 //! * [`topology`], [`export`]: the host's NUMA topology and its machine-file export.
 //! * [`perf`]: `perf_event_open(2)` groups, errno classification, the capability probe.
+//! * [`act`]: actuators of the live agent (`numalab run`): memory policy and CPU affinity of a
+//!   launched program, behind a trait with a recording fake.
 //! * [`sampler`], [`session`]: the profiler behind `numalab profile`, filling
 //!   [`numalab_core::profile::ProfileReport`].
 
+pub mod act;
 pub mod error;
 pub mod export;
 pub mod parse;

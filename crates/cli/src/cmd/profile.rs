@@ -276,13 +276,13 @@ pub fn run(a: &ProfileArgs, out: &OutputOpts) -> Result<()> {
     }
 }
 
-/// The profiled command exited with this non-zero status; `numalab` exits with it too.
+/// The profiled (or launched) command exited with this non-zero status; `numalab` exits with it too.
 #[derive(Debug)]
 pub struct ChildStatus(pub u8);
 
 impl std::fmt::Display for ChildStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the profiled command exited with status {}", self.0)
+        write!(f, "the command exited with status {}", self.0)
     }
 }
 

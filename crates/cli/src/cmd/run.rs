@@ -1,0 +1,157 @@
+//! `numalab run`: launch a program under a static placement policy, numactl-like, through the
+//! same policy code the simulator runs (docs/live.md). JSON contract `numalab.run/1`.
+use crate::cmd::machine_import::root_of;
+use crate::cmd::profile::ChildStatus;
+use crate::output::{write_text, Format, OutputOpts, Table};
+use crate::scenario::{canonical_policy, usage, Usage};
+use anyhow::{Context, Result};
+use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
+use numalab_linux::export::{to_machine, ExportOptions};
+use numalab_linux::{FsRoot, Topology};
+use numalab_policy::{PolicyEnv, PolicyKind};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  numalab run --policy round-4k -- ./app args        interleave pages over every memory node
+  numalab run --policy bind --set policy.nodes=[1] --cpus-on 1 -- ./app
+  numalab run --dry-run --decision-log actions.jsonl --policy preferred --set policy.nodes=[0] -- ./app
+
+The summary goes to standard error (or to --out FILE); the program's own output is untouched.
+numalab exits with the program's status.")]
+pub struct RunArgs {
+    /// Static placement policy (`numalab list policies`), or a numactl name: interleave,
+    /// membind, local, localalloc.
+    #[arg(long, default_value = "linux")]
+    pub policy: String,
+    /// A policy setting, `policy.KEY=VALUE` (repeatable), e.g. `--set policy.nodes=[1]`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Run the program only on the CPUs of these nodes (comma-separated), as numactl's
+    /// --cpunodebind.
+    #[arg(long, value_delimiter = ',', value_name = "NODES")]
+    pub cpus_on: Vec<u32>,
+    /// Decide and log every action, but launch the program unchanged.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write every action and its outcome as JSON lines (`numalab.decisions/1`).
+    #[arg(long, value_name = "FILE")]
+    pub decision_log: Option<PathBuf>,
+    /// Plan for the topology of a captured sysfs tree (a directory holding `sys/`) instead of
+    /// this host's; only with --dry-run.
+    #[arg(long, value_name = "DIR", requires = "dry_run")]
+    pub root: Option<PathBuf>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD", required = true)]
+    pub command: Vec<OsString>,
+}
+
+pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
+    let (name, implied) = canonical_policy(&a.policy)?;
+    let entry = numalab_policy::find(name)?;
+    if entry.kind == PolicyKind::Dynamic {
+        usage!(
+            "{name} is a dynamic policy; `numalab run` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux)"
+        );
+    }
+    let mut tree = toml::Value::Table(toml::Table::new());
+    for (k, v) in implied {
+        numalab_core::overrides::apply(&mut tree, &format!("policy.{k}={v}")).map_err(|e| Usage(e.to_string()))?;
+    }
+    for s in &a.set {
+        if !s.trim_start().starts_with("policy.") {
+            usage!("--set {s}: `numalab run` takes policy settings only (policy.KEY=VALUE)");
+        }
+        numalab_core::overrides::apply(&mut tree, s).map_err(|e| Usage(e.to_string()))?;
+    }
+    let config = match tree.get("policy") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => toml::Table::new(),
+    };
+
+    let root = match &a.root {
+        Some(dir) => root_of(&dir.join("sys")).or_else(|_| root_of(dir))?,
+        None => FsRoot::host(),
+    };
+    let topo = Topology::read(&root).context("cannot read the NUMA topology")?;
+    let machine = to_machine(&topo, &ExportOptions::default()).map_err(|m| Usage(format!("this host's topology: {m}")))?.machine;
+    let env = PolicyEnv::new(Arc::new(machine));
+    let policy = entry.build(config, &env).map_err(|e| Usage(e.to_string()))?;
+    let Some(intent) = policy.mempolicy() else {
+        usage!(
+            "{name} has no Linux memory policy to launch a program with (round-1g binds 1 GiB ranges round-robin, which needs per-range mbind; not built yet): use round-4k or bind"
+        );
+    };
+    let plan = act::static_plan(&intent, &topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?;
+
+    let report = act::launch(&mut SystemLauncher, &a.command, &plan, a.dry_run).map_err(|e| match e {
+        ActError::Spawn { .. } | ActError::KernelRefused { .. } => anyhow::Error::new(e),
+        other => anyhow::Error::new(Usage(other.to_string())),
+    })?;
+    if let Some(path) = &a.decision_log {
+        write_decision_log(path, &report)?;
+    }
+    let doc = serde_json::json!({
+        "schema": "numalab.run/1",
+        "numalab_version": env!("CARGO_PKG_VERSION"),
+        "policy": { "name": name, "config": crate::scenario::tree_json(&toml::Value::Table(policy.config_toml())) },
+        "command": a.command.iter().map(|s| s.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "dry_run": a.dry_run,
+        "actions": report.actions,
+        "exit": report.exit,
+        "wall_s": report.wall_s,
+    });
+    let table = summary_table(name, &report, a.dry_run);
+    // Without --out the summary goes to standard error, as a table unless --format says otherwise.
+    let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
+    let text = match format {
+        Format::Json => format!("{}\n", serde_json::to_string_pretty(&doc)?),
+        Format::Csv => table.render_csv(),
+        Format::Table => table.render_text(),
+    };
+    match &out.out {
+        Some(p) => write_text(Some(p), &text)?,
+        None => {
+            let _ = std::io::stderr().write_all(text.as_bytes());
+        }
+    }
+    match report.exit.shell_status() {
+        0 => Ok(()),
+        s => Err(anyhow::Error::new(ChildStatus(s.clamp(1, 255) as u8))),
+    }
+}
+
+fn summary_table(policy: &str, r: &LaunchReport, dry_run: bool) -> Table {
+    let mut t = Table::new(["numalab run", "value"]);
+    t.row(["policy".to_string(), policy.to_string()]);
+    for rec in &r.actions {
+        let state = if dry_run { "dry run, not applied" } else { "applied" };
+        t.row(["action".to_string(), format!("{} ({state})", rec.decision.describe())]);
+        if let act::LaunchAction::SetMempolicy(k) = &rec.decision {
+            if let Some(c) = &k.caveat {
+                t.notes.push(format!("note: {c}"));
+            }
+        }
+    }
+    let exit = match (r.exit.code, r.exit.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown".into(),
+    };
+    t.row(["program".to_string(), exit]);
+    t.row(["wall time".to_string(), format!("{:.3} s", r.wall_s)]);
+    t
+}
+
+fn write_decision_log(path: &std::path::Path, r: &LaunchReport) -> Result<()> {
+    let mut text = String::new();
+    for rec in &r.actions {
+        text.push_str(&serde_json::to_string(rec)?);
+        text.push('\n');
+    }
+    write_text(Some(path), &text)
+}

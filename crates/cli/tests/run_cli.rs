@@ -1,0 +1,128 @@
+//! `numalab run` end to end on this host (one node is enough for what is checked here: the
+//! memory policy the launched program sees, exit status, errors) and, with `--dry-run
+//! --root`, the plans for the captured multi-node guests. The placement itself on a 2-node
+//! guest is checked by live_guest.rs.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../linux/tests/fixtures")
+}
+
+fn numalab() -> Command {
+    Command::cargo_bin("numalab").unwrap()
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = numalab().args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The first VMA's policy in the program's own numa_maps (its text segment).
+const SHOW_POLICY: &str = "head -n 1 /proc/self/numa_maps | cut -d' ' -f2";
+
+#[test]
+fn the_program_runs_under_the_policys_memory_policy_and_its_output_is_untouched() {
+    let (code, stdout, stderr) = run(&["run", "--policy", "round-4k", "--", "sh", "-c", SHOW_POLICY]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "interleave:0\n");
+    assert!(stderr.contains("memory policy interleave on nodes 0 (applied)"), "{stderr}");
+    assert!(stderr.contains("exit code 0"), "{stderr}");
+
+    let (_, stdout, _) = run(&["run", "--policy", "bind", "--set", "policy.nodes=[0]", "--", "sh", "-c", SHOW_POLICY]);
+    assert_eq!(stdout, "bind:0\n");
+    // numactl's names are accepted.
+    let (_, stdout, _) = run(&["run", "--policy", "local", "--", "sh", "-c", SHOW_POLICY]);
+    assert_eq!(stdout, "local\n");
+    let (_, stdout, _) = run(&["run", "--", "sh", "-c", SHOW_POLICY]);
+    assert_eq!(stdout, "default\n");
+}
+
+#[test]
+fn dry_run_decides_logs_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("actions.jsonl");
+    let root = fixtures().join("guest-2n");
+    let (code, stdout, stderr) = run(&[
+        "run",
+        "--dry-run",
+        "--root",
+        root.to_str().unwrap(),
+        "--policy",
+        "interleave",
+        "--cpus-on",
+        "1",
+        "--decision-log",
+        log.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        SHOW_POLICY,
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "default\n", "a dry run must not set the policy");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[0]["decision"],
+        serde_json::json!({"kind": "set_mempolicy", "mode": "interleave", "nodes": [0, 1], "caveat": "the kernel indexes by virtual page number and falls back by distance"})
+    );
+    assert_eq!(lines[1]["decision"], serde_json::json!({"kind": "set_affinity", "nodes": [1], "cpus": [2, 3]}));
+    for l in &lines {
+        assert_eq!(l["outcome"], "dry_run");
+        assert_eq!(l["cause"]["event"], "launch");
+    }
+}
+
+#[test]
+fn the_json_summary_carries_policy_config_version_and_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let (code, _, stderr) = run(&["--out", out.to_str().unwrap(), "run", "--policy", "first-touch", "--", "sh", "-c", "exit 5"]);
+    assert_eq!(code, Some(5), "numalab passes the program's status through: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["schema"], "numalab.run/1");
+    assert_eq!(v["numalab_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["policy"]["name"], "first-touch");
+    assert!(v["policy"]["config"].is_object());
+    assert_eq!(v["exit"], serde_json::json!({"code": 5, "signal": null}));
+    assert_eq!(v["actions"][0]["decision"]["mode"], "local");
+    assert_eq!(v["actions"][0]["outcome"], "applied");
+}
+
+#[test]
+fn a_signal_ending_the_program_is_reported_as_128_plus_n() {
+    let (code, _, stderr) = run(&["run", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(code, Some(128 + 15), "{stderr}");
+    assert!(stderr.contains("killed by signal 15"), "{stderr}");
+}
+
+#[test]
+fn what_cannot_be_launched_is_refused_with_the_reason() {
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["run", "--policy", "autonuma", "--", "true"], 2, "error: autonuma is a dynamic policy"),
+        (&["run", "--policy", "round-1g", "--", "true"], 2, "error: round-1g has no Linux memory policy"),
+        (&["run", "--policy", "bind", "--", "true"], 2, "needs a node set"),
+        (&["run", "--policy", "bind", "--set", "policy.nodes=[7]", "--", "true"], 2, "names node 7"),
+        (&["run", "--set", "machine.nodes=2", "--", "true"], 2, "takes policy settings only"),
+        (&["run", "--cpus-on", "9", "--", "true"], 2, "error: node 9 does not exist"),
+        (&["run", "--policy", "no-such", "--", "true"], 2, "no-such"),
+        (&["run", "--", "/nonexistent/prog"], 1, "error: cannot run /nonexistent/prog: No such file or directory"),
+        (&["run", "--root", "/tmp", "--", "true"], 2, "--dry-run"),
+        (&["run", "--policy", "linux"], 2, "<CMD>"),
+    ];
+    for (args, want_code, want) in cases {
+        let (code, _, stderr) = run(args);
+        assert_eq!(code, Some(*want_code), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: expected {want:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_cpu_less_node_cannot_be_a_cpus_on_target() {
+    let root = fixtures().join("guest-4n");
+    let (code, _, stderr) = run(&["run", "--dry-run", "--root", root.to_str().unwrap(), "--cpus-on", "3", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("node 3 has no CPUs"), "{stderr}");
+}

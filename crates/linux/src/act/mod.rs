@@ -1,0 +1,36 @@
+//! Actuators: what the live agent does to a program (docs/live.md).
+//!
+//! * [`mempolicy`]: a policy's `MempolicyIntent` as `set_mempolicy(2)` arguments.
+//! * [`syscall`]: the system calls as data, so a recording fake can stand in for the kernel.
+//! * [`launch`]: `numalab run`'s plan, the [`Launcher`] trait and its recording fake.
+//! * [`system`]: the real launcher (fork, calls, exec, wait; signal forwarding).
+
+pub mod launch;
+pub mod mempolicy;
+pub mod syscall;
+pub mod system;
+
+pub use launch::{launch, static_plan, ActionOutcome, ActionRecord, ChildExit, LaunchAction, LaunchReport, Launcher, RecordingLauncher};
+pub use mempolicy::KernelMempolicy;
+pub use syscall::SysCall;
+pub use system::SystemLauncher;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error("node {node} does not exist: this host has {nodes} nodes")]
+    NoSuchNode { node: u32, nodes: usize },
+    #[error("node {node} has no CPUs: --cpus-on needs nodes with CPUs")]
+    CpuLessNode { node: u32 },
+    #[error("memory policy: {0}")]
+    Mempolicy(String),
+    #[error("no command to run (give it after `--`)")]
+    NoCommand,
+    #[error("the kernel refused {call} for {what}: {reason}")]
+    KernelRefused { call: &'static str, what: String, errno: i32, reason: String },
+    #[error("cannot run {program}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
