@@ -4,13 +4,18 @@
 #
 #   guest/numalab-guest.sh capture NODES OUTDIR     NODES = 1, 2 or 4; dump sysfs/procfs text
 #   guest/numalab-guest.sh profile NUMALAB_BIN      2-node guest: profile numa_touch, print JSON
+#   guest/numalab-guest.sh run NODES PAYLOAD OUTDIR [FILE...]
+#                                                   run your own shell script in the guest,
+#                                                   with FILEs (programs, data) in /bin
 #
 # Environment: QEMU (qemu-system-x86_64), KERNEL (newest /boot/vmlinuz-*), BUILD_DIR
-# (guest/build), GUEST_TIMEOUT_S (120). See docs/guest.md.
+# (~/.cache/numalab-guest), NUMALAB (a numalab binary to put in the guest, for `run`),
+# GUEST_TIMEOUT_S (120). See docs/guest.md.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-BUILD_DIR="${BUILD_DIR:-$HERE/build}"
+# Outside the source tree, so a read-only checkout works.
+BUILD_DIR="${BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/numalab-guest}"
 QEMU="${QEMU:-qemu-system-x86_64}"
 KERNEL="${KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)}"
 GUEST_TIMEOUT_S="${GUEST_TIMEOUT_S:-120}"
@@ -49,15 +54,21 @@ install_bin() {
     fi
 }
 
-# make_initrd NAME PAYLOAD_FILE [NUMALAB_BIN] -> path of the gzip'd cpio archive
+# make_initrd NAME PAYLOAD_FILE [NUMALAB_BIN [EXTRA_FILE...]] -> path of the gzip'd cpio archive
 make_initrd() {
     local name="$1" payload="$2" numalab="${3:-}"
+    shift 3 2>/dev/null || shift $#
     local root="$BUILD_DIR/$name/root"
     rm -rf "$root"
     mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,etc,mnt/huge}
     install -m 0755 "$BUSYBOX" "$root/bin/busybox"
     install_bin "$(build_touch)" "$root" numa_touch
     [ -n "$numalab" ] && install_bin "$numalab" "$root" numalab
+    local f
+    for f in "$@"; do
+        [ -f "$f" ] || die "$f: no such file to put in the guest"
+        install_bin "$f" "$root" "$(basename "$f")"
+    done
     install -m 0755 "$payload" "$root/payload.sh"
     cat >"$root/init" <<'EOF'
 #!/bin/busybox sh
@@ -184,7 +195,29 @@ EOF
         grep '^@@@RC' "$BUILD_DIR/profile/data.txt"
         echo "profile: $BUILD_DIR/profile/out/profile.json"
         ;;
+    run)
+        [ $# -ge 4 ] || die "usage: $0 run NODES PAYLOAD OUTDIR [FILE...]"
+        need_tools
+        nodes="$2"; payload="$3"; outdir="${4%/}"; shift 4
+        [ -f "$payload" ] || die "$payload: no such payload script"
+        [ -z "${NUMALAB:-}" ] || [ -x "$NUMALAB" ] || die "NUMALAB=$NUMALAB is not an executable"
+        mkdir -p "$BUILD_DIR/run"
+        {
+            # `save FILE...` sends files back to the host, under OUTDIR with their guest paths.
+            echo 'save() { for f in "$@"; do echo "@@@FILE $f"; cat "$f"; echo "@@@END"; done; }'
+            cat "$payload"
+        } >"$BUILD_DIR/run/payload.sh"
+        initrd="$(make_initrd run "$BUILD_DIR/run/payload.sh" "${NUMALAB:-}" "$@")"
+        boot "$nodes" "$initrd" "$BUILD_DIR/run/data.txt"
+        rm -rf "$outdir"
+        extract "$BUILD_DIR/run/data.txt" "$outdir"
+        # Everything the payload printed outside `save` frames.
+        awk '/^@@@FILE /{inside=1; next} /^@@@END$/{inside=0; next} /^@@@(BEGIN|RC |DONE)/{next} !inside' "$BUILD_DIR/run/data.txt" >"$outdir/payload.out"
+        rc="$(sed -n 's/^@@@RC //p' "$BUILD_DIR/run/data.txt")"
+        echo "guest payload exited with status $rc; output in $outdir/payload.out"
+        [ "$rc" = 0 ]
+        ;;
     *)
-        die "usage: $0 capture NODES OUTDIR | profile NUMALAB_BIN [NUMA_TOUCH_ARGS...]"
+        die "usage: $0 capture NODES OUTDIR | profile NUMALAB_BIN [NUMA_TOUCH_ARGS...] | run NODES PAYLOAD OUTDIR [FILE...]"
         ;;
 esac

@@ -2,7 +2,8 @@
 //!
 //! Each `--touch NODE:MIB` starts one thread pinned to the CPUs of NODE that maps MIB MiB of
 //! anonymous memory and writes one byte per page, so the default (first-touch) policy puts
-//! every page on NODE. Optional regions exercise the other numa_maps field kinds: a
+//! every page on NODE. `--touch any:MIB` does the same without pinning the thread (it runs
+//! wherever the process's affinity lets it). Optional regions exercise the other numa_maps field kinds: a
 //! hugetlb region, regions under explicit `mbind` policies, and a mapped file.
 //!
 //! Built with plain `rustc` (std only, libc functions declared by hand) so the guest harness
@@ -34,6 +35,7 @@ const MIB: usize = 1 << 20;
 
 struct Region {
     kind: &'static str,
+    /// `None`: not tied to one node (an unpinned thread, an interleaved range).
     node: Option<u32>,
     bytes: usize,
 }
@@ -147,7 +149,16 @@ fn main() {
                 .unwrap_or_else(|| die(&format!("{} needs a value", args[i])))
         };
         match args[i].as_str() {
-            "--touch" => touches.push(parse_node_mib(&val())),
+            "--touch" => {
+                let v = val();
+                touches.push(match v.strip_prefix("any:") {
+                    Some(m) => (None, m.parse().unwrap_or_else(|_| die(&format!("bad MiB in {v:?}")))),
+                    None => {
+                        let (n, m) = parse_node_mib(&v);
+                        (Some(n), m)
+                    }
+                });
+            }
             "--hold-ms" => hold_ms = val().parse().unwrap_or_else(|_| die("bad --hold-ms")),
             // NODE:COUNT of 2 MiB huge pages (needs vm.nr_hugepages reserved).
             "--hugetlb" => hugetlb = Some(parse_node_mib(&val())),
@@ -195,13 +206,15 @@ fn main() {
         let release = release.clone();
         let stop = stop.clone();
         threads.push(std::thread::spawn(move || {
-            pin_to_node(node);
+            if let Some(node) = node {
+                pin_to_node(node);
+            }
             let bytes = mib * MIB;
             let p = map_anon(bytes, 0);
             touch(p, bytes, PAGE_BYTES);
             tx.send(Region {
                 kind: "anon",
-                node: Some(node),
+                node,
                 bytes,
             })
             .ok();

@@ -86,6 +86,9 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         );
     };
     let plan = act::static_plan(&intent, &topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?;
+    // The kernel's own NUMA balancing migrates pages whatever the memory policy says (except
+    // bind without MPOL_F_NUMA_BALANCING): the summary says so when it is on.
+    let numa_balancing = numalab_linux::procfs::settings::numa_balancing(&root).ok().flatten();
 
     let report = act::launch(&mut SystemLauncher, &a.command, &plan, a.dry_run).map_err(|e| match e {
         ActError::Spawn { .. } | ActError::KernelRefused { .. } => anyhow::Error::new(e),
@@ -100,12 +103,18 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         "policy": { "name": name, "config": crate::scenario::tree_json(&toml::Value::Table(policy.config_toml())) },
         "command": a.command.iter().map(|s| s.to_string_lossy().into_owned()).collect::<Vec<_>>(),
         "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "kernel_numa_balancing": numa_balancing,
         "dry_run": a.dry_run,
         "actions": report.actions,
         "exit": report.exit,
         "wall_s": report.wall_s,
     });
-    let table = summary_table(name, &report, a.dry_run);
+    let mut table = summary_table(name, &report, a.dry_run);
+    if let Some(mode) = numa_balancing.filter(|&m| m != 0) {
+        table.notes.push(format!(
+            "note: kernel NUMA balancing is on (kernel.numa_balancing = {mode}): the kernel may migrate the program's pages away from where this policy put them"
+        ));
+    }
     // Without --out the summary goes to standard error, as a table unless --format says otherwise.
     let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
     let text = match format {
