@@ -176,3 +176,58 @@ fn profile_passes_the_child_status_through_and_rejects_pid_0() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pid 0 names no process"));
 }
+
+#[test]
+fn profile_duration_ends_the_command_and_still_samples_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    // --duration shorter than one --interval: the end-of-profile sample is the only one.
+    let v = json_of(&["--format", "json", "profile", "--group", "software", "--duration", "300", "--", "sh", "-c", &script]);
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // SAFETY: signal 0 only tests for existence.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    assert!(!alive, "the command (pid {pid}) outlived its profile");
+    assert!(v["target"]["exit_code"].is_null(), "{}", v["target"]);
+    let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(notes.iter().any(|n| n.contains("ended it with SIGTERM")), "{notes:?}");
+    let pages = v["numa"]["pages"].as_array().unwrap();
+    assert!(!pages.is_empty(), "the target was alive at the end: {}", v["numa"]);
+    assert!(v["numa"]["notes"].as_array().is_none_or(|n| n.iter().all(|n| !n.as_str().unwrap().contains("no numa_maps sample"))));
+}
+
+#[test]
+fn profile_phases_total_what_ran_between_start_and_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("ctl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let f = fifo.display();
+    let script = format!("echo 'start solve' > {f}; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo stop > {f}; sleep 0.05");
+    // One interval is longer than the whole run: before the fix, the only sample came after
+    // the stop and carried the phase's counts without its label.
+    let v = json_of(&[
+        "--format",
+        "json",
+        "profile",
+        "--group",
+        "software",
+        "--interval",
+        "10000",
+        "--control",
+        fifo.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
+    assert_eq!(phases.len(), 1, "{phases:?}");
+    assert_eq!(phases[0]["label"], "solve");
+    let in_phase = phases[0]["events"]["sw.task_clock"].as_u64().unwrap();
+    let total = v["events"].as_array().unwrap().iter().find(|e| e["name"] == "sw.task_clock").unwrap()["value"].as_u64().unwrap();
+    assert!(in_phase * 2 > total, "the loop is most of the CPU time: {in_phase} of {total} ns in the phase");
+    // The sample closing the phase carries its label; the one after the stop does not.
+    let timeline = v["timeline"].as_array().unwrap();
+    let closing = timeline.iter().position(|s| s["label"] == "solve").unwrap();
+    assert!(timeline[closing + 1..].iter().all(|s| s["label"].is_null()));
+}

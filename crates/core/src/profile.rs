@@ -478,7 +478,12 @@ pub struct ProfileReport {
     pub timeline: Vec<TimelineSample>,
     #[serde(default)]
     pub runs: Vec<RunPlan>,
+    /// Totals per labelled phase (`start LABEL` … `stop` on the control channel), summed over
+    /// the timeline samples that carry the label; absent without labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTotal>,
+    /// Always present (docs/profile.md shows `"notes": []`), so consumers need not test for it.
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 
@@ -494,6 +499,7 @@ impl ProfileReport {
             numa: NumaSummary::default(),
             timeline: Vec::new(),
             runs: Vec::new(),
+            phases: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -505,7 +511,40 @@ impl ProfileReport {
     /// Compute the derived metrics from the events.
     pub fn finish(&mut self) {
         self.derived = derive_all(&self.events);
+        self.phases = phase_totals(&self.timeline);
     }
+}
+
+/// Event totals of one labelled phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTotal {
+    pub label: String,
+    /// Timeline samples (intervals) that carry the label.
+    pub samples: u32,
+    /// Event deltas summed over those samples.
+    pub events: BTreeMap<String, u64>,
+}
+
+/// Per-label sums of the timeline's event deltas, labels in order of first appearance. A
+/// phase that recurs (`start a`, `stop`, `start a`) adds up under its one label.
+pub fn phase_totals(timeline: &[TimelineSample]) -> Vec<PhaseTotal> {
+    let mut phases: Vec<PhaseTotal> = Vec::new();
+    for s in timeline {
+        let Some(label) = &s.label else { continue };
+        let i = match phases.iter().position(|p| &p.label == label) {
+            Some(i) => i,
+            None => {
+                phases.push(PhaseTotal { label: label.clone(), ..Default::default() });
+                phases.len() - 1
+            }
+        };
+        let p = &mut phases[i];
+        p.samples += 1;
+        for (name, v) in &s.events {
+            *p.events.entry(name.clone()).or_insert(0) += v;
+        }
+    }
+    phases
 }
 
 /// An operand of a derived metric: its estimate or why it has none.
@@ -696,7 +735,8 @@ pub struct ProfileDiff {
 fn diff_entry(name: String, a: Result<f64, String>, b: Result<f64, String>) -> DiffEntry {
     match (a, b) {
         (Ok(a), Ok(b)) => {
-            let effect = effect_pct(b, a);
+            // 0 → 0 is no change (effect 0 %); only a change from 0 has no relative effect.
+            let effect = if a == 0.0 && b == 0.0 { Some(0.0) } else { effect_pct(b, a) };
             DiffEntry {
                 name,
                 a: Some(a),
@@ -986,6 +1026,47 @@ mod tests {
     }
 
     #[test]
+    fn phase_totals_sum_each_labels_samples_in_order_of_first_appearance() {
+        let sample = |label: Option<&str>, faults: u64| TimelineSample {
+            label: label.map(String::from),
+            enabled: label.is_some(),
+            events: BTreeMap::from([("sw.page_faults".to_string(), faults)]),
+            ..Default::default()
+        };
+        let t = [
+            sample(None, 1),
+            sample(Some("solve"), 10),
+            sample(Some("solve"), 20),
+            sample(None, 2),
+            sample(Some("io"), 5),
+            sample(Some("solve"), 7),
+        ];
+        let p = phase_totals(&t);
+        assert_eq!(
+            p.iter().map(|p| (p.label.as_str(), p.samples, p.events["sw.page_faults"])).collect::<Vec<_>>(),
+            vec![("solve", 3, 37), ("io", 1, 5)]
+        );
+        assert!(phase_totals(&[sample(None, 3)]).is_empty());
+    }
+
+    #[test]
+    fn diff_of_zero_and_zero_is_no_change_not_undefined() {
+        let mut a = ProfileReport::new(Backend::Linux, Target::default());
+        a.events = vec![ok("sw.page_faults", 0), ok("sw.cpu_migrations", 0)];
+        let mut b = a.clone();
+        b.events[1] = ok("sw.cpu_migrations", 5);
+        a.finish();
+        b.finish();
+        let d = diff(&a, &b);
+        let get = |n: &str| d.entries.iter().find(|e| e.name == n).unwrap();
+        assert_eq!((get("sw.page_faults").status, get("sw.page_faults").effect_pct), (EventStatus::Ok, Some(0.0)));
+        assert_eq!(get("sw.page_faults").reason, None);
+        // From 0 to something has no relative effect.
+        assert_eq!(get("sw.cpu_migrations").status, EventStatus::Undefined);
+        assert_eq!(get("sw.cpu_migrations").reason.as_deref(), Some("baseline is 0"));
+    }
+
+    #[test]
     fn report_roundtrips_through_json() {
         let mut r = ProfileReport::new(Backend::Linux, Target { pid: Some(7), ..Default::default() });
         r.events.push(ok("sw.page_faults", 3));
@@ -995,6 +1076,7 @@ mod tests {
         let back: ProfileReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r);
         assert!(text.contains("\"schema\":\"numalab.profile/1\""));
+        assert!(text.ends_with("\"notes\":[]}"), "notes is always present: {text}");
     }
 
     #[test]

@@ -265,6 +265,29 @@ fn try_reap(pid: i32) -> Option<i32> {
     (r == pid).then(|| exit_code(status))
 }
 
+/// End a launched command still running when the profile stops (--duration, SIGINT):
+/// SIGTERM, then SIGKILL after a grace period, and reap it.
+fn end_child(pid: i32, notes: &mut Vec<String>) {
+    const GRACE: Duration = Duration::from_secs(2);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < GRACE {
+        if try_reap(pid).is_some() {
+            notes.push("the command was still running when the profile ended: numalab ended it with SIGTERM".into());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    reap(pid);
+    notes.push(format!(
+        "the command was still running when the profile ended and ignored SIGTERM for {} s: numalab killed it (SIGKILL)",
+        GRACE.as_secs()
+    ));
+}
+
 fn process_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks existence and permission.
     unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() == libc::EPERM }
@@ -541,27 +564,14 @@ fn run_once(
         let timed_out = cfg.duration_ms.is_some_and(|d| t0.elapsed() >= Duration::from_millis(d));
         let interrupted = matches!(cfg.target, TargetSpec::Pid(_)) && INTERRUPT.swap(false, Ordering::SeqCst);
         let done = exited || timed_out || interrupted;
-        for c in control.poll(notes) {
-            match c {
-                Control::Start(l) => {
-                    if !enabled {
-                        set.enable();
-                        enabled = true;
-                    }
-                    label = l;
-                }
-                Control::Stop => {
-                    if enabled {
-                        set.disable();
-                        enabled = false;
-                    }
-                    label = None;
-                }
-            }
-        }
+        // A control line closes the current phase with a sample of its own before the state
+        // changes, so the counts up to a `stop` carry the phase's label, not the next one's.
+        let controls = control.poll(notes);
         let now = Instant::now();
-        if now >= next_sample || done {
-            next_sample += interval;
+        if now >= next_sample || done || !controls.is_empty() {
+            if now >= next_sample {
+                next_sample += interval;
+            }
             // New threads of an attached process get their own groups.
             if collect_numa || matches!(cfg.target, TargetSpec::Pid(_)) {
                 for t in threads(root, pid as u32) {
@@ -587,7 +597,9 @@ fn run_once(
                 }
             }
             if collect_numa {
-                if !done {
+                // Sampled whenever the target is still there, also at the --duration or
+                // SIGINT end (a target shorter than one interval gets its one sample).
+                if !exited {
                     if let Some(pages) = target_pages(root, pid as u32)? {
                         for p in &pages {
                             let e = peak.entry(p.node).or_insert(0);
@@ -604,7 +616,30 @@ fn run_once(
             }
             timeline.push(sample);
         }
+        for c in controls {
+            match c {
+                Control::Start(l) => {
+                    if !enabled {
+                        set.enable();
+                        enabled = true;
+                    }
+                    label = l;
+                }
+                Control::Stop => {
+                    if enabled {
+                        set.disable();
+                        enabled = false;
+                    }
+                    label = None;
+                }
+            }
+        }
         if done {
+            if let (TargetSpec::Command(_), false) = (&cfg.target, exited) {
+                // Like `perf stat --timeout`: the launched command ends with the profile
+                // instead of running on as an orphan.
+                end_child(pid, notes);
+            }
             break;
         }
         std::thread::sleep(

@@ -104,7 +104,10 @@ pub fn topo_table_with(t: &Topology, exact: bool) -> Table {
     if !cpu_less.is_empty() {
         table.notes.push(format!("CPU-less memory nodes: {}", numalab_linux::parse::format_list(&cpu_less)));
     }
-    table.notes.push("numastat counts page allocations (pages, cumulative), not memory accesses".into());
+    table.notes.push(
+        "numastat counts allocations, cumulative since boot (one per allocation of any size: a 2 MiB huge page counts once), not pages and not memory accesses"
+            .into(),
+    );
     table
 }
 
