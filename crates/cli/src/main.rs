@@ -16,7 +16,7 @@ use std::process::ExitCode;
     about = "NUMA and tiered-memory placement: simulate policies, model machines, observe Linux",
     long_about = "numalab evaluates page and thread placement policies (first-touch, interleave, \
 bind, preferred, weighted interleave, Xen's 1 GiB round-robin) on NUMA and tiered-memory machines. `sim` and `compare` run \
-the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host; `run` launches a program under a policy."
+the deterministic simulator; `model` runs analytic models; `topo` and `profile` observe this Linux host; `run` launches a program under a policy; `attach` places a running one."
 )]
 struct Cli {
     #[command(flatten)]
@@ -54,6 +54,8 @@ enum Command {
     /// Launch a program under a static placement policy (memory policy and CPU nodes), as
     /// numactl does, through the same policy code the simulator runs.
     Run(cmd::run::RunArgs),
+    /// Apply a static placement policy to a running process: move its resident pages.
+    Attach(cmd::attach::AttachArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Topo(a) => cmd::topo::run(a, &cli.output),
         Command::Profile(a) => cmd::profile::run(a, &cli.output),
         Command::Run(a) => cmd::run::run(a, &cli.output),
+        Command::Attach(a) => cmd::attach::run(a, &cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,6 +98,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     let runtime = e.chain().any(|c| {
         c.is::<std::io::Error>()
             || c.is::<numalab_linux::session::SessionError>()
+            || c.is::<numalab_linux::act::pages::MoveError>()
             || matches!(c.downcast_ref::<numalab_linux::LinuxError>(), Some(numalab_linux::LinuxError::Io { .. }))
             || matches!(
                 c.downcast_ref::<numalab_sim::SimError>(),

@@ -133,6 +133,30 @@ scenario interleave --policy round-4k -- numa_touch --touch 0:32 --hold-ms 1000
 scenario bind --policy bind --set 'policy.nodes=[1]' -- numa_touch --touch 0:32 --hold-ms 1000
 scenario cpus --cpus-on 1 -- numa_touch --touch any:32 --hold-ms 1000
 scenario dry --dry-run --policy round-4k -- numa_touch --touch 0:32 --hold-ms 1000
+attach_scenario() {
+    name=$1; shift
+    numa_touch --touch 0:32 --hold-ms 5000 > /tmp/$name.out 2>&1 &
+    tpid=$!
+    pid=$(ready /tmp/$name.out) || return 1
+    numalab --out /tmp/$name.json attach --pid $pid "$@" 2> /tmp/$name.err
+    echo "$name rc=$?"
+    cat /proc/$pid/numa_maps > /tmp/$name.maps
+    kill $tpid; wait $tpid
+    save /tmp/$name.json /tmp/$name.maps /tmp/$name.err
+}
+attach_scenario attach-bind --policy bind --set 'policy.nodes=[1]'
+attach_scenario attach-interleave --policy round-4k
+# The target exits at different points of the move: attach must end cleanly every time.
+i=0
+while [ $i -lt 10 ]; do
+    numa_touch --touch 0:64 --hold-ms $((250 + i * 50)) > /tmp/exit$i.out 2>&1 &
+    pid=$(ready /tmp/exit$i.out)
+    numalab --format json attach --pid $pid --policy bind --set 'policy.nodes=[1]' > /tmp/exit$i.json 2> /tmp/exit$i.err
+    echo "exit$i rc=$?"
+    wait
+    save /tmp/exit$i.json /tmp/exit$i.err
+    i=$((i + 1))
+done
 "#;
 
 /// The numa_maps line of the largest anonymous range: (policy, pages on node 0, on node 1).
@@ -192,6 +216,41 @@ fn run_places_pages_as_the_policy_asks() {
     let (policy, n0, n1) = largest_anon(&read("dry", "maps"));
     assert_eq!(policy, "default");
     assert!(almost_all(n0) && n1 == 0, "dry run: N0={n0} N1={n1}");
+
+    // attach: the resident pages of a running process, first-touched on node 0, moved.
+    for name in ["attach-bind", "attach-interleave"] {
+        assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(name, "err"));
+    }
+    let (policy, n0, n1) = largest_anon(&read("attach-bind", "maps"));
+    assert_eq!(policy, "default", "attach cannot change the process's own policy");
+    assert!(n0 == 0 && almost_all(n1), "attach bind: N0={n0} N1={n1}");
+    let v: serde_json::Value = serde_json::from_str(&read("attach-bind", "json")).unwrap();
+    assert_eq!(v["schema"], "numalab.attach/1");
+    assert!(v["move"]["outcomes"]["moved"].as_u64().unwrap() >= PAGES - PAGES / 100, "{}", v["move"]);
+    // round-4k on THP-backed memory: whole huge pages alternate (by 2 MiB index, as the
+    // kernel's interleave does), so the halves are equal within two huge pages.
+    let (_, n0, n1) = largest_anon(&read("attach-interleave", "maps"));
+    assert!(n0.abs_diff(n1) <= 2 * 512 && n0 > 0 && n1 > 0 && almost_all(n0 + n1), "attach interleave: N0={n0} N1={n1}");
+    // Targets that exit 250 to 700 ms after they are ready (numalab itself takes about 300 ms
+    // to start in the emulated guest): gone before attach looked (a clear error, status 2), or
+    // during the plan or the move (a summary that says so, status 0), or after it.
+    let mut completed = 0;
+    for i in 0..10 {
+        let name = format!("exit{i}");
+        if printed.contains(&format!("{name} rc=2")) {
+            assert!(read(&name, "err").contains("no such process"), "{name}: {}", read(&name, "err"));
+            continue;
+        }
+        assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&name, "err"));
+        let v: serde_json::Value = serde_json::from_str(&read(&name, "json")).unwrap();
+        assert_eq!(v["schema"], "numalab.attach/1", "{name}");
+        println!(
+            "{name}: planned {} pages, moved {}, gone {}",
+            v["planned_move_pages"], v["move"]["outcomes"]["moved"], v["move"]["process_gone"]
+        );
+        completed += 1;
+    }
+    assert!(completed >= 1, "no target lived long enough to be attached:\n{printed}");
 
     for (name, outcome) in [("interleave", "applied"), ("bind", "applied"), ("cpus", "applied"), ("dry", "dry_run")] {
         let v: serde_json::Value = serde_json::from_str(&read(name, "json")).unwrap();

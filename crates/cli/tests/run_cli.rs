@@ -126,3 +126,68 @@ fn a_cpu_less_node_cannot_be_a_cpus_on_target() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("node 3 has no CPUs"), "{stderr}");
 }
+
+/// A child that maps and touches 8 MiB, prints its pid, and waits to be killed.
+fn toucher() -> (std::process::Child, u32) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", "import mmap,os,sys,time\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\nprint(os.getpid(),flush=True)\ntime.sleep(60)"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line.trim().parse().unwrap())
+}
+
+#[test]
+fn attach_plans_the_resident_pages_of_a_running_process() {
+    let (mut child, pid) = toucher();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("moves.jsonl");
+    let pid_s = pid.to_string();
+    let (code, stdout, stderr) = run(&[
+        "--format",
+        "json",
+        "attach",
+        "--pid",
+        &pid_s,
+        "--policy",
+        "bind",
+        "--set",
+        "policy.nodes=[0]",
+        "--dry-run",
+        "--decision-log",
+        log.to_str().unwrap(),
+    ]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["schema"], "numalab.attach/1");
+    assert_eq!(v["pid"], pid);
+    // This host has one node: every resident page is already where bind([0]) wants it.
+    let resident = v["plan"]["resident_pages"].as_u64().unwrap();
+    assert!(resident >= 2048, "the 8 MiB the child touched are resident: {}", v["plan"]);
+    assert_eq!(v["plan"]["in_place_pages"], resident);
+    assert_eq!(v["planned_moves"], 0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "");
+}
+
+#[test]
+fn attach_refuses_what_it_cannot_do_with_the_reason() {
+    let me = std::process::id().to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["attach", "--pid", "0", "--policy", "round-4k"], "--pid 0 names no process"),
+        (&["attach", "--pid", "999999999", "--policy", "round-4k"], "--pid 999999999: no such process"),
+        (&["attach", "--pid", &me, "--policy", "stable-numa"], "stable-numa is a dynamic policy; `numalab attach`"),
+        (&["attach", "--pid", &me, "--policy", "round-1g"], "round-1g lays out a whole address space"),
+        (&["attach", "--pid", &me, "--policy", "round-4k", "--rate-limit-mbps=-1"], "--rate-limit-mbps -1"),
+        (&["attach", "--pid", &me], "--policy"),
+    ];
+    for (args, want) in cases {
+        let (code, _, stderr) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: expected {want:?} in:\n{stderr}");
+    }
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand; each exposes its clap arguments and a `run` function.
 
+pub mod attach;
 pub mod bench;
 pub mod compare;
 pub mod list;

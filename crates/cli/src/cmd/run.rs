@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
 use numalab_linux::export::{to_machine, ExportOptions};
 use numalab_linux::{FsRoot, Topology};
-use numalab_policy::{PolicyEnv, PolicyKind};
+use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -50,36 +50,12 @@ pub struct RunArgs {
 }
 
 pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
-    let (name, implied) = canonical_policy(&a.policy)?;
-    let entry = numalab_policy::find(name)?;
-    if entry.kind == PolicyKind::Dynamic {
-        usage!(
-            "{name} is a dynamic policy; `numalab run` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux)"
-        );
-    }
-    let mut tree = toml::Value::Table(toml::Table::new());
-    for (k, v) in implied {
-        numalab_core::overrides::apply(&mut tree, &format!("policy.{k}={v}")).map_err(|e| Usage(e.to_string()))?;
-    }
-    for s in &a.set {
-        if !s.trim_start().starts_with("policy.") {
-            usage!("--set {s}: `numalab run` takes policy settings only (policy.KEY=VALUE)");
-        }
-        numalab_core::overrides::apply(&mut tree, s).map_err(|e| Usage(e.to_string()))?;
-    }
-    let config = match tree.get("policy") {
-        Some(toml::Value::Table(t)) => t.clone(),
-        _ => toml::Table::new(),
-    };
-
     let root = match &a.root {
         Some(dir) => root_of(&dir.join("sys")).or_else(|_| root_of(dir))?,
         None => FsRoot::host(),
     };
     let topo = Topology::read(&root).context("cannot read the NUMA topology")?;
-    let machine = to_machine(&topo, &ExportOptions::default()).map_err(|m| Usage(format!("this host's topology: {m}")))?.machine;
-    let env = PolicyEnv::new(Arc::new(machine));
-    let policy = entry.build(config, &env).map_err(|e| Usage(e.to_string()))?;
+    let StaticPolicy { name, policy } = static_policy(&a.policy, &a.set, &topo, "run")?;
     let Some(intent) = policy.mempolicy() else {
         usage!(
             "{name} has no Linux memory policy to launch a program with (round-1g binds 1 GiB ranges round-robin, which needs per-range mbind; not built yet): use round-4k or bind"
@@ -132,6 +108,41 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         0 => Ok(()),
         s => Err(anyhow::Error::new(ChildStatus(s.clamp(1, 255) as u8))),
     }
+}
+
+/// A static policy built for this host from `--policy` and `--set policy.KEY=VALUE`.
+pub struct StaticPolicy {
+    pub name: &'static str,
+    pub policy: Box<dyn DynPolicy>,
+}
+
+/// Build a static policy for the host `topo` describes (shared by `run` and `attach`).
+pub fn static_policy(policy: &str, sets: &[String], topo: &Topology, command: &str) -> Result<StaticPolicy> {
+    let (name, implied) = canonical_policy(policy)?;
+    let entry = numalab_policy::find(name)?;
+    if entry.kind == PolicyKind::Dynamic {
+        usage!(
+            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux)"
+        );
+    }
+    let mut tree = toml::Value::Table(toml::Table::new());
+    for (k, v) in implied {
+        numalab_core::overrides::apply(&mut tree, &format!("policy.{k}={v}")).map_err(|e| Usage(e.to_string()))?;
+    }
+    for s in sets {
+        if !s.trim_start().starts_with("policy.") {
+            usage!("--set {s}: `numalab {command}` takes policy settings only (policy.KEY=VALUE)");
+        }
+        numalab_core::overrides::apply(&mut tree, s).map_err(|e| Usage(e.to_string()))?;
+    }
+    let config = match tree.get("policy") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => toml::Table::new(),
+    };
+    let machine = to_machine(topo, &ExportOptions::default()).map_err(|m| Usage(format!("this host's topology: {m}")))?.machine;
+    let env = PolicyEnv::new(Arc::new(machine));
+    let policy = entry.build(config, &env).map_err(|e| Usage(e.to_string()))?;
+    Ok(StaticPolicy { name, policy })
 }
 
 fn summary_table(policy: &str, r: &LaunchReport, dry_run: bool) -> Table {

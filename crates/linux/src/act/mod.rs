@@ -4,9 +4,13 @@
 //! * [`syscall`]: the system calls as data, so a recording fake can stand in for the kernel.
 //! * [`launch`]: `numalab run`'s plan, the [`Launcher`] trait and its recording fake.
 //! * [`system`]: the real launcher (fork, calls, exec, wait; signal forwarding).
+//! * [`pages`]: `move_pages(2)` in paced batches, with a recording fake.
+//! * [`attach`]: a static policy applied to a running process's resident pages.
 
+pub mod attach;
 pub mod launch;
 pub mod mempolicy;
+pub mod pages;
 pub mod syscall;
 pub mod system;
 

@@ -1,0 +1,234 @@
+//! `numalab attach --pid PID --policy P`: apply a static policy to a running process by moving
+//! its resident anonymous pages with move_pages (docs/live.md). JSON contract
+//! `numalab.attach/1`.
+use crate::cmd::run::{static_policy, StaticPolicy};
+use crate::output::{write_text, Format, OutputOpts, Table};
+use crate::scenario::{usage, Usage};
+use anyhow::{Context, Result};
+use numalab_linux::act::attach::{plan_attach, AttachPlan};
+use numalab_linux::act::pages::{move_batched, MoveOptions, MoveStats, PageMove, PageOutcome, SystemPageMover};
+use numalab_linux::procfs::maps::{read_maps, read_smaps_anon_huge};
+use numalab_linux::{FsRoot, LinuxError, Topology};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  numalab attach --pid 1234 --policy round-4k                        interleave what is resident
+  numalab attach --pid 1234 --policy bind --set policy.nodes=[1] --rate-limit-mbps 200
+  numalab attach --pid 1234 --policy round-4k --dry-run --decision-log moves.jsonl
+
+Moves the process's resident private anonymous pages (heap, stacks, anonymous mmap) once; it
+cannot change the memory policy the process allocates new pages with.")]
+pub struct AttachArgs {
+    /// The process to place.
+    #[arg(long)]
+    pub pid: u32,
+    /// Static placement policy (`numalab list policies`), or a numactl name.
+    #[arg(long)]
+    pub policy: String,
+    /// A policy setting, `policy.KEY=VALUE` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Plan and log the moves, but move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write every page decision and its outcome as JSON lines (`numalab.decisions/1`).
+    #[arg(long, value_name = "FILE")]
+    pub decision_log: Option<PathBuf>,
+    /// Move at most this many MB (10^6 bytes) per second, so the program keeps its memory
+    /// bandwidth; 0 = no limit.
+    #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
+    pub rate_limit_mbps: f64,
+}
+
+#[derive(serde::Serialize)]
+struct PageRecord {
+    run: u32,
+    time_ns: u64,
+    cause: serde_json::Value,
+    decision: serde_json::Value,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+}
+
+fn outcome_strs(o: PageOutcome) -> (&'static str, Option<&'static str>) {
+    match o {
+        PageOutcome::Moved => ("applied", None),
+        PageOutcome::Busy => ("refused", Some("busy")),
+        PageOutcome::Shared => ("refused", Some("shared")),
+        PageOutcome::NotPresent => ("refused", Some("not_present")),
+        PageOutcome::NoMemory => ("refused", Some("node_full")),
+        PageOutcome::ProcessGone => ("refused", Some("process_gone")),
+        PageOutcome::Failed => ("refused", Some("failed")),
+    }
+}
+
+pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
+    if a.pid == 0 {
+        usage!("--pid 0 names no process");
+    }
+    if a.pid == std::process::id() {
+        usage!("--pid {}: numalab cannot attach to itself", a.pid);
+    }
+    if !(a.rate_limit_mbps.is_finite() && a.rate_limit_mbps >= 0.0) {
+        usage!("--rate-limit-mbps {}: must be a finite number >= 0", a.rate_limit_mbps);
+    }
+    let start = Instant::now();
+    let root = FsRoot::host();
+    let topo = Topology::read(&root).context("cannot read the NUMA topology")?;
+    let StaticPolicy { name, mut policy } = static_policy(&a.policy, &a.set, &topo, "attach")?;
+    if name == "round-1g" {
+        usage!("round-1g lays out a whole address space at its creation; `numalab attach` cannot realise it on a running process: use round-4k or bind");
+    }
+    let maps = read_maps(&root, a.pid).map_err(|e| match &e {
+        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::Error::new(Usage(format!("--pid {}: no such process", a.pid)))
+        }
+        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => anyhow::Error::new(Usage(format!(
+            "--pid {}: permission denied reading its memory map (attaching needs the rights of ptrace read: the same user, or CAP_SYS_PTRACE)",
+            a.pid
+        ))),
+        _ => anyhow::Error::new(e),
+    })?;
+    // Without smaps (a kernel without it, the process gone) every page is a base page.
+    let anon_huge = read_smaps_anon_huge(&root, a.pid).unwrap_or_default();
+    const PAGE_BYTES: u64 = 4096;
+    let pid = a.pid as i32;
+    // Bound to the process's start time: a pid reused after the target exits is never touched.
+    let mut mover = match SystemPageMover::for_process(a.pid) {
+        Ok(m) => m,
+        Err(e) if e.is_not_found() => usage!("--pid {}: no such process", a.pid),
+        Err(e) => return Err(e.into()),
+    };
+    let plan = plan_attach(&mut mover, pid, &maps, &anon_huge, policy.as_mut(), &topo, PAGE_BYTES)?;
+    let mut records: Vec<PageRecord> = Vec::new();
+    let cause = serde_json::json!({ "event": "attach" });
+    let decision = |m: &PageMove| match m.pages {
+        1 => serde_json::json!({ "kind": "migrate_page", "space": 0, "page": m.addr / PAGE_BYTES, "to": m.node }),
+        n => serde_json::json!({ "kind": "migrate_page", "space": 0, "page": m.addr / PAGE_BYTES, "to": m.node, "pages": n }),
+    };
+    let mut notes = Vec::new();
+    let (plan, stats) = match plan {
+        None => {
+            notes.push(format!("process {} exited before anything was moved", a.pid));
+            (AttachPlan::default(), MoveStats::default())
+        }
+        Some(plan) if a.dry_run => {
+            let t = start.elapsed().as_nanos() as u64;
+            for m in &plan.moves {
+                records.push(PageRecord {
+                    run: 0,
+                    time_ns: t,
+                    cause: cause.clone(),
+                    decision: decision(m),
+                    outcome: "dry_run",
+                    reason: None,
+                });
+            }
+            (plan, MoveStats { requested_pages: 0, ..Default::default() })
+        }
+        Some(plan) => {
+            let opts = MoveOptions {
+                rate_limit_bytes_per_s: (a.rate_limit_mbps > 0.0).then_some((a.rate_limit_mbps * 1e6) as u64),
+                page_bytes: PAGE_BYTES,
+                ..Default::default()
+            };
+            let log = a.decision_log.is_some();
+            let stats = move_batched(&mut mover, pid, &plan.moves, &opts, &mut |m, o| {
+                if log {
+                    let (outcome, reason) = outcome_strs(o);
+                    records.push(PageRecord {
+                        run: 0,
+                        time_ns: start.elapsed().as_nanos() as u64,
+                        cause: cause.clone(),
+                        decision: decision(m),
+                        outcome,
+                        reason,
+                    });
+                }
+            })?;
+            if stats.process_gone {
+                notes.push(format!("process {} exited during the move; the rest was not moved", a.pid));
+            }
+            (plan, stats)
+        }
+    };
+    if let Some(path) = &a.decision_log {
+        let mut text = String::new();
+        for r in &records {
+            text.push_str(&serde_json::to_string(r)?);
+            text.push('\n');
+        }
+        write_text(Some(path), &text)?;
+    }
+    let wall = start.elapsed();
+    let doc = serde_json::json!({
+        "schema": "numalab.attach/1",
+        "numalab_version": env!("CARGO_PKG_VERSION"),
+        "pid": a.pid,
+        "policy": { "name": name, "config": crate::scenario::tree_json(&toml::Value::Table(policy.config_toml())) },
+        "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "dry_run": a.dry_run,
+        "rate_limit_mbps": a.rate_limit_mbps,
+        "plan": plan,
+        "planned_moves": plan.moves.len(),
+        "planned_move_pages": plan.moves.iter().map(|m| m.pages as u64).sum::<u64>(),
+        "move": stats,
+        "notes": notes,
+        "wall_s": wall.as_secs_f64(),
+    });
+    let table = summary(name, a, &plan, &stats, &notes, wall);
+    let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
+    let text = match format {
+        Format::Json => format!("{}\n", serde_json::to_string_pretty(&doc)?),
+        Format::Csv => table.render_csv(),
+        Format::Table => table.render_text(),
+    };
+    match &out.out {
+        Some(p) => write_text(Some(p), &text),
+        None => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: &[String], wall: Duration) -> Table {
+    let mut t = Table::new(["numalab attach", "value"]);
+    t.row(["process".to_string(), a.pid.to_string()]);
+    t.row(["policy".to_string(), name.to_string()]);
+    t.row(["anonymous pages".to_string(), format!("{} scanned, {} resident", plan.scanned_pages, plan.resident_pages)]);
+    let before: Vec<String> = plan.before.iter().map(|(n, p)| format!("node {n}: {p}")).collect();
+    t.row(["resident before".to_string(), if before.is_empty() { "-".into() } else { before.join(", ") }]);
+    t.row(["already placed".to_string(), plan.in_place_pages.to_string()]);
+    if plan.huge_unit_pages > 0 {
+        t.row(["in transparent huge pages (moved whole)".to_string(), plan.huge_unit_pages.to_string()]);
+    }
+    if plan.unplaceable_pages > 0 {
+        t.row(["no room on any allowed node".to_string(), plan.unplaceable_pages.to_string()]);
+    }
+    if a.dry_run {
+        t.row(["to move (dry run, nothing moved)".to_string(), plan.moves.iter().map(|m| m.pages as u64).sum::<u64>().to_string()]);
+    } else {
+        t.row(["moved".to_string(), s.count(PageOutcome::Moved).to_string()]);
+        for (o, what) in [
+            (PageOutcome::Busy, "busy after retries"),
+            (PageOutcome::Shared, "shared with another process (skipped)"),
+            (PageOutcome::NotPresent, "gone before their move"),
+            (PageOutcome::NoMemory, "target node full"),
+            (PageOutcome::ProcessGone, "not moved: process exited"),
+            (PageOutcome::Failed, "failed"),
+        ] {
+            if s.count(o) > 0 {
+                t.row([what.to_string(), s.count(o).to_string()]);
+            }
+        }
+        t.row(["move_pages calls".to_string(), format!("{} (largest {} pages)", s.calls, s.largest_batch_pages)]);
+    }
+    t.row(["wall time".to_string(), format!("{:.3} s", wall.as_secs_f64())]);
+    t.notes.extend(notes.iter().cloned());
+    t
+}
