@@ -191,3 +191,33 @@ fn attach_refuses_what_it_cannot_do_with_the_reason() {
         assert!(stderr.contains(want), "{args:?}: expected {want:?} in:\n{stderr}");
     }
 }
+
+#[test]
+fn run_profile_counts_the_program_under_its_policy() {
+    // The kernel counts interleaved allocations in numa_interleave: the profiled program's
+    // own allocations (a shell loop) are interleaved by round-4k from its first instruction.
+    let (code, stdout, stderr) = run(&[
+        "--format",
+        "json",
+        "run",
+        "--profile",
+        "--policy",
+        "round-4k",
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; exit 4",
+    ]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stdout.is_empty(), "the summary goes to standard error");
+    let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(v["exit"]["code"], 4);
+    let p = &v["profile"];
+    assert_eq!(p["schema"], "numalab.profile/1");
+    assert_eq!(p["target"]["exit_code"], 4);
+    let faults = p["events"].as_array().unwrap().iter().find(|e| e["name"] == "sw.page_faults").unwrap();
+    assert!(faults["value"].as_u64().unwrap() > 10, "{faults}");
+    let interleaved = p["numa"]["vmstat"]["numa_interleave"]["value"].as_u64();
+    assert!(interleaved.is_some_and(|n| n > 0), "numa_interleave: {}", p["numa"]["vmstat"]);
+    assert!(v["agent_cpu_s"].as_f64().unwrap() > 0.0);
+}

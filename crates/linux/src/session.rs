@@ -50,6 +50,9 @@ pub struct SessionConfig {
     /// Send the launched command's standard output to standard error, so a report printed on
     /// standard output stays parseable.
     pub child_stdout_to_stderr: bool,
+    /// System calls the launched command's process makes before `exec` (`numalab run
+    /// --profile`: its memory policy and affinity).
+    pub pre_exec: Vec<crate::act::SysCall>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +176,7 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), SessionError> {
 
 /// Fork a child that waits for one byte on a pipe before `execvp`, so counters can be opened
 /// on its pid first (std's `Command` waits for the exec and cannot be gated like this).
-fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionError> {
+fn launch(argv: &[String], stdout_to_stderr: bool, pre_exec: &[crate::act::SysCall]) -> Result<Launched, SessionError> {
     let command = argv.join(" ");
     let spawn_err = |message: String| SessionError::Spawn { command: command.clone(), message };
     let cargs: Vec<CString> = argv
@@ -200,6 +203,13 @@ fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, SessionEr
             libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
             if stdout_to_stderr {
                 libc::dup2(2, 1);
+            }
+            for call in pre_exec {
+                // SysCall::invoke allocates nothing (act::syscall).
+                if let Err(errno) = call.invoke() {
+                    libc::write(st_w.as_raw_fd(), &errno as *const i32 as *const libc::c_void, 4);
+                    libc::_exit(127);
+                }
             }
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let errno = *libc::__errno_location();
@@ -498,7 +508,7 @@ fn run_once(
     let encodings: Vec<_> = events.iter().filter_map(|e| encode(e)).collect();
     let thread_scope = cfg.scope == Scope::Thread;
     let launch_cmd = match &cfg.target {
-        TargetSpec::Command(argv) => Some((launch(argv, cfg.child_stdout_to_stderr)?, argv.join(" "))),
+        TargetSpec::Command(argv) => Some((launch(argv, cfg.child_stdout_to_stderr, &cfg.pre_exec)?, argv.join(" "))),
         TargetSpec::Pid(pid) => {
             if !process_alive(*pid) {
                 return Err(SessionError::NoSuchProcess(*pid));

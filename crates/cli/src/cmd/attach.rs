@@ -179,6 +179,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         "move": stats,
         "notes": notes,
         "wall_s": wall.as_secs_f64(),
+        "agent_cpu_s": numalab_linux::act::own_cpu_seconds(),
     });
     let table = summary(name, a, &plan, &stats, &notes, wall);
     let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
@@ -229,6 +230,7 @@ fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: 
         t.row(["move_pages calls".to_string(), format!("{} (largest {} pages)", s.calls, s.largest_batch_pages)]);
     }
     t.row(["wall time".to_string(), format!("{:.3} s", wall.as_secs_f64())]);
+    t.row(["agent CPU".to_string(), format!("{:.3} s", numalab_linux::act::own_cpu_seconds())]);
     t.notes.extend(notes.iter().cloned());
     t
 }

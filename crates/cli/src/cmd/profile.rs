@@ -262,6 +262,7 @@ pub fn run(a: &ProfileArgs, out: &OutputOpts) -> Result<()> {
         counters_per_group: a.counters,
         root: FsRoot::host(),
         child_stdout_to_stderr: out.out.is_none(),
+        pre_exec: Vec::new(),
     };
     let report = session::run(&cfg)?;
     if let Some(p) = &a.timeline_csv {

@@ -5,8 +5,10 @@ use crate::cmd::profile::ChildStatus;
 use crate::output::{write_text, Format, OutputOpts, Table};
 use crate::scenario::{canonical_policy, usage, Usage};
 use anyhow::{Context, Result};
+use numalab_core::profile::{ProfileReport, Scope, DEFAULT_EVENTS};
 use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
 use numalab_linux::export::{to_machine, ExportOptions};
+use numalab_linux::session::{self, SessionConfig, TargetSpec};
 use numalab_linux::{FsRoot, Topology};
 use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind};
 use std::ffi::OsString;
@@ -44,6 +46,10 @@ pub struct RunArgs {
     /// this host's; only with --dry-run.
     #[arg(long, value_name = "DIR", requires = "dry_run")]
     pub root: Option<PathBuf>,
+    /// Also profile the program as `numalab profile` does (default events, 1 s samples of
+    /// its NUMA state), and add the profile to the summary.
+    #[arg(long)]
+    pub profile: bool,
     /// The program and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD", required = true)]
     pub command: Vec<OsString>,
@@ -66,10 +72,16 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
     // bind without MPOL_F_NUMA_BALANCING): the summary says so when it is on.
     let numa_balancing = numalab_linux::procfs::settings::numa_balancing(&root).ok().flatten();
 
-    let report = act::launch(&mut SystemLauncher, &a.command, &plan, a.dry_run).map_err(|e| match e {
+    let to_anyhow = |e: ActError| match e {
         ActError::Spawn { .. } | ActError::KernelRefused { .. } => anyhow::Error::new(e),
         other => anyhow::Error::new(Usage(other.to_string())),
-    })?;
+    };
+    let (report, profile) = if a.profile {
+        launch_profiled(a, &plan, &root).map_err(|e| e.context("numalab run --profile"))?
+    } else {
+        (act::launch(&mut SystemLauncher, &a.command, &plan, a.dry_run).map_err(to_anyhow)?, None)
+    };
+    let agent_cpu_s = act::own_cpu_seconds();
     if let Some(path) = &a.decision_log {
         write_decision_log(path, &report)?;
     }
@@ -84,8 +96,18 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         "actions": report.actions,
         "exit": report.exit,
         "wall_s": report.wall_s,
+        "agent_cpu_s": agent_cpu_s,
+        "profile": profile,
     });
     let mut table = summary_table(name, &report, a.dry_run);
+    t_agent_row(&mut table, agent_cpu_s, report.wall_s);
+    if let Some(p) = &profile {
+        let pt = crate::cmd::profile::summary_table(p);
+        for row in pt.rows {
+            table.row([format!("profile: {}", row[0]), format!("{} ({})", row[1], row[2])]);
+        }
+        table.notes.extend(pt.notes);
+    }
     if let Some(mode) = numa_balancing.filter(|&m| m != 0) {
         table.notes.push(format!(
             "note: kernel NUMA balancing is on (kernel.numa_balancing = {mode}): the kernel may migrate the program's pages away from where this policy put them"
@@ -108,6 +130,39 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         0 => Ok(()),
         s => Err(anyhow::Error::new(ChildStatus(s.clamp(1, 255) as u8))),
     }
+}
+
+fn t_agent_row(t: &mut Table, cpu_s: f64, wall_s: f64) {
+    let share = if wall_s > 0.0 { 100.0 * cpu_s / wall_s } else { 0.0 };
+    t.row(["agent CPU".to_string(), format!("{cpu_s:.3} s ({share:.2} % of one core over the run)")]);
+}
+
+/// `run --profile`: the profiler launches the program (its fork makes the planned calls
+/// before exec) and counts it from its first instruction.
+fn launch_profiled(a: &RunArgs, plan: &[act::LaunchAction], root: &FsRoot) -> Result<(LaunchReport, Option<ProfileReport>)> {
+    let start = std::time::Instant::now();
+    let calls = if a.dry_run { Vec::new() } else { act::checked_calls(&mut SystemLauncher, plan)? };
+    let actions = act::action_records(plan, a.dry_run, start.elapsed().as_nanos() as u64);
+    let argv: Vec<String> = a.command.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+    let cfg = SessionConfig {
+        target: TargetSpec::Command(argv),
+        events: DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect(),
+        scope: Scope::Thread,
+        interval_ms: 1000,
+        duration_ms: None,
+        start_disabled: false,
+        control_fifo: None,
+        repeat_split: false,
+        counters_per_group: 4,
+        root: root.clone(),
+        child_stdout_to_stderr: false,
+        pre_exec: calls,
+    };
+    let report = session::run(&cfg)?;
+    let code = report.target.exit_code;
+    let exit =
+        act::ChildExit { code: code.filter(|&c| c < 128), signal: code.filter(|&c| c >= 128).map(|c| c - 128), wall: start.elapsed() };
+    Ok((LaunchReport { actions, exit, wall_s: start.elapsed().as_secs_f64() }, Some(report)))
 }
 
 /// A static policy built for this host from `--policy` and `--set policy.KEY=VALUE`.

@@ -152,6 +152,29 @@ pub struct LaunchReport {
     pub wall_s: f64,
 }
 
+/// The plan's system calls, each first made once by `launcher.probe`: a call the kernel
+/// refuses is an error naming the call, the errno and what it needs.
+pub fn checked_calls(launcher: &mut dyn Launcher, plan: &[LaunchAction]) -> Result<Vec<SysCall>, ActError> {
+    let calls: Vec<SysCall> = plan.iter().map(LaunchAction::syscall).collect();
+    for ((action, call), answer) in plan.iter().zip(&calls).zip(launcher.probe(&calls)) {
+        if let Err(errno) = answer {
+            return Err(ActError::KernelRefused {
+                call: call.name(),
+                what: action.describe(),
+                errno,
+                reason: format!("{}{}", errno_text(errno), action.refusal_hint(errno)),
+            });
+        }
+    }
+    Ok(calls)
+}
+
+/// The decision-log records of a plan carried out (or not, in a dry run) at `time_ns`.
+pub fn action_records(plan: &[LaunchAction], dry_run: bool, time_ns: u64) -> Vec<ActionRecord> {
+    let outcome = if dry_run { ActionOutcome::DryRun } else { ActionOutcome::Applied };
+    plan.iter().map(|a| ActionRecord { run: 0, time_ns, cause: LaunchCause::Launch, decision: a.clone(), outcome }).collect()
+}
+
 /// Probe, then launch and wait. `dry_run` launches the program unchanged and records every
 /// action as `dry_run`.
 pub fn launch(launcher: &mut dyn Launcher, argv: &[OsString], plan: &[LaunchAction], dry_run: bool) -> Result<LaunchReport, ActError> {
@@ -159,24 +182,21 @@ pub fn launch(launcher: &mut dyn Launcher, argv: &[OsString], plan: &[LaunchActi
     if argv.is_empty() {
         return Err(ActError::NoCommand);
     }
-    let calls: Vec<SysCall> = plan.iter().map(LaunchAction::syscall).collect();
-    if !dry_run {
-        for ((action, call), answer) in plan.iter().zip(&calls).zip(launcher.probe(&calls)) {
-            if let Err(errno) = answer {
-                return Err(ActError::KernelRefused {
-                    call: call.name(),
-                    what: action.describe(),
-                    errno,
-                    reason: format!("{}{}", errno_text(errno), action.refusal_hint(errno)),
-                });
-            }
-        }
-    }
-    let outcome = if dry_run { ActionOutcome::DryRun } else { ActionOutcome::Applied };
-    let time_ns = start.elapsed().as_nanos() as u64;
-    let actions = plan.iter().map(|a| ActionRecord { run: 0, time_ns, cause: LaunchCause::Launch, decision: a.clone(), outcome }).collect();
-    let exit = launcher.run(argv, if dry_run { &[] } else { &calls })?;
+    let calls = if dry_run { Vec::new() } else { checked_calls(launcher, plan)? };
+    let actions = action_records(plan, dry_run, start.elapsed().as_nanos() as u64);
+    let exit = launcher.run(argv, &calls)?;
     Ok(LaunchReport { actions, exit, wall_s: start.elapsed().as_secs_f64() })
+}
+
+/// CPU time (user + system) this process has used so far: the agent's own overhead.
+pub fn own_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
 }
 
 /// Records what it is asked to do and runs nothing.

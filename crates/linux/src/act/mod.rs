@@ -14,7 +14,10 @@ pub mod pages;
 pub mod syscall;
 pub mod system;
 
-pub use launch::{launch, static_plan, ActionOutcome, ActionRecord, ChildExit, LaunchAction, LaunchReport, Launcher, RecordingLauncher};
+pub use launch::{
+    action_records, checked_calls, launch, own_cpu_seconds, static_plan, ActionOutcome, ActionRecord, ChildExit, LaunchAction,
+    LaunchReport, Launcher, RecordingLauncher,
+};
 pub use mempolicy::KernelMempolicy;
 pub use syscall::SysCall;
 pub use system::SystemLauncher;
