@@ -161,6 +161,17 @@ pub fn emit(opts: &OutputOpts, json: &serde_json::Value, table: &Table) -> Resul
     write_text(opts.out.as_deref(), &text)
 }
 
+/// The text of a command summary that shares the terminal with a program (`run`, `attach`):
+/// `--format` if given, else from `--out`'s extension, else a table (with its notes).
+pub fn render_summary(opts: &OutputOpts, json: &serde_json::Value, table: &Table) -> Result<String> {
+    let format = opts.format.unwrap_or_else(|| if opts.out.is_some() { opts.resolved_format() } else { Format::Table });
+    Ok(match format {
+        Format::Json => format!("{}\n", serde_json::to_string_pretty(json)?),
+        Format::Csv => table.render_csv(),
+        Format::Table => table.render_text(),
+    })
+}
+
 /// Write to a file or to standard output.
 ///
 /// A regular file (or a new one) is replaced atomically: a temporary file in the same

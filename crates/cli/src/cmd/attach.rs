@@ -2,14 +2,13 @@
 //! its resident anonymous pages with move_pages (docs/live.md). JSON contract
 //! `numalab.attach/1`.
 use crate::cmd::run::{static_policy, StaticPolicy};
-use crate::output::{write_text, Format, OutputOpts, Table};
+use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::attach::{plan_attach, AttachPlan};
 use numalab_linux::act::pages::{move_batched, MoveOptions, MoveStats, PageMove, PageOutcome, SystemPageMover};
 use numalab_linux::procfs::maps::{read_maps, read_smaps_anon_huge};
 use numalab_linux::{FsRoot, LinuxError, Topology};
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -182,19 +181,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         "agent_cpu_s": numalab_linux::act::own_cpu_seconds(),
     });
     let table = summary(name, a, &plan, &stats, &notes, wall);
-    let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
-    let text = match format {
-        Format::Json => format!("{}\n", serde_json::to_string_pretty(&doc)?),
-        Format::Csv => table.render_csv(),
-        Format::Table => table.render_text(),
-    };
-    match &out.out {
-        Some(p) => write_text(Some(p), &text),
-        None => {
-            let _ = std::io::stdout().write_all(text.as_bytes());
-            Ok(())
-        }
-    }
+    write_text(out.out.as_deref(), &render_summary(out, &doc, &table)?)
 }
 
 fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: &[String], wall: Duration) -> Table {

@@ -2,7 +2,7 @@
 //! same policy code the simulator runs (docs/live.md). JSON contract `numalab.run/1`.
 use crate::cmd::machine_import::root_of;
 use crate::cmd::profile::ChildStatus;
-use crate::output::{write_text, Format, OutputOpts, Table};
+use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{canonical_policy, usage, Usage};
 use anyhow::{Context, Result};
 use numalab_core::profile::{ProfileReport, Scope, DEFAULT_EVENTS};
@@ -113,13 +113,8 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
             "note: kernel NUMA balancing is on (kernel.numa_balancing = {mode}): the kernel may migrate the program's pages away from where this policy put them"
         ));
     }
-    // Without --out the summary goes to standard error, as a table unless --format says otherwise.
-    let format = out.format.unwrap_or_else(|| if out.out.is_some() { out.resolved_format() } else { Format::Table });
-    let text = match format {
-        Format::Json => format!("{}\n", serde_json::to_string_pretty(&doc)?),
-        Format::Csv => table.render_csv(),
-        Format::Table => table.render_text(),
-    };
+    // Without --out the summary goes to standard error: standard output is the program's.
+    let text = render_summary(out, &doc, &table)?;
     match &out.out {
         Some(p) => write_text(Some(p), &text)?,
         None => {
