@@ -221,3 +221,29 @@ fn run_profile_counts_the_program_under_its_policy() {
     assert!(interleaved.is_some_and(|n| n > 0), "numa_interleave: {}", p["numa"]["vmstat"]);
     assert!(v["agent_cpu_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn sigterm_to_numalab_reaches_the_program_and_the_summary_is_still_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    // The program says it is ready, then exits 7 on SIGTERM.
+    let script = format!("trap 'exit 7' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(["run", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..400 {
+        if ready.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(ready.exists(), "the program never started");
+    // SAFETY: signalling the child process this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("exit code 7"), "{stderr}");
+}
