@@ -51,6 +51,8 @@ enum Command {
     Topo(cmd::topo::TopoArgs),
     /// Profile a process: perf counters and NUMA state over time.
     Profile(cmd::profile::ProfileArgs),
+    /// Charts and a self-contained HTML report from numalab JSON results (docs/report.md).
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Model(c) => cmd::model::run(c, &cli.output),
         Command::Topo(a) => cmd::topo::run(a, &cli.output),
         Command::Profile(a) => cmd::profile::run(a, &cli.output),
+        Command::Report(a) => cmd::report::run(a, &cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod machine;
 pub mod machine_import;
 pub mod model;
 pub mod profile;
+pub mod report;
 pub mod sim;
 pub mod study;
 pub mod topo;
