@@ -116,6 +116,21 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
+/// A short number for labels and names (axis ticks, "100 GB/s"): at most three decimals.
+pub fn short(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if !(1e-3..1e5).contains(&a) {
+        format!("{v:.1e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 fn fmt_opt(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".into(), fmt_num)
 }
@@ -867,7 +882,7 @@ fn mva_chart(input: &Input, m: &Mva, stem: &str) -> Option<Chart> {
     let mut series: Vec<Series> = Vec::new();
     for p in &m.points {
         let others: Vec<String> =
-            varying.iter().filter(|k| **k != x).map(|k| format!("{k}={}", value(p, k).map_or("n/a".into(), fmt_num))).collect();
+            varying.iter().filter(|k| **k != x).map(|k| format!("{k}={}", value(p, k).map_or("n/a".into(), short))).collect();
         let mut name = format!("{} ({})", p.policy, p.network);
         if !others.is_empty() {
             name = format!("{name} {}", others.join(" "));
@@ -911,7 +926,7 @@ fn roofline_chart(input: &Input, r: &Roofline, stem: &str) -> Chart {
         }
         xs.push(hi);
         series.push(Series {
-            name: format!("{tier} ceiling ({} GB/s)", fmt_num(*bw)),
+            name: format!("{tier} ceiling ({} GB/s)", short(*bw)),
             points: xs.iter().map(|&i| (i, att(i))).collect(),
             markers: false,
         });
@@ -931,7 +946,7 @@ points[].ai. Application points measured over time are not in this document and 
         reproduce: vec![input.reproduce.clone()],
         y_label: "GFLOP/s".into(),
         kind: Kind::Lines {
-            panels: vec![LinePanel { title: format!("peak {} GFLOP/s", fmt_num(r.peak_gflops)), series }],
+            panels: vec![LinePanel { title: format!("peak {} GFLOP/s", short(r.peak_gflops)), series }],
             x_label: "arithmetic intensity, flop/byte".into(),
             log_x: true,
             log_y: true,
@@ -966,6 +981,16 @@ mod tests {
         assert_eq!(fmt_num(1.5), "1.500000");
         assert_eq!(fmt_num(123456789.0), "1.23457e8");
         assert_eq!(fmt_num(0.0000123), "1.23000e-5");
+    }
+
+    #[test]
+    fn short_numbers_for_labels() {
+        assert_eq!(short(0.5), "0.5");
+        assert_eq!(short(1.0), "1");
+        assert_eq!(short(250.0), "250");
+        assert_eq!(short(3046.4), "3046");
+        assert_eq!(short(2.5e6), "2.5e6");
+        assert_eq!(short(0.0), "0");
     }
 
     #[test]

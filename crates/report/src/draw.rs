@@ -1,7 +1,7 @@
 //! Drawing charts as SVG with plotters. Everything drawn comes from `charts::Chart`; nothing
 //! here computes a statistic. Panels are laid out in a grid of up to three columns.
 
-use crate::charts::{BarPanel, BoxPanel, Chart, HeatPanel, Kind, LinePanel};
+use crate::charts::{short as tick, BarPanel, BoxPanel, Chart, HeatPanel, Kind, LinePanel};
 use crate::error::{ReportError, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -29,21 +29,6 @@ const PALETTE: [RGBColor; 10] = [
 
 fn color(k: usize) -> RGBColor {
     PALETTE[k % PALETTE.len()]
-}
-
-/// A short tick label: plotters' default prints every digit of an f64.
-fn tick(v: f64) -> String {
-    let a = v.abs();
-    if v == 0.0 {
-        "0".into()
-    } else if !(1e-3..1e5).contains(&a) {
-        format!("{v:.1e}")
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
 }
 
 /// The label of category `x` if `x` is (close to) its index, else nothing.
@@ -283,15 +268,6 @@ fn heat_panel(area: &DrawingArea<SVGBackend, Shift>, p: &HeatPanel) -> DrawResul
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_are_short() {
-        assert_eq!(tick(0.5), "0.5");
-        assert_eq!(tick(1.0), "1");
-        assert_eq!(tick(250.0), "250");
-        assert_eq!(tick(2.5e6), "2.5e6");
-        assert_eq!(tick(0.0), "0");
-    }
 
     #[test]
     fn category_labels_only_at_whole_positions() {
