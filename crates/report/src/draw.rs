@@ -124,7 +124,16 @@ fn bar_panel(area: &DrawingArea<SVGBackend, Shift>, p: &BarPanel, y_label: &str,
         .map(|row| if stacked { row.iter().flatten().sum::<f64>() } else { row.iter().flatten().copied().fold(0.0, f64::max) })
         .fold(0.0, f64::max)
         .max(p.reference.as_ref().map_or(0.0, |r| r.1));
-    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    // Headroom above the bars for the legend in the upper right, one line per entry.
+    let entries = p
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(s, _)| p.values.iter().any(|row| row.get(*s).copied().flatten().is_some_and(|v| v != 0.0)))
+        .count()
+        + usize::from(p.reference.is_some());
+    let room = if entries > 1 || p.reference.is_some() { (0.06 * (entries + 1) as f64).min(0.6) } else { 0.0 };
+    let top = if top > 0.0 { top * 1.1 / (1.0 - room) } else { 1.0 };
     let mut ch = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 14))
         .margin(8)
@@ -171,7 +180,12 @@ fn bar_panel(area: &DrawingArea<SVGBackend, Shift>, p: &BarPanel, y_label: &str,
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK));
     }
     if legend {
-        ch.configure_series_labels().label_font((FONT, 11)).background_style(WHITE.mix(0.85)).border_style(BLACK.mix(0.3)).draw()?;
+        ch.configure_series_labels()
+            .label_font((FONT, 11))
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
     }
     Ok(())
 }

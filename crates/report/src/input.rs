@@ -188,11 +188,9 @@ pub fn parse(path: &str, text: &str) -> Result<Input> {
                 input.seed = study.get("study")?.opt("seed").map(|s| s.value.to_string());
             }
             let name = study.get("study")?.opt("name").and_then(|n| n.value.as_str().map(str::to_string)).unwrap_or_default();
-            input.reproduce = format!(
-                "numalab study STUDY.toml --out {}   # STUDY.toml: the study table below{}",
-                file_name(path),
-                if name.is_empty() { String::new() } else { format!(" (study \"{name}\")") }
-            );
+            input.provenance.push(("study file (TOML, rebuilt from the document)".into(), study_toml(study.value)));
+            let file = if name.is_empty() { "STUDY".to_string() } else { name.clone() };
+            input.reproduce = format!("numalab study {file}.toml --out {}   # {file}.toml: the study file under Inputs", file_name(path));
             let mut cells = Vec::new();
             for c in root.get("cells")?.items()? {
                 let runs = c.get("runs")?.items()?;
@@ -262,6 +260,46 @@ pub fn parse(path: &str, text: &str) -> Result<Input> {
         _ => unreachable!("every SUPPORTED schema has a reader"),
     }
     Ok(input)
+}
+
+/// The study file back as TOML, from the document's `study` (its `[study]` and `[grid]` tables
+/// as read): what `numalab study` needs to run the same cells again.
+fn study_toml(study: &Value) -> String {
+    let mut out = String::new();
+    for table in ["study", "grid"] {
+        let Some(m) = study.get(table).and_then(Value::as_object) else { continue };
+        if m.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("[{table}]\n"));
+        for (k, v) in m {
+            if !v.is_null() {
+                out.push_str(&format!("{} = {}\n", toml_key(k), toml_value(v)));
+            }
+        }
+    }
+    out
+}
+
+/// A bare key where TOML allows one, else a quoted key (grid keys hold dots).
+fn toml_key(k: &str) -> String {
+    if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        k.to_string()
+    } else {
+        Value::from(k).to_string()
+    }
+}
+
+/// JSON scalars and arrays are TOML as written (a JSON string is a valid TOML basic string);
+/// objects become inline tables.
+fn toml_value(v: &Value) -> String {
+    match v {
+        Value::Array(a) => format!("[{}]", a.iter().map(toml_value).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => {
+            format!("{{ {} }}", m.iter().map(|(k, v)| format!("{} = {}", toml_key(k), toml_value(v))).collect::<Vec<_>>().join(", "))
+        }
+        v => v.to_string(),
+    }
 }
 
 fn pretty(v: &Value) -> String {
@@ -463,4 +501,22 @@ fn roofline(root: &Cursor) -> Result<Roofline> {
         tiers,
         ai,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn study_files_come_back_as_toml() {
+        let study: Value = serde_json::from_str(
+            r#"{"study": {"name": "s", "runs": 2, "threads": null, "iterations": {"is-like": 3}},
+                "grid": {"sim.sched.noise_rate_per_cpu_hz": [50.0, 0.0]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            study_toml(&study),
+            "[study]\niterations = { is-like = 3 }\nname = \"s\"\nruns = 2\n[grid]\n\"sim.sched.noise_rate_per_cpu_hz\" = [50.0, 0.0]\n"
+        );
+    }
 }

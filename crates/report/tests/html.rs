@@ -61,3 +61,11 @@ fn charts_are_drawn_only_with_their_data() {
     let ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["input1-roofline"]);
 }
+
+#[test]
+fn a_study_report_carries_its_study_file() {
+    // Rebuilt from the document; `numalab study` on it runs the same cells (docs/report.md).
+    let html = report(&["study.json"]).html();
+    assert!(html.contains("numalab study report-fixture.toml --out study.json"));
+    assert!(html.contains("[study]\niterations = { cg-like = 20, master-slave = 600 }\nmachines = [&quot;server-a-4n&quot;]\n"));
+}
