@@ -51,6 +51,9 @@ pub struct Cell {
     pub policy: String,
     /// The study grid point, "key=value, …"; empty outside a study grid.
     pub grid: String,
+    /// Options of `numalab sim`/`compare` read back from the resolved config (scale,
+    /// iterations, engine): explicit values, so they hold whatever the defaults are.
+    pub options: String,
     pub runs: Vec<Run>,
 }
 
@@ -214,6 +217,7 @@ pub fn parse(path: &str, text: &str) -> Result<Input> {
                     workload: c.str_field("workload")?.into(),
                     policy: c.str_field("policy")?.into(),
                     grid,
+                    options: String::new(),
                     runs: runs.iter().map(run).collect::<Result<_>>()?,
                 });
             }
@@ -316,10 +320,11 @@ fn compare_command(verb: &str, cells: &[Cell], seed: Option<&str>) -> String {
     let Some(first) = cells.first() else { return String::new() };
     let policies: Vec<&str> = cells.iter().map(|c| c.policy.as_str()).collect();
     format!(
-        "numalab {verb} {} --machine {} --workload {} --runs {}{}   # plus --set for any setting of the resolved config below that differs from the presets",
+        "numalab {verb} {} --machine {} --workload {}{} --runs {}{}   # plus --set for any other setting of the resolved config below that differs from the presets",
         policies.join(","),
         first.machine,
         first.workload,
+        first.options,
         first.runs.len(),
         seed.map(|s| format!(" --seed {s}")).unwrap_or_default()
     )
@@ -337,6 +342,17 @@ fn sim_cell(doc: &Cursor, at: &str) -> Result<Cell> {
         None => workload_tree.str_field("source")?.to_string(),
     };
     let policy = config.get("policy")?.str_field("name")?.to_string();
+    let mut options = String::new();
+    if let Some(x) = workload_tree.opt_f64_field("scale")? {
+        options.push_str(&format!(" --scale {x}"));
+    }
+    let run_table = workload_tree.opt("definition").and_then(|d| d.opt("workload")).and_then(|w| w.opt("run"));
+    if let Some(n) = run_table.as_ref().and_then(|r| r.opt("iterations")) {
+        options.push_str(&format!(" --iterations {}", n.value));
+    }
+    if let Some(e) = config.opt("sim").and_then(|s| s.opt("engine")) {
+        options.push_str(&format!(" --set sim.engine={}", e.str()?));
+    }
     let runs_node = doc.get("runs")?;
     let runs: Vec<Run> = runs_node.items()?.iter().map(run).collect::<Result<_>>()?;
     if runs.is_empty() {
@@ -350,6 +366,7 @@ fn sim_cell(doc: &Cursor, at: &str) -> Result<Cell> {
         workload,
         policy,
         grid: String::new(),
+        options,
         runs,
     })
 }

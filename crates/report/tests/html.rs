@@ -49,7 +49,7 @@ fn provenance_of_every_input() {
     // The resolved config of each policy, and the command lines.
     assert!(html.contains("results[2].config (round-4k)"));
     assert!(
-        html.contains("numalab compare --policies linux,autonuma,round-4k --machine server-a-4n --workload master-slave --runs 4 --seed 1")
+        html.contains("numalab compare --policies linux,autonuma,round-4k --machine server-a-4n --workload master-slave --scale 0.02 --iterations 600 --set sim.engine=fast --runs 4 --seed 1")
     );
     assert!(html.contains("numalab model roofline --machine knl-7250-flat --bandwidth peak --peak-gflops 3046.4 --ai 0.1,1,10,100"));
 }
