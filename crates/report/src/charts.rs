@@ -649,7 +649,8 @@ fn access_matrix(c: &Cell) -> Option<Vec<Vec<f64>>> {
     for r in &c.runs {
         let Some(m) = &r.access_matrix else { continue };
         let total: f64 = m.iter().flatten().sum();
-        if total <= 0.0 || m.is_empty() {
+        // Only a rectangular matrix with accesses has shares (a hand-edited file may be ragged).
+        if !(total > 0.0 && total.is_finite()) || m.is_empty() || m.iter().any(|row| row.len() != m[0].len()) {
             continue;
         }
         let s = sum.get_or_insert_with(|| m.iter().map(|row| vec![0.0; row.len()]).collect());

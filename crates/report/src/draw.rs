@@ -54,6 +54,10 @@ pub fn svg(chart: &Chart) -> Result<String> {
     let rows = n.div_ceil(cols);
     let size = (cols as u32 * PANEL_W, rows as u32 * PANEL_H);
     let err = |e: &dyn std::fmt::Display| ReportError::Draw { chart: chart.id.clone(), message: e.to_string() };
+    // Finite inputs can still add up to infinity (1e308 + 1e308): no axis spans that.
+    if !chart.table().rows.iter().flatten().all(|c| c.parse::<f64>().map_or(true, f64::is_finite)) {
+        return Err(err(&"a value is too large to draw"));
+    }
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, size).into_drawing_area();
@@ -75,11 +79,21 @@ pub fn svg(chart: &Chart) -> Result<String> {
 
 type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
+/// Axis bounds must be finite: values near f64::MAX overflow once padded.
+fn finite(bounds: &[f64]) -> DrawResult {
+    if bounds.iter().all(|b| b.is_finite()) {
+        Ok(())
+    } else {
+        Err("a value is too large to draw".into())
+    }
+}
+
 fn box_panel(area: &DrawingArea<SVGBackend, Shift>, p: &BoxPanel, y_label: &str) -> DrawResult {
     let n = p.boxes.len();
     let lo = p.boxes.iter().map(|b| b.min).fold(1.0, f64::min);
     let hi = p.boxes.iter().map(|b| b.max).fold(1.0, f64::max);
     let pad = ((hi - lo) * 0.1).max(0.01);
+    finite(&[lo - pad, hi + pad])?;
     let labels: Vec<String> = p.boxes.iter().map(|b| b.label.clone()).collect();
     let mut ch = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 14))
@@ -134,6 +148,7 @@ fn bar_panel(area: &DrawingArea<SVGBackend, Shift>, p: &BarPanel, y_label: &str,
         + usize::from(p.reference.is_some());
     let room = if entries > 1 || p.reference.is_some() { (0.06 * (entries + 1) as f64).min(0.6) } else { 0.0 };
     let top = if top > 0.0 { top * 1.1 / (1.0 - room) } else { 1.0 };
+    finite(&[top])?;
     let mut ch = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 14))
         .margin(8)
@@ -214,6 +229,7 @@ fn line_panel(area: &DrawingArea<SVGBackend, Shift>, p: &LinePanel, x_label: &st
         y1 = y0 + 1.0;
     }
     let ypad = (y1 - y0) * 0.08;
+    finite(&[x0, x1, y0, y1 + ypad])?;
     let mut ch = ChartBuilder::on(area)
         .caption(&p.title, (FONT, 14))
         .margin(8)
