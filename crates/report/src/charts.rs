@@ -263,6 +263,19 @@ pub fn charts(inputs: &[Input]) -> Result<Vec<Chart>> {
             Body::Roofline(r) => out.push(roofline_chart(input, r, &stem)),
         }
     }
+    // Ids name files and anchors: two machine names with the same slug ("a_b", "a-b") must
+    // not share one.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for c in &mut out {
+        let mut id = c.id.clone();
+        let mut k = 2;
+        while seen.contains(&id) {
+            id = format!("{}-{k}", c.id);
+            k += 1;
+        }
+        seen.insert(id.clone());
+        c.id = id;
+    }
     Ok(out)
 }
 

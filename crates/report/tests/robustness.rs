@@ -119,3 +119,21 @@ fn a_single_run_has_no_cv_bar_but_a_box() {
     // Without the CV/NMMD chart: one fewer than the 8 of the full fixture.
     assert_eq!(n, 7);
 }
+
+#[test]
+fn chart_ids_stay_unique_when_machine_names_look_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: Value = serde_json::from_str(&common::read("compare.json")).unwrap();
+    for r in v["results"].as_array_mut().unwrap() {
+        r["config"]["machine"]["name"] = json!("server_a_4n");
+    }
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, v.to_string()).unwrap();
+    let r = Report::from_files(&[common::data("compare.json"), other.display().to_string()]).unwrap();
+    let mut ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    assert!(ids.contains(&"exec-time-server-a-4n") && ids.contains(&"exec-time-server-a-4n-2"), "{ids:?}");
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "ids repeat");
+}
