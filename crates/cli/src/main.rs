@@ -56,6 +56,8 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Apply a static placement policy to a running process: move its resident pages.
     Attach(cmd::attach::AttachArgs),
+    /// Charts and a self-contained HTML report from numalab JSON results (docs/report.md).
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Command::Profile(a) => cmd::profile::run(a, &cli.output),
         Command::Run(a) => cmd::run::run(a, &cli.output),
         Command::Attach(a) => cmd::attach::run(a, &cli.output),
+        Command::Report(a) => cmd::report::run(a, &cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

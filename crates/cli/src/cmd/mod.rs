@@ -8,6 +8,7 @@ pub mod machine;
 pub mod machine_import;
 pub mod model;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod sim;
 pub mod study;

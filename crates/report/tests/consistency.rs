@@ -1,0 +1,91 @@
+//! The chart data against numalab's own summaries: the report recomputes quartiles, CV, NMMD
+//! and means from the runs, and they must agree with the `summary` the simulator wrote
+//! (docs/metrics.md, "Across runs"). Two independent computations of the same numbers.
+
+mod common;
+
+use numalab_report::charts::Kind;
+use numalab_report::Report;
+use serde_json::Value;
+
+fn close(a: f64, b: f64, what: &str) {
+    assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: report {a} vs summary {b}");
+}
+
+#[test]
+fn compare_charts_agree_with_the_documents_summaries() {
+    let doc: Value = serde_json::from_str(&common::read("compare.json")).unwrap();
+    let report = Report::from_files(&[common::data("compare.json")]).unwrap();
+    let chart = |prefix: &str| report.charts.iter().find(|c| c.id.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} chart"));
+    let results = doc["results"].as_array().unwrap();
+    let base = results[0]["summary"]["exec_time_s"]["mean"].as_f64().unwrap();
+
+    let Kind::Boxes(panels) = &chart("exec-time").kind else { panic!("exec-time is a box chart") };
+    assert_eq!(panels.len(), 1);
+    for (b, r) in panels[0].boxes.iter().zip(results) {
+        let s = &r["summary"]["exec_time_s"];
+        assert_eq!(b.label, r["config"]["policy"]["name"].as_str().unwrap());
+        for (v, k) in [(b.min, "min"), (b.q1, "q1"), (b.median, "median"), (b.q3, "q3"), (b.max, "max"), (b.mean, "mean")] {
+            close(v * base, s[k].as_f64().unwrap(), k);
+        }
+    }
+    // The first box's mean is the baseline: exactly 1 up to rounding.
+    close(panels[0].boxes[0].mean, 1.0, "baseline");
+    let normalised = doc["normalised_exec_time"].as_array().unwrap();
+    for (b, n) in panels[0].boxes.iter().zip(normalised) {
+        close(b.mean, n.as_f64().unwrap(), "normalised_exec_time");
+    }
+
+    let Kind::Bars { panels, .. } = &chart("cv-nmmd").kind else { panic!() };
+    for (vals, r) in panels[0].values.iter().zip(results) {
+        close(vals[0].unwrap() / 100.0, r["summary"]["exec_time_s"]["cv"].as_f64().unwrap(), "cv");
+        close(vals[1].unwrap() / 100.0, r["summary"]["exec_time_s"]["nmmd"].as_f64().unwrap(), "nmmd");
+    }
+
+    let Kind::Bars { panels, .. } = &chart("local-ratio").kind else { panic!() };
+    for (vals, r) in panels[0].values.iter().zip(results) {
+        close(vals[0].unwrap(), r["summary"]["local_access_ratio"].as_f64().unwrap(), "local_access_ratio");
+    }
+
+    let Kind::Bars { panels, stacked } = &chart("thread-migrations").kind else { panic!() };
+    assert!(stacked);
+    for (vals, r) in panels[0].values.iter().zip(results) {
+        let height: f64 = vals.iter().flatten().sum();
+        close(height, r["summary"]["thread_migrations_per_s"].as_f64().unwrap(), "stack height = thread_migrations_per_s");
+    }
+
+    let Kind::Bars { panels, .. } = &chart("faults-migrations").kind else { panic!() };
+    for (vals, r) in panels[0].values.iter().zip(results) {
+        close(vals[0].unwrap(), r["summary"]["hint_faults_per_s"].as_f64().unwrap(), "hint_faults_per_s");
+        close(vals[1].unwrap(), r["summary"]["page_migrations_per_s"].as_f64().unwrap(), "page_migrations_per_s");
+    }
+
+    // Node shares add up to 1 per policy, and the uniform line is 1/4 on a 4-node machine.
+    let Kind::Bars { panels, .. } = &chart("node-share").kind else { panic!() };
+    assert_eq!(panels[0].reference.as_ref().unwrap().1, 0.25);
+    for policy in 0..results.len() {
+        let total: f64 = panels[0].values.iter().map(|row| row[policy].unwrap()).sum();
+        close(total, 1.0, "shares add up to 1");
+    }
+}
+
+#[test]
+fn study_panels_follow_the_cells() {
+    let doc: Value = serde_json::from_str(&common::read("study.json")).unwrap();
+    let report = Report::from_files(&[common::data("study.json")]).unwrap();
+    let Kind::Boxes(panels) = &report.charts[0].kind else { panic!("the first chart is execution time") };
+    // Machine-major, then workload: one panel per workload, policies in study order.
+    let workloads: Vec<&str> = doc["study"]["study"]["workloads"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert_eq!(panels.len(), workloads.len());
+    for (p, w) in panels.iter().zip(&workloads) {
+        assert!(p.title.starts_with(w), "{} is not {w}", p.title);
+        let labels: Vec<&str> = p.boxes.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(labels, ["linux", "autonuma"]);
+        assert!(p.boxes.iter().all(|b| b.runs == 3));
+    }
+    for cell in doc["cells"].as_array().unwrap() {
+        let p = panels.iter().find(|p| p.title.starts_with(cell["workload"].as_str().unwrap())).unwrap();
+        let b = p.boxes.iter().find(|b| b.label == cell["policy"].as_str().unwrap()).unwrap();
+        close(b.mean_s, cell["summary"]["exec_time_s"]["mean"].as_f64().unwrap(), "cell mean");
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Regenerate the result documents the report tests read, with the real CLI (a release build
+# keeps it under a minute). The golden chart data under ../golden then changes with them:
+#   NUMALAB_UPDATE_GOLDEN=1 cargo test -p numalab-report --test golden
+# Small on purpose: 4 runs of about one simulated second per policy, 3 runs per study cell.
+set -euo pipefail
+cd "$(dirname "$0")"
+numalab=${NUMALAB:-../../../../target/release/numalab}
+"$numalab" compare --machine server-a-4n --workload master-slave --scale 0.02 --iterations 600 --runs 4 \
+  --policies linux,autonuma,round-4k --set sim.engine=fast --format json --out compare.json
+rm -rf study.cache
+"$numalab" study study.toml --cache study.cache --format json --out study.json
+rm -rf study.cache
+"$numalab" model roofline --machine knl-7250-flat --ai 0.1,1,10,100 --format json --out roofline.json
+"$numalab" model mva --policy static,ideal --sweep tau=1:4:1 --format json --out mva.json
+# The profile is of this host (its kernel, CPU and counters); any short command will do.
+"$numalab" profile --interval 100 --format json --out profile.json -- sleep 0.5
