@@ -92,3 +92,22 @@ fn bad_input_is_one_sentence_and_exit_status_2() {
     numalab().args(["report", &fixture("compare.json"), "--format", "json"]).assert().code(2);
     numalab().arg("report").assert().code(2).stderr(predicate::str::contains("RESULT.json"));
 }
+
+#[test]
+fn compare_report_is_the_report_of_its_own_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let direct = dir.path().join("direct.html");
+    numalab()
+        .args(["compare", "--machine", "server-a-2n", "--workload", "master-slave", "--scale", "0.005", "--runs", "2", "--jobs", "1"])
+        .args(["--policies", "first-touch,round-4k", "--out"])
+        .arg(&json)
+        .arg("--report")
+        .arg(&direct)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("direct.html: "));
+    let later = dir.path().join("later.html");
+    numalab().arg("report").arg(&json).arg("-o").arg(&later).assert().success();
+    assert_eq!(std::fs::read(&direct).unwrap(), std::fs::read(&later).unwrap(), "compare --report draws what report draws from --out");
+}

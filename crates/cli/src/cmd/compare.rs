@@ -13,6 +13,10 @@ pub struct CompareArgs {
     pub policies: Vec<String>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
+    /// Also write the comparison's charts as one self-contained HTML report (as `numalab
+    /// report` draws them from this result; docs/report.md).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
@@ -93,5 +97,18 @@ utilisation; thread_migs = thread migrations per run (docs/metrics.md)"
         "normalised_exec_time": normalised,
         "results": results,
     });
+    if let Some(path) = &a.report {
+        write_report(path, out, &doc)?;
+    }
     emit(out, &doc, &t)
+}
+
+/// The report of this comparison, from the same document `--out` writes.
+fn write_report(path: &std::path::Path, out: &OutputOpts, doc: &serde_json::Value) -> Result<()> {
+    let name = out.out.as_ref().map_or_else(|| "numalab compare (this run)".to_string(), |p| p.display().to_string());
+    let input = numalab_report::input::parse(&name, &serde_json::to_string(doc)?)?;
+    let report = numalab_report::Report::new(vec![input])?;
+    crate::output::write_text(Some(path), &report.html())?;
+    eprintln!("{}: {} chart(s)", path.display(), report.charts.len());
+    Ok(())
 }
