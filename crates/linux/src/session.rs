@@ -609,7 +609,9 @@ fn run_once(
             if collect_numa {
                 // Sampled whenever the target is still there, also at the --duration or
                 // SIGINT end (a target shorter than one interval gets its one sample).
-                if !exited {
+                // Not from a process that has begun to exit: its maps may be half torn down
+                // (seen in the guest test as too few resident bytes in the last sample).
+                if !exited && !crate::procfs::stat::exiting(root, pid as u32) {
                     if let Some(pages) = target_pages(root, pid as u32)? {
                         for p in &pages {
                             let e = peak.entry(p.node).or_insert(0);

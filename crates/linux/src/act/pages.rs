@@ -71,11 +71,21 @@ impl PageMover for SystemPageMover {
             )
         };
         // A positive return is the number of pages not migrated; their status says why.
-        if r < 0 {
-            Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
-        } else {
-            Ok(())
+        if r >= 0 {
+            return Ok(());
         }
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        // A process that is exiting has no memory left, and the kernel answers EINVAL (its
+        // find_mm_struct finds no mm) rather than ESRCH: seen when a target exited during a
+        // move in the guest test. Such a process is gone.
+        if errno == libc::EINVAL {
+            if let Some(start) = self.expect_start {
+                if crate::procfs::stat::process_gone(&crate::FsRoot::host(), pid as u32, start) {
+                    return Err(libc::ESRCH);
+                }
+            }
+        }
+        Err(errno)
     }
 }
 

@@ -22,6 +22,48 @@ pub fn start_time(root: &FsRoot, pid: u32) -> Result<u64> {
     parse_start_time(&path, &text)
 }
 
+/// Field 3, the state letter: `R`, `S`, `D`, `Z` (zombie: exited, not yet reaped), `X` (dead), …
+pub fn parse_state(path: &Path, text: &str) -> Result<char> {
+    let after =
+        text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| LinuxError::parse(path, 1, "state", "no `)` after the command name"))?;
+    after.split_whitespace().next().and_then(|f| f.chars().next()).ok_or_else(|| LinuxError::parse(path, 1, "state", "missing"))
+}
+
+/// `PF_EXITING` in field 9 (`flags`, include/linux/sched.h): the task has begun to exit and
+/// its memory may already be half torn down.
+pub const PF_EXITING: u64 = 0x4;
+
+/// Field 9, the task's `PF_*` flags.
+pub fn parse_flags(path: &Path, text: &str) -> Result<u64> {
+    let err = |m: &str| LinuxError::parse(path, 1, "flags", m);
+    let after = text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| err("no `)` after the command name"))?;
+    let field = after.split_whitespace().nth(6).ok_or_else(|| err("fewer than 9 fields"))?;
+    field.parse().map_err(|_| err(&format!("{field:?} is not a number")))
+}
+
+/// The process is exiting or gone (no stat, a zombie, or `PF_EXITING` set): what its memory
+/// maps show now is not what it ran with.
+pub fn exiting(root: &FsRoot, pid: u32) -> bool {
+    match root.read(&format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok((path, text)) => {
+            parse_state(&path, &text).map_or(true, |s| s == 'Z' || s == 'X')
+                || parse_flags(&path, &text).map_or(true, |f| f & PF_EXITING != 0)
+        }
+    }
+}
+
+/// The process that started at `start` is gone: no such pid, a pid reused by a later process,
+/// or a process that has exited (zombie or dead) and so has no memory left to act on.
+pub fn process_gone(root: &FsRoot, pid: u32, start: u64) -> bool {
+    match root.read(&format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok((path, text)) => {
+            parse_start_time(&path, &text).map_or(true, |t| t != start) || parse_state(&path, &text).map_or(true, |s| s == 'Z' || s == 'X')
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,6 +78,28 @@ mod tests {
         assert_eq!(parse_start_time(Path::new("stat"), &odd).unwrap(), 293070);
         let e = parse_start_time(Path::new("/proc/1/stat"), "1 (init) S 0").unwrap_err().to_string();
         assert_eq!(e, "/proc/1/stat:1: field `starttime`: fewer than 22 fields");
+    }
+
+    #[test]
+    fn exited_reused_and_missing_processes_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat =
+            |state: &str, start: u64| format!("42 (app) {state} 1 42 42 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 {start} 3133440 396\n");
+        std::fs::create_dir_all(dir.path().join("proc/42")).unwrap();
+        let root = FsRoot::at(dir.path());
+        std::fs::write(dir.path().join("proc/42/stat"), stat("S", 500)).unwrap();
+        assert!(!process_gone(&root, 42, 500));
+        assert!(process_gone(&root, 42, 499), "a later process with the same pid");
+        std::fs::write(dir.path().join("proc/42/stat"), stat("Z", 500)).unwrap();
+        assert!(process_gone(&root, 42, 500), "exited, not yet reaped");
+        assert!(process_gone(&root, 43, 500), "no such pid");
+        assert_eq!(parse_state(Path::new("stat"), &stat("R", 1)).unwrap(), 'R');
+        // Field 9 is 4194304 (PF_RANDOMIZE) in the sample: running, not exiting.
+        std::fs::write(dir.path().join("proc/42/stat"), stat("S", 500)).unwrap();
+        assert!(!exiting(&root, 42));
+        std::fs::write(dir.path().join("proc/42/stat"), stat("S", 500).replace(" 4194304 ", " 4194308 ")).unwrap();
+        assert!(exiting(&root, 42), "PF_EXITING set");
+        assert!(exiting(&root, 43));
     }
 
     #[test]
