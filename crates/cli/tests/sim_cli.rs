@@ -44,8 +44,19 @@ const WORKLOADS: [&str; 15] = [
     "hydm-npb-mix",
 ];
 
-const POLICIES: [&str; 10] =
-    ["first-touch", "round-4k", "round-1g", "bind", "preferred", "weighted-interleave", "linux", "autonuma", "stable-numa", "kmaf"];
+const POLICIES: [&str; 11] = [
+    "first-touch",
+    "round-4k",
+    "round-1g",
+    "bind",
+    "preferred",
+    "weighted-interleave",
+    "linux",
+    "tier-static",
+    "autonuma",
+    "stable-numa",
+    "kmaf",
+];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.
 const SMALL: [&str; 10] = ["--machine", "amd48", "--workload", "stream-like", "--scale", "0.001", "--threads", "4", "--runs", "2"];

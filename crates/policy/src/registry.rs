@@ -5,7 +5,7 @@ use crate::error::PolicyError;
 use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
-use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, WeightedInterleave};
+use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, TierStatic, WeightedInterleave};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -64,6 +64,7 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Preferred>(PolicyKind::Static),
     entry::<WeightedInterleave>(PolicyKind::Static),
     entry::<Linux>(PolicyKind::Static),
+    entry::<TierStatic>(PolicyKind::Static),
     entry::<AutoNuma>(PolicyKind::Dynamic),
     entry::<StableNuma>(PolicyKind::Dynamic),
     entry::<Kmaf>(PolicyKind::Dynamic),

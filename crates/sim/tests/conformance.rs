@@ -176,6 +176,7 @@ conformance! {
     preferred => "preferred",
     weighted_interleave => "weighted-interleave",
     linux => "linux",
+    tier_static => "tier-static",
     autonuma => "autonuma",
     stable_numa => "stable-numa",
     kmaf => "kmaf",

@@ -127,9 +127,16 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
     }
 }
 
+/// The agent's own CPU time (numalab's start-up included, the program's time not), and its
+/// share of one core over the program's run once that is long enough for the share to mean
+/// something (start-up dominates a short run).
 fn t_agent_row(t: &mut Table, cpu_s: f64, wall_s: f64) {
-    let share = if wall_s > 0.0 { 100.0 * cpu_s / wall_s } else { 0.0 };
-    t.row(["agent CPU".to_string(), format!("{cpu_s:.3} s ({share:.2} % of one core over the run)")]);
+    let text = if wall_s >= 10.0 {
+        format!("{cpu_s:.3} s ({:.2} % of one core over the run)", 100.0 * cpu_s / wall_s)
+    } else {
+        format!("{cpu_s:.3} s")
+    };
+    t.row(["agent CPU".to_string(), text]);
 }
 
 /// `run --profile`: the profiler launches the program (its fork makes the planned calls
@@ -172,7 +179,7 @@ pub fn static_policy(policy: &str, sets: &[String], topo: &Topology, command: &s
     let entry = numalab_policy::find(name)?;
     if entry.kind == PolicyKind::Dynamic {
         usage!(
-            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux)"
+            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux, tier-static)"
         );
     }
     let mut tree = toml::Value::Table(toml::Table::new());

@@ -8,6 +8,7 @@ mod preferred;
 mod round_1g;
 mod round_4k;
 pub mod testing;
+mod tier_static;
 mod weighted_interleave;
 
 pub use bind::{Bind, BindConfig};
@@ -16,6 +17,7 @@ pub use linux::{Linux, LinuxConfig};
 pub use preferred::{Preferred, PreferredConfig};
 pub use round_1g::{Round1G, Round1GConfig};
 pub use round_4k::{Indexing, Round4K, Round4KConfig};
+pub use tier_static::{tier_rank, TierStatic, TierStaticConfig};
 pub use weighted_interleave::{WeightedInterleave, WeightedInterleaveConfig};
 
 use crate::error::PolicyError;
