@@ -46,11 +46,34 @@ pub struct AttachArgs {
 struct PageRecord {
     run: u32,
     time_ns: u64,
-    cause: serde_json::Value,
-    decision: serde_json::Value,
+    cause: AttachCause,
+    decision: MigrateDecision,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
+}
+
+/// `cause` of every attach record: `{"event":"attach"}`.
+#[derive(serde::Serialize)]
+struct AttachCause {
+    event: &'static str,
+}
+
+/// The simulator's `migrate_page` decision (docs/json.md), with `pages` for a huge page.
+#[derive(serde::Serialize)]
+struct MigrateDecision {
+    kind: &'static str,
+    space: u32,
+    /// Virtual page number.
+    page: u64,
+    /// Kernel node id.
+    to: i32,
+    #[serde(skip_serializing_if = "is_base_page")]
+    pages: u32,
+}
+
+fn is_base_page(pages: &u32) -> bool {
+    *pages == 1
 }
 
 fn outcome_strs(o: PageOutcome) -> (&'static str, Option<&'static str>) {
@@ -104,11 +127,8 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
     };
     let plan = plan_attach(&mut mover, pid, &maps, &anon_huge, policy.as_mut(), &topo, PAGE_BYTES)?;
     let mut records: Vec<PageRecord> = Vec::new();
-    let cause = serde_json::json!({ "event": "attach" });
-    let decision = |m: &PageMove| match m.pages {
-        1 => serde_json::json!({ "kind": "migrate_page", "space": 0, "page": m.addr / PAGE_BYTES, "to": m.node }),
-        n => serde_json::json!({ "kind": "migrate_page", "space": 0, "page": m.addr / PAGE_BYTES, "to": m.node, "pages": n }),
-    };
+    let cause = || AttachCause { event: "attach" };
+    let decision = |m: &PageMove| MigrateDecision { kind: "migrate_page", space: 0, page: m.addr / PAGE_BYTES, to: m.node, pages: m.pages };
     let mut notes = Vec::new();
     let (plan, stats) = match plan {
         None => {
@@ -118,14 +138,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         Some(plan) if a.dry_run => {
             let t = start.elapsed().as_nanos() as u64;
             for m in &plan.moves {
-                records.push(PageRecord {
-                    run: 0,
-                    time_ns: t,
-                    cause: cause.clone(),
-                    decision: decision(m),
-                    outcome: "dry_run",
-                    reason: None,
-                });
+                records.push(PageRecord { run: 0, time_ns: t, cause: cause(), decision: decision(m), outcome: "dry_run", reason: None });
             }
             (plan, MoveStats { requested_pages: 0, ..Default::default() })
         }
@@ -142,7 +155,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
                     records.push(PageRecord {
                         run: 0,
                         time_ns: start.elapsed().as_nanos() as u64,
-                        cause: cause.clone(),
+                        cause: cause(),
                         decision: decision(m),
                         outcome,
                         reason,
@@ -220,4 +233,29 @@ fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: 
     t.row(["agent CPU".to_string(), format!("{:.3} s", numalab_linux::act::own_cpu_seconds())]);
     t.notes.extend(notes.iter().cloned());
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_records_are_the_documented_json() {
+        let rec = |pages, outcome, reason| PageRecord {
+            run: 0,
+            time_ns: 5,
+            cause: AttachCause { event: "attach" },
+            decision: MigrateDecision { kind: "migrate_page", space: 0, page: 7, to: 1, pages },
+            outcome,
+            reason,
+        };
+        assert_eq!(
+            serde_json::to_string(&rec(512, "applied", None)).unwrap(),
+            r#"{"run":0,"time_ns":5,"cause":{"event":"attach"},"decision":{"kind":"migrate_page","space":0,"page":7,"to":1,"pages":512},"outcome":"applied"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&rec(1, "refused", Some("busy"))).unwrap(),
+            r#"{"run":0,"time_ns":5,"cause":{"event":"attach"},"decision":{"kind":"migrate_page","space":0,"page":7,"to":1},"outcome":"refused","reason":"busy"}"#
+        );
+    }
 }

@@ -42,9 +42,9 @@ impl PlannedMemory {
         }
     }
 
-    fn moved(&mut self, from: usize, to: usize) {
-        self.free_pages[to] = self.free_pages[to].saturating_sub(1);
-        self.free_pages[from] += 1;
+    fn moved(&mut self, from: usize, to: usize, pages: u64) {
+        self.free_pages[to] = self.free_pages[to].saturating_sub(pages);
+        self.free_pages[from] += pages;
     }
 }
 
@@ -135,9 +135,7 @@ pub fn plan_attach(
             match policy.place(&req, &mem) {
                 Ok(to) if to as usize == from => plan.in_place_pages += unit_pages as u64,
                 Ok(to) => {
-                    for _ in 0..unit_pages {
-                        mem.moved(from, to as usize);
-                    }
+                    mem.moved(from, to as usize, unit_pages as u64);
                     plan.moves.push(PageMove { addr, node: kernel_ids[to as usize] as i32, pages: unit_pages as u32 });
                 }
                 Err(_) => plan.unplaceable_pages += unit_pages as u64,
@@ -252,10 +250,10 @@ mod tests {
         let t = guest_2n();
         let mut m = PlannedMemory::from_topology(&t, 4096);
         let free1 = m.free_pages(1);
-        m.moved(0, 1);
+        m.moved(0, 1, 1);
         assert_eq!(m.free_pages(1), free1 - 1);
         m.free_pages[1] = 0;
-        m.moved(0, 1);
+        m.moved(0, 1, 1);
         assert_eq!(m.free_pages(1), 0);
     }
 }

@@ -6,15 +6,22 @@ use crate::error::{LinuxError, Result};
 use crate::root::FsRoot;
 use std::path::Path;
 
-/// Field 22, `starttime` (clock ticks after boot). The command name (field 2) is in
-/// parentheses and may itself contain spaces and parentheses: fields are counted after the
-/// last `)`.
+/// Field `n` (1-based, `n >= 3`) of a stat line, named `name` in errors. The command name
+/// (field 2) is in parentheses and may itself contain spaces and parentheses: fields are
+/// counted after the last `)`.
+fn field<'t>(path: &Path, text: &'t str, n: usize, name: &str) -> Result<&'t str> {
+    let after = text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| LinuxError::parse(path, 1, name, "no `)` after the command name"))?;
+    after.split_whitespace().nth(n - 3).ok_or_else(|| LinuxError::parse(path, 1, name, format!("fewer than {n} fields")))
+}
+
+fn number(path: &Path, text: &str, n: usize, name: &str) -> Result<u64> {
+    let f = field(path, text, n, name)?;
+    f.parse().map_err(|_| LinuxError::parse(path, 1, name, format!("{f:?} is not a number")))
+}
+
+/// Field 22, `starttime` (clock ticks after boot).
 pub fn parse_start_time(path: &Path, text: &str) -> Result<u64> {
-    let err = |m: &str| LinuxError::parse(path, 1, "starttime", m);
-    let after = text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| err("no `)` after the command name"))?;
-    // Fields 3.. follow; starttime is field 22, the 20th of them.
-    let field = after.split_whitespace().nth(19).ok_or_else(|| err("fewer than 22 fields"))?;
-    field.parse().map_err(|_| err(&format!("{field:?} is not a number")))
+    number(path, text, 22, "starttime")
 }
 
 pub fn start_time(root: &FsRoot, pid: u32) -> Result<u64> {
@@ -24,9 +31,7 @@ pub fn start_time(root: &FsRoot, pid: u32) -> Result<u64> {
 
 /// Field 3, the state letter: `R`, `S`, `D`, `Z` (zombie: exited, not yet reaped), `X` (dead), …
 pub fn parse_state(path: &Path, text: &str) -> Result<char> {
-    let after =
-        text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| LinuxError::parse(path, 1, "state", "no `)` after the command name"))?;
-    after.split_whitespace().next().and_then(|f| f.chars().next()).ok_or_else(|| LinuxError::parse(path, 1, "state", "missing"))
+    field(path, text, 3, "state")?.chars().next().ok_or_else(|| LinuxError::parse(path, 1, "state", "missing"))
 }
 
 /// `PF_EXITING` in field 9 (`flags`, include/linux/sched.h): the task has begun to exit and
@@ -35,10 +40,12 @@ pub const PF_EXITING: u64 = 0x4;
 
 /// Field 9, the task's `PF_*` flags.
 pub fn parse_flags(path: &Path, text: &str) -> Result<u64> {
-    let err = |m: &str| LinuxError::parse(path, 1, "flags", m);
-    let after = text.rfind(')').map(|i| &text[i + 1..]).ok_or_else(|| err("no `)` after the command name"))?;
-    let field = after.split_whitespace().nth(6).ok_or_else(|| err("fewer than 9 fields"))?;
-    field.parse().map_err(|_| err(&format!("{field:?} is not a number")))
+    number(path, text, 9, "flags")
+}
+
+/// A zombie or dead task: it has exited and has no memory left.
+fn exited(path: &Path, text: &str) -> bool {
+    parse_state(path, text).map_or(true, |s| s == 'Z' || s == 'X')
 }
 
 /// The process is exiting or gone (no stat, a zombie, or `PF_EXITING` set): what its memory
@@ -46,10 +53,7 @@ pub fn parse_flags(path: &Path, text: &str) -> Result<u64> {
 pub fn exiting(root: &FsRoot, pid: u32) -> bool {
     match root.read(&format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok((path, text)) => {
-            parse_state(&path, &text).map_or(true, |s| s == 'Z' || s == 'X')
-                || parse_flags(&path, &text).map_or(true, |f| f & PF_EXITING != 0)
-        }
+        Ok((path, text)) => exited(&path, &text) || parse_flags(&path, &text).map_or(true, |f| f & PF_EXITING != 0),
     }
 }
 
@@ -58,9 +62,7 @@ pub fn exiting(root: &FsRoot, pid: u32) -> bool {
 pub fn process_gone(root: &FsRoot, pid: u32, start: u64) -> bool {
     match root.read(&format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok((path, text)) => {
-            parse_start_time(&path, &text).map_or(true, |t| t != start) || parse_state(&path, &text).map_or(true, |s| s == 'Z' || s == 'X')
-        }
+        Ok((path, text)) => parse_start_time(&path, &text).map_or(true, |t| t != start) || exited(&path, &text),
     }
 }
 
