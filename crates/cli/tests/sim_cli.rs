@@ -44,7 +44,7 @@ const WORKLOADS: [&str; 15] = [
     "hydm-npb-mix",
 ];
 
-const POLICIES: [&str; 11] = [
+const POLICIES: [&str; 14] = [
     "first-touch",
     "round-4k",
     "round-1g",
@@ -56,6 +56,9 @@ const POLICIES: [&str; 11] = [
     "autonuma",
     "stable-numa",
     "kmaf",
+    "carrefour",
+    "first-touch+carrefour",
+    "round-4k+carrefour",
 ];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.

@@ -70,6 +70,42 @@ pub struct Tick {
     /// during the interval.
     #[serde(skip)]
     pub access_matrix: Vec<Vec<u64>>,
+    /// `write_matrix[i][j]`: the writes among `access_matrix[i][j]` (empty when the driver
+    /// cannot tell reads from writes).
+    #[serde(skip)]
+    pub write_matrix: Vec<Vec<u64>>,
+    /// Data-cache refills from outside the core during the interval, total and those that
+    /// arrived in Modified state (AMD event 0x43); `None` where nothing counts them (the
+    /// simulator has no caches). Unsupported is never reported as zero.
+    pub cache_refills: Option<CacheRefills>,
+    /// Instructions per cycle over the interval, machine-wide; `None` where not counted.
+    pub ipc: Option<f64>,
+}
+
+/// Data-cache line refills from outside the core (Carrefour's DCMR input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheRefills {
+    pub all: u64,
+    pub modified: u64,
+}
+
+/// One access sample: a memory reference the access sampler picked (instruction-based
+/// sampling on AMD, PEBS memory events on Intel; the simulator's sampler is described in
+/// docs/simulator.md, "Access sampling").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AccessSample {
+    pub space: SpaceId,
+    pub thread: ThreadId,
+    pub cpu: CpuId,
+    /// Node of the CPU that issued the reference.
+    pub cpu_node: NodeId,
+    pub page: PageIdx,
+    /// Node whose memory served the reference (the nearest copy of a replicated page).
+    pub served_node: NodeId,
+    /// Home node of the page (its only copy unless replicated).
+    pub page_node: NodeId,
+    pub write: bool,
+    pub time_ns: u64,
 }
 
 /// A scheduler tick on a CPU running a workload thread (Linux's `task_tick_fair`, which calls

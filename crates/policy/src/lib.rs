@@ -8,6 +8,7 @@
 //! Adding a policy: write one file with the type and its `Policy` impl, add one line to
 //! [`registry::REGISTRY`], and one page under `docs/policies/`.
 
+pub mod carrefour;
 pub mod decision;
 pub mod dynamic;
 pub mod error;
@@ -20,8 +21,8 @@ pub mod statics;
 pub mod testing;
 
 pub use decision::{
-    Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest, Refusal, ScanStepDone,
-    SpaceId, TaskTick, ThreadMigrated, Tick,
+    AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,
+    Refusal, ScanStepDone, SpaceId, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

@@ -1,6 +1,9 @@
 //! The policy trait and the object-safe form the drivers use.
 
-use crate::decision::{Decision, Extent, HintFault, MempolicyIntent, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated, Tick};
+use crate::decision::{
+    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick,
+    ThreadMigrated, Tick,
+};
 use crate::error::{OutOfMemory, PolicyError};
 use numalab_core::{CpuId, Machine, NodeId, PageIdx, ThreadId};
 use serde::de::DeserializeOwned;
@@ -81,6 +84,11 @@ pub trait SystemView: MemoryState {
     fn nr_running(&self, node: NodeId) -> u32;
     /// Home node of a page, `None` if not yet placed.
     fn page_node(&self, space: SpaceId, page: PageIdx) -> Option<NodeId>;
+    /// Every node holding a copy of the page (its home and any read-only replicas), as a bit
+    /// mask; 0 if not yet placed. Drivers without replication answer the home alone.
+    fn page_copies(&self, space: SpaceId, page: PageIdx) -> u64 {
+        self.page_node(space, page).map_or(0, |n| 1u64 << n)
+    }
 }
 
 /// Size and shape of an address space when it is created.
@@ -141,6 +149,22 @@ pub trait Policy: Send + Sized + 'static {
     /// A thread moved to another node, for any cause (the policy's own moves included).
     fn on_thread_migrated(&mut self, _moved: &ThreadMigrated, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 
+    /// Access sampling the policy wants: the period between two samples of a thread, in
+    /// nanoseconds of its CPU time (a cycle-mode sampling period divided by the clock);
+    /// `None` (the default) samples nothing. Drivers ask again at every epoch (simulator) or
+    /// sampling round (live), so a policy can change its rate at run time.
+    fn sample_period_ns(&self) -> Option<f64> {
+        None
+    }
+
+    /// One access sample (only while [`Policy::sample_period_ns`] asks for samples). Samples
+    /// are accumulated, not acted on one by one: the hook takes no decisions.
+    fn on_sample(&mut self, _sample: &AccessSample) {}
+
+    /// What became of the decisions a hook just took (`outcomes[i]` is that of
+    /// `decisions[i]`), delivered after they were carried out; only when there were any.
+    fn on_outcomes(&mut self, _cause: &EventRef, _decisions: &[Decision], _outcomes: &[Outcome]) {}
+
     /// How the live agent realises this policy with Linux mempolicy, if it can.
     fn mempolicy(&self) -> Option<MempolicyIntent> {
         None
@@ -160,6 +184,9 @@ pub trait DynPolicy: Send {
     fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn on_task_tick(&mut self, tick: &TaskTick, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn on_thread_migrated(&mut self, moved: &ThreadMigrated, view: &dyn SystemView, out: &mut Vec<Decision>);
+    fn sample_period_ns(&self) -> Option<f64>;
+    fn on_sample(&mut self, sample: &AccessSample);
+    fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]);
     fn mempolicy(&self) -> Option<MempolicyIntent>;
 }
 
@@ -196,6 +223,15 @@ impl<P: Policy> DynPolicy for P {
     }
     fn on_thread_migrated(&mut self, moved: &ThreadMigrated, view: &dyn SystemView, out: &mut Vec<Decision>) {
         Policy::on_thread_migrated(self, moved, view, out)
+    }
+    fn sample_period_ns(&self) -> Option<f64> {
+        Policy::sample_period_ns(self)
+    }
+    fn on_sample(&mut self, sample: &AccessSample) {
+        Policy::on_sample(self, sample)
+    }
+    fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
+        Policy::on_outcomes(self, cause, decisions, outcomes)
     }
     fn mempolicy(&self) -> Option<MempolicyIntent> {
         Policy::mempolicy(self)

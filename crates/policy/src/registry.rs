@@ -1,5 +1,6 @@
 //! The one list of every policy numalab knows.
 
+use crate::carrefour::{Carrefour, FirstTouchCarrefour, Round4kCarrefour};
 use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
 use crate::kmaf::Kmaf;
@@ -68,6 +69,9 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<AutoNuma>(PolicyKind::Dynamic),
     entry::<StableNuma>(PolicyKind::Dynamic),
     entry::<Kmaf>(PolicyKind::Dynamic),
+    entry::<Carrefour>(PolicyKind::Dynamic),
+    entry::<FirstTouchCarrefour>(PolicyKind::Dynamic),
+    entry::<Round4kCarrefour>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

@@ -66,7 +66,7 @@ impl World<'_> {
                 let g = self.global_page(space, page)?;
                 self.node_ok(to)?;
                 let home = self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if home == to || self.mem.replicas.get(&g).is_some_and(|m| m & (1 << to) != 0) {
+                if home == to || self.mem.replica_mask(g) & (1 << to) != 0 {
                     return Err(Refusal::AlreadyThere);
                 }
                 if !self.mem.replicate(g, to) {

@@ -8,7 +8,7 @@ use crate::log::DecisionLog;
 use crate::view::View;
 use crate::SimError;
 use numalab_core::NodeId;
-use numalab_policy::{Decision, DynPolicy, EventRef, Outcome, PlaceRequest, Refusal, ScanStepDone, ThreadMigrated};
+use numalab_policy::{AccessSample, Decision, DynPolicy, EventRef, Outcome, PlaceRequest, Refusal, ScanStepDone, ThreadMigrated};
 
 /// An event produced while carrying out decisions or balancing, delivered to the policy next.
 #[derive(Clone, Copy, Debug)]
@@ -20,12 +20,14 @@ pub(crate) enum FollowUp {
 pub(crate) struct Driver<'l> {
     policy: Box<dyn DynPolicy>,
     out: Vec<Decision>,
+    /// Outcomes of the decisions being carried out (reused buffer).
+    outcomes: Vec<Outcome>,
     log: Option<DecisionLog<'l>>,
 }
 
 impl<'l> Driver<'l> {
     pub fn new(policy: Box<dyn DynPolicy>, log: Option<DecisionLog<'l>>) -> Driver<'l> {
-        Driver { policy, out: Vec::new(), log }
+        Driver { policy, out: Vec::new(), outcomes: Vec::new(), log }
     }
 
     pub fn policy_name(&self) -> &'static str {
@@ -34,6 +36,11 @@ impl<'l> Driver<'l> {
 
     pub fn policy_mut(&mut self) -> &mut dyn DynPolicy {
         self.policy.as_mut()
+    }
+
+    /// An access sample for the policy (docs/simulator.md, "Access sampling").
+    pub fn sample(&mut self, sample: &AccessSample) {
+        self.policy.on_sample(sample);
     }
 
     /// The placement hook (pages are local to their space).
@@ -64,6 +71,8 @@ impl<'l> Driver<'l> {
 
     fn carry_out(&mut self, w: &mut World, cause: EventRef, actor: usize, in_fault: bool, decisions: &[Decision]) -> f64 {
         let mut charged = 0.0;
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        outcomes.clear();
         for d in decisions {
             let (outcome, ns) = match *d {
                 Decision::ScanStep { space, thread, pages } => (self.scan_step(w, space, thread, pages), 0.0),
@@ -76,7 +85,12 @@ impl<'l> Driver<'l> {
             if let Some(log) = &mut self.log {
                 log.record(w.now_ns(actor), &cause, d, &outcome);
             }
+            outcomes.push(outcome);
         }
+        if !decisions.is_empty() {
+            self.policy.on_outcomes(&cause, decisions, &outcomes);
+        }
+        self.outcomes = outcomes;
         charged
     }
 

@@ -12,14 +12,14 @@ use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot, Tally};
-use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, UNPLACED};
+use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{Machine, NodeId, ThreadId};
-use numalab_policy::{AddressSpaceInfo, EventRef, HintFault, PlaceRequest, SpaceId, TaskTick, ThreadMigrated, Tick};
+use numalab_policy::{AccessSample, AddressSpaceInfo, EventRef, HintFault, PlaceRequest, SpaceId, TaskTick, ThreadMigrated, Tick};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::Program;
@@ -78,6 +78,8 @@ struct Thread {
     /// Access mix of the last epoch with traffic, for the contention demand.
     frac: Vec<f64>,
     write_frac: f64,
+    /// CPU time until this thread's next access sample (docs/simulator.md, "Access sampling").
+    sample_left_ns: f64,
 }
 
 /// An address space: a process of the program (a mix has one per instance). Its pages are the
@@ -131,7 +133,10 @@ pub(crate) struct World<'a> {
     tick_next_ns: f64,
     task_tick_next_ns: f64,
     tick_matrix: Vec<u64>,
+    tick_write_matrix: Vec<u64>,
     tick_start: f64,
+    /// The policy's access-sampling period this epoch (ns of a thread's CPU time), if any.
+    sample_period_ns: Option<f64>,
     pub(crate) states: Vec<TaskState>,
     share: Vec<f64>,
     moves: Vec<Move>,
@@ -270,6 +275,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     wr: vec![0; n],
                     frac,
                     write_frac: 0.0,
+                    sample_left_ns: f64::INFINITY,
                     main_refs: 0,
                     fast_ok: false,
                     swrr_stale: false,
@@ -316,7 +322,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             tick_next_ns: cfg.tick_ms * 1e6,
             task_tick_next_ns: 1e9 / cfg.sched.tick_hz,
             tick_matrix: vec![0; n * n],
+            tick_write_matrix: vec![0; n * n],
             tick_start: 0.0,
+            sample_period_ns: None,
             states: vec![TaskState::Runnable; p.threads as usize],
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
@@ -346,6 +354,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);
             w.update_costs();
+            w.update_sampling(drv.policy_mut().sample_period_ns());
             w.run_epoch(&mut drv, end)?;
             w.close_epoch(end);
             w.now = end;
@@ -488,6 +497,21 @@ impl World<'_> {
                     th.cost[k * n + j] = (compute + self.cont.latency(t)[j] / self.mlp[k]) / share;
                 }
             }
+        }
+    }
+
+    /// Take the policy's sampling period for this epoch. A thread's countdown starts (or
+    /// restarts) when sampling is switched on or the period changes; a period shorter than
+    /// one access samples every access.
+    fn update_sampling(&mut self, period_ns: Option<f64>) {
+        let period_ns = period_ns.filter(|p| p.is_finite() && *p >= 0.0);
+        if period_ns == self.sample_period_ns {
+            return;
+        }
+        self.sample_period_ns = period_ns;
+        let left = period_ns.unwrap_or(f64::INFINITY);
+        for th in &mut self.threads {
+            th.sample_left_ns = left;
         }
     }
 
@@ -676,11 +700,17 @@ impl World<'_> {
             };
             let start_clock = th.clock;
             let lpp = self.p.lines_per_page;
-            let hot = Hot { home: self.mem.home(), shift, n, end, gap_exp_ns: th.gap_exp_ns };
+            // Access sampling: the issue loop stops where the thread's sampling countdown
+            // runs out; the reference after that is the sample, taken on its own through the
+            // exact path (docs/simulator.md, "Access sampling").
+            let sample_now = th.sample_left_ns <= 0.0;
+            let stop = if sample_now { end } else { end.min(start_clock + th.sample_left_ns) };
+            let slow_from = if sample_now { 0 } else { SLOW };
+            let hot = Hot { home: self.mem.home(), shift, n, end: stop, gap_exp_ns: th.gap_exp_ns, slow_from };
             // The fast engine charges the step while the memory its entries range over is
             // settled; otherwise the exact paths run, with the round-robin restarted from the
             // references each entry has left (the fast blocks do not follow it).
-            let fast_now = in_main && th.fast_ok && {
+            let fast_now = in_main && th.fast_ok && !sample_now && {
                 let (generation, epoch_ns) = (self.mem.generation(), self.cfg.epoch_us * 1e3);
                 let mut ready = true;
                 for s in th.fast_kinds.iter().flat_map(|k| k.needs()) {
@@ -706,15 +736,15 @@ impl World<'_> {
                 };
             }
             let (issued, clock, slow) = if in_main {
-                let max = th.left.min(limit);
+                let max = if sample_now { 1 } else { th.left.min(limit) };
                 if fast_now {
                     let step = FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp };
                     hot.issue_fast(&mut th.work.entries, &step, &mut th.fast, max, &mut tally, start_clock)
-                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && !gap_exp {
+                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && !gap_exp && !sample_now {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut tally, start_clock, lpp)
                 } else if th.work.entries.len() == 1 {
                     issue!(&mut th.work.entries, |_| 0, max)
-                } else if th.cycles {
+                } else if th.cycles && !sample_now {
                     hot.issue_cycles(&mut th.work.entries, &mut th.swrr, max, &mut tally, start_clock, lpp)
                 } else {
                     let swrr = &mut th.swrr;
@@ -722,17 +752,21 @@ impl World<'_> {
                 }
             } else {
                 let idx = th.epilogue_idx;
-                let max = th.work.epilogue[idx].remaining().min(limit);
+                let max = if sample_now { 1 } else { th.work.epilogue[idx].remaining().min(limit) };
                 issue!(&mut th.work.epilogue, |_| idx, max)
             };
             if in_main {
                 th.left -= issued;
             }
             th.busy_ns += clock - start_clock;
+            th.sample_left_ns -= clock - start_clock;
             th.clock = clock;
             th.issued += issued;
             if let Some(access) = slow {
-                self.slow_access(drv, t, cpu, cpu_node, access)?;
+                if sample_now {
+                    th.sample_left_ns = self.sample_period_ns.unwrap_or(f64::INFINITY);
+                }
+                self.slow_access(drv, t, cpu, cpu_node, access, sample_now)?;
                 // A decision may have moved the thread: later accesses count on its new node.
                 if self.sched.cpu_of[t] != cpu {
                     return Ok(());
@@ -745,7 +779,7 @@ impl World<'_> {
         }
     }
 
-    /// First touches, hinting faults and replicated pages.
+    /// First touches, hinting faults, replicated pages and access samples.
     fn slow_access(
         &mut self,
         drv: &mut Driver,
@@ -753,6 +787,7 @@ impl World<'_> {
         cpu: u32,
         cpu_node: NodeId,
         access: (u64, bool, AccessKind),
+        sampled: bool,
     ) -> Result<(), SimError> {
         let (page, write, kind) = access;
         let n = self.n;
@@ -800,15 +835,33 @@ impl World<'_> {
         let mut j = (h & NODE_MASK) as NodeId;
         if h & REPLICATED != 0 {
             if write {
-                // A write invalidates the other copies; the writer keeps its local one if any.
-                self.mem.collapse(page, cpu_node);
+                // Replicas are read-only: the write takes a protection fault, which keeps the
+                // writer's local copy if it has one, frees the others and shoots down their
+                // translations (docs/simulator.md, "Replicated pages").
+                let freed = self.mem.collapse(page, cpu_node);
                 self.counters.replica_collapses += 1;
-                self.counters.tlb_shootdowns += 1;
-                extra += self.m.os_costs.tlb_shootdown_ns;
+                self.counters.tlb_shootdowns += u64::from(freed);
+                extra += costs.hint_fault_ns + f64::from(freed) * costs.tlb_shootdown_ns;
                 j = self.mem.node_of(page).expect("placed");
             } else {
                 j = self.mem.read_copy(page, cpu_node);
             }
+        }
+        if sampled {
+            self.counters.access_samples += 1;
+            extra += costs.access_sample_ns;
+            let page_node = self.mem.node_of(page).expect("placed");
+            drv.sample(&AccessSample {
+                space: space as SpaceId,
+                thread: t as ThreadId,
+                cpu,
+                cpu_node,
+                page: local_page,
+                served_node: j,
+                page_node,
+                write,
+                time_ns: self.threads[t].clock as u64,
+            });
         }
         let th = &mut self.threads[t];
         th.acc[j as usize] += 1;
@@ -843,6 +896,7 @@ impl World<'_> {
                 self.tick_matrix[i * n + j] += a;
                 let w = th.wr[j];
                 self.write_matrix[i * n + j] += w;
+                self.tick_write_matrix[i * n + j] += w;
                 for &l in self.cont.route_rd(i, j) {
                     self.link_bytes_interval[l as usize] += (a - w) as f64 * ab;
                 }
@@ -884,13 +938,19 @@ impl World<'_> {
                 time_ns: end as u64,
                 interval_ns: (end - self.tick_start) as u64,
                 access_matrix: (0..n).map(|i| self.tick_matrix[i * n..(i + 1) * n].to_vec()).collect(),
+                write_matrix: (0..n).map(|i| self.tick_write_matrix[i * n..(i + 1) * n].to_vec()).collect(),
+                // No caches and no instruction counts are simulated: unsupported, not zero.
+                cache_refills: None,
+                ipc: None,
             };
             self.tick_matrix.iter_mut().for_each(|x| *x = 0);
+            self.tick_write_matrix.iter_mut().for_each(|x| *x = 0);
             self.tick_start = end;
             self.tick_next_ns = end + self.cfg.tick_ms * 1e6;
-            // A daemon's work: its costs go to thread 0 [ours].
+            // A daemon's work: it runs as an unbound task woken on CPU 0 (docs/simulator.md,
+            // "Who pays for a policy's work").
             let ns = drv.dispatch(self, EventRef::Tick, 0, false, |p, v, o| p.on_tick(&tick, v, o));
-            self.charge_thread(0, ns);
+            self.sched.run_daemon(0, end, ns);
         }
         if end >= self.task_tick_next_ns {
             // One tick per epoch at most; an epoch longer than a tick does not pile them up.
@@ -969,9 +1029,10 @@ impl World<'_> {
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
             pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
             placed_pages: self.mem.home().iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
-            replica_pages: self.mem.replicas.values().map(|m| m.count_ones() as u64).sum(),
+            replica_pages: self.mem.replica_copies(),
             replications: c.replications,
             replica_collapses: c.replica_collapses,
+            access_samples: c.access_samples,
             refused_decisions: c.refused_decisions,
         }
     }

@@ -17,6 +17,9 @@ pub(crate) struct Hot<'m> {
     pub n: usize,
     pub end: f64,
     pub gap_exp_ns: f64,
+    /// A page byte at or above this takes the slow path: `SLOW`, or 0 to hand the next
+    /// reference, whatever its page, to the slow path (an access sample).
+    pub slow_from: u8,
 }
 
 /// What charging a reference touches of its thread: its random stream, its per-node access
@@ -53,7 +56,7 @@ impl Hot<'_> {
             issued += 1;
             let page = line >> self.shift;
             let h = self.home[page as usize];
-            if h >= SLOW {
+            if h >= self.slow_from {
                 return (issued, clock, Some((page, write, e.kind)));
             }
             let j = h as usize;
@@ -214,7 +217,7 @@ mod tests {
     fn both_ways(weights: &[u64], home: &[u8], end: f64, max: u64) {
         let n = 2;
         let cost = [3.0, 11.5, 5.0, 17.0, 8.0, 23.0];
-        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0 };
+        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0, slow_from: crate::memory::SLOW };
         let mut rng = numalab_core::rng::stream(1, "hot-test", 0);
         let (mut e1, mut e2) = (entries(weights, 1000), entries(weights, 1000));
         let (mut s1, mut s2) = (Swrr::new(e1.iter().map(|e| e.refs)), Swrr::new(e2.iter().map(|e| e.refs)));

@@ -1,10 +1,10 @@
 //! Physical memory: one byte per base page (its home node, or a marker), free pages per node,
-//! and a side table for the rare replicated pages. One byte per page keeps a 100 GiB
-//! footprint at 25 MiB of page state.
+//! and, once a policy replicates, a node mask per page for the extra copies. One byte per page
+//! keeps a 100 GiB footprint at 25 MiB of page state; the masks (8 bytes a page) exist only in
+//! runs that replicate, where every read of a replicated page looks its mask up.
 
 use numalab_core::NodeId;
 use numalab_policy::MemoryState;
-use std::collections::BTreeMap;
 
 /// Largest node count the page byte can name (ids 0..=62).
 pub const MAX_NODES: usize = 63;
@@ -26,13 +26,34 @@ pub struct Memory {
     generation: u64,
     pub free: Vec<u64>,
     pub capacity: Vec<u64>,
-    /// Extra copies per replicated page, as a node bit mask (the home copy excluded).
-    pub replicas: BTreeMap<u64, u64>,
+    /// Extra copies per page as a node bit mask (the home copy excluded); empty until the
+    /// first replication.
+    replicas: Vec<u64>,
+    /// Extra copies alive.
+    replica_copies: u64,
 }
 
 impl Memory {
     pub fn new(pages: u64, capacity: Vec<u64>) -> Memory {
-        Memory { home: vec![UNPLACED; pages as usize], generation: 0, free: capacity.clone(), capacity, replicas: BTreeMap::new() }
+        Memory {
+            home: vec![UNPLACED; pages as usize],
+            generation: 0,
+            free: capacity.clone(),
+            capacity,
+            replicas: Vec::new(),
+            replica_copies: 0,
+        }
+    }
+
+    /// The nodes holding extra copies of a page (the home excluded), as a bit mask.
+    #[inline]
+    pub fn replica_mask(&self, page: u64) -> u64 {
+        self.replicas.get(page as usize).copied().unwrap_or(0)
+    }
+
+    /// Extra copies alive, over all pages.
+    pub fn replica_copies(&self) -> u64 {
+        self.replica_copies
     }
 
     /// Every page's byte: its home node, or `UNPLACED`, with the `ARMED` / `REPLICATED` bits.
@@ -87,12 +108,16 @@ impl Memory {
 
     pub fn replicate(&mut self, page: u64, to: NodeId) -> bool {
         let Some(home) = self.node_of(page) else { return false };
-        let mask = self.replicas.get(&page).copied().unwrap_or(0);
+        let mask = self.replica_mask(page);
         if home == to || mask & (1 << to) != 0 || self.free[to as usize] == 0 {
             return false;
         }
         self.free[to as usize] -= 1;
-        self.replicas.insert(page, mask | (1 << to));
+        if self.replicas.is_empty() {
+            self.replicas = vec![0; self.home.len()];
+        }
+        self.replicas[page as usize] = mask | (1 << to);
+        self.replica_copies += 1;
         self.home[page as usize] |= REPLICATED;
         self.generation += 1;
         true
@@ -101,7 +126,12 @@ impl Memory {
     /// Drop every copy except the one on `keep` (which must hold a copy). Returns copies freed.
     pub fn collapse(&mut self, page: u64, keep: NodeId) -> u32 {
         let Some(home) = self.node_of(page) else { return 0 };
-        let Some(mask) = self.replicas.remove(&page) else { return 0 };
+        let mask = self.replica_mask(page);
+        if mask == 0 {
+            return 0;
+        }
+        self.replicas[page as usize] = 0;
+        self.replica_copies -= u64::from(mask.count_ones());
         let all = mask | (1 << home);
         let keep = if all & (1 << keep) != 0 { keep } else { home };
         let mut freed = 0;
@@ -119,15 +149,15 @@ impl Memory {
     /// The copy a CPU on `cpu_node` reads: its own node's replica if there is one.
     pub fn read_copy(&self, page: u64, cpu_node: NodeId) -> NodeId {
         let home = (self.home[page as usize] & NODE_MASK) as NodeId;
-        match self.replicas.get(&page) {
-            Some(mask) if mask & (1 << cpu_node) != 0 => cpu_node,
-            _ => home,
+        if self.replica_mask(page) & (1 << cpu_node) != 0 {
+            cpu_node
+        } else {
+            home
         }
     }
 
     pub fn copies(&self) -> u64 {
-        self.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64
-            + self.replicas.values().map(|m| m.count_ones() as u64).sum::<u64>()
+        self.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64 + self.replica_copies
     }
 }
 
@@ -161,6 +191,72 @@ mod tests {
         assert_eq!(m.collapse(1, 2), 2);
         assert_eq!(m.node_of(1), Some(2));
         assert_eq!(m.free.iter().sum::<u64>(), 9 - 2);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Place(u64, NodeId),
+        Migrate(u64, NodeId),
+        Replicate(u64, NodeId),
+        Read(u64, NodeId),
+        Write(u64, NodeId),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let (p, n) = (0u64..6, 0 as NodeId..4);
+        prop_oneof![
+            (p.clone(), n.clone()).prop_map(|(p, n)| Op::Place(p, n)),
+            (p.clone(), n.clone()).prop_map(|(p, n)| Op::Migrate(p, n)),
+            (p.clone(), n.clone()).prop_map(|(p, n)| Op::Replicate(p, n)),
+            (p.clone(), n.clone()).prop_map(|(p, n)| Op::Read(p, n)),
+            (p, n).prop_map(|(p, n)| Op::Write(p, n)),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Replication coherence (docs/simulator.md, "Replicated pages"): a write leaves one
+        /// copy, on the writer's node if it had one; every later read sees that copy until a
+        /// new replica is made; a read is served locally exactly when the reader's node holds
+        /// a copy; copies count against capacity and pages are conserved.
+        #[test]
+        fn replicas_stay_coherent_and_counted(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut m = Memory::new(6, vec![3, 2, 4, 3]);
+            for o in ops {
+                match o {
+                    Op::Place(p, n) => if m.node_of(p).is_none() && m.free[n as usize] > 0 { m.place(p, n) },
+                    Op::Migrate(p, n) => { m.migrate(p, n); }
+                    Op::Replicate(p, n) => { m.replicate(p, n); }
+                    Op::Read(p, n) => if let Some(home) = m.node_of(p) {
+                        let has = m.replica_mask(p) & (1 << n) != 0 || home == n;
+                        let served = m.read_copy(p, n);
+                        proptest::prop_assert_eq!(served == n, has);
+                        proptest::prop_assert!(served == n || served == home);
+                    },
+                    Op::Write(p, n) => if let Some(home) = m.node_of(p) {
+                        // The engine's write path: collapse to the writer's copy if any.
+                        let had = m.replica_mask(p) & (1 << n) != 0;
+                        m.collapse(p, n);
+                        proptest::prop_assert_eq!(m.replica_mask(p), 0, "one writable copy");
+                        proptest::prop_assert_eq!(m.home()[p as usize] & REPLICATED, 0);
+                        let now = m.node_of(p).unwrap();
+                        proptest::prop_assert_eq!(now, if had { n } else { home });
+                        for r in 0..4 {
+                            proptest::prop_assert_eq!(m.read_copy(p, r), now, "reads see the written copy");
+                        }
+                    },
+                }
+                let used: u64 = m.capacity.iter().zip(&m.free).map(|(c, f)| c - f).sum();
+                proptest::prop_assert_eq!(used, m.copies());
+                let placed = (0..6).filter(|&p| m.node_of(p).is_some()).count() as u64;
+                proptest::prop_assert_eq!(m.copies(), placed + m.replica_copies());
+                let masks: u64 = (0..6).map(|p| u64::from(m.replica_mask(p).count_ones())).sum();
+                proptest::prop_assert_eq!(masks, m.replica_copies());
+                for (n, (&c, &f)) in m.capacity.iter().zip(&m.free).enumerate() {
+                    proptest::prop_assert!(f <= c, "node {} over capacity", n);
+                }
+            }
+        }
     }
 
     #[test]

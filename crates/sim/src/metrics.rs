@@ -23,6 +23,7 @@ pub struct Counters {
     pub tlb_shootdowns: u64,
     pub replications: u64,
     pub replica_collapses: u64,
+    pub access_samples: u64,
     pub refused_decisions: u64,
 }
 
@@ -107,6 +108,9 @@ pub struct RunMetrics {
     pub replica_pages: u64,
     pub replications: u64,
     pub replica_collapses: u64,
+    /// Access samples handed to the policy (only policies that sample have any).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub access_samples: u64,
     /// Decisions the simulator could not carry out (e.g. migrating to a full node).
     pub refused_decisions: u64,
 }
@@ -191,4 +195,8 @@ impl RunsSummary {
             thread_migrations_per_s: mean_of(runs, |r| r.thread_migrations_per_s),
         })
     }
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }

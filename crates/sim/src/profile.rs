@@ -114,6 +114,7 @@ mod tests {
             pages_per_node: vec![5, 6],
             replications: 0,
             replica_collapses: 0,
+            access_samples: 0,
             refused_decisions: 0,
         };
         let p = profile_of(&run, 2, 4096, BTreeMap::new());

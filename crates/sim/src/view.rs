@@ -78,4 +78,9 @@ impl SystemView for View<'_, '_> {
         let s = self.w.spaces.get(space as usize)?;
         (page < s.pages).then(|| self.w.mem.node_of(s.first_page + page)).flatten()
     }
+    fn page_copies(&self, space: SpaceId, page: PageIdx) -> u64 {
+        let Some(home) = self.page_node(space, page) else { return 0 };
+        let g = self.w.spaces[space as usize].first_page + page;
+        (1u64 << home) | self.w.mem.replica_mask(g)
+    }
 }

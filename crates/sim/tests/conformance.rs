@@ -30,6 +30,13 @@ fn policy_config(name: &str, env: &PolicyEnv, entry: &numalab_policy::PolicyEntr
                 cfg.insert(k.into(), toml::Value::Integer(v));
             }
         }
+        // Carrefour: decide every 2 ms, and let replication run (memory read ratio; the
+        // simulator has no modified-refill counts) from the first candidate on.
+        if entry.default_config().contains_key("read_ratio_metric") {
+            cfg.insert("interval_ms".into(), toml::Value::Integer(2));
+            cfg.insert("read_ratio_metric".into(), toml::Value::String("mrr".into()));
+            cfg.insert("replication_min_orders".into(), toml::Value::Integer(1));
+        }
     }
     // Policies that need a node set (bind, preferred) refuse their default config.
     if entry.build(cfg.clone(), env).is_err() {
@@ -180,6 +187,9 @@ conformance! {
     autonuma => "autonuma",
     stable_numa => "stable-numa",
     kmaf => "kmaf",
+    carrefour => "carrefour",
+    first_touch_carrefour => "first-touch+carrefour",
+    round_4k_carrefour => "round-4k+carrefour",
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -113,6 +113,9 @@ pub struct OsCosts {
     /// Cost of unmapping one page for hinting (PTE change) when a policy decides it; the
     /// periodic scanner's own unmaps run in the background and are not charged.
     pub scan_unmap_ns: f64,
+    /// Handling one access sample (the sampling interrupt and its handler recording the
+    /// sample), charged to the sampled thread. Only policies that sample pay it.
+    pub access_sample_ns: f64,
 }
 
 impl Default for OsCosts {
@@ -124,6 +127,7 @@ impl Default for OsCosts {
             tlb_shootdown_ns: 2_000.0,
             thread_migration_refill_ns: 50_000.0,
             scan_unmap_ns: 20.0,
+            access_sample_ns: 1_000.0,
         }
     }
 }

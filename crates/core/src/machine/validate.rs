@@ -217,6 +217,7 @@ impl Machine {
             ("tlb_shootdown_ns", o.tlb_shootdown_ns),
             ("thread_migration_refill_ns", o.thread_migration_refill_ns),
             ("scan_unmap_ns", o.scan_unmap_ns),
+            ("access_sample_ns", o.access_sample_ns),
         ] {
             in_range(&format!("os_costs.{k}"), v, 0.0, MAX_OS_COST_NS, "ns")?;
         }

@@ -17,7 +17,18 @@ fn policy(config: KmafConfig) -> Kmaf {
 
 fn tick(p: &mut Kmaf, s: &FakeSystem, ms: u64) -> Vec<Decision> {
     let mut out = Vec::new();
-    p.on_tick(&Tick { time_ns: ms * 1_000_000, interval_ns: 1_000_000_000, access_matrix: vec![] }, s, &mut out);
+    p.on_tick(
+        &Tick {
+            time_ns: ms * 1_000_000,
+            interval_ns: 1_000_000_000,
+            access_matrix: vec![],
+            write_matrix: vec![],
+            cache_refills: None,
+            ipc: None,
+        },
+        s,
+        &mut out,
+    );
     out
 }
 

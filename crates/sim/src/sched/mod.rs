@@ -126,6 +126,8 @@ pub struct Scheduler {
     load: Vec<u32>,
     /// Per CPU: background tasks running at the epoch's start.
     noise_now: Vec<u32>,
+    /// When the policy daemon finishes the work it was given (`run_daemon`).
+    daemon_busy_until: f64,
     /// Per CPU: since when it is idle (`None` while busy), and its average idle time
     /// (`rq->avg_idle`).
     idle_since: Vec<Option<f64>>,
@@ -164,6 +166,7 @@ impl Scheduler {
             preferred: vec![None; threads],
             load: vec![0; cpus],
             noise_now: vec![0; cpus],
+            daemon_busy_until: 0.0,
             idle_since: vec![None; cpus],
             // Linux starts every run queue with avg_idle = 2 × sysctl_sched_migration_cost.
             avg_idle_ns: vec![2.0 * migration_cost_ns; cpus],
@@ -259,6 +262,26 @@ impl Scheduler {
             let o = noise_frac[cpu];
             *s = (1.0 - o) / k + o / (k + 1.0);
         }
+    }
+
+    /// Run a daemon's work (a policy's periodic decisions; docs/simulator.md, "Who pays for
+    /// a policy's work"): an unbound task woken on `cpu` at `at` that runs for `dur_ns`. Like
+    /// any unbound task it takes an idle CPU of that node if there is one, else shares `cpu`
+    /// with what runs there. The daemon is one thread: work handed to it while it is still
+    /// busy starts when the earlier work ends.
+    pub fn run_daemon(&mut self, cpu: usize, at: f64, dur_ns: f64) {
+        if dur_ns.is_nan() || dur_ns <= 0.0 {
+            return;
+        }
+        let start = at.max(self.daemon_busy_until);
+        let busy = |c: usize| self.load[c] > 0 || self.noise.running_on(c, start).is_some();
+        let cpu = if busy(cpu) {
+            self.cpus_of_node[self.node_of_cpu[cpu] as usize].iter().copied().find(|&c| !busy(c)).unwrap_or(cpu)
+        } else {
+            cpu
+        };
+        self.daemon_busy_until = start + dur_ns;
+        self.noise.tasks.push(noise::NoiseTask { cpu, start_ns: start, end_ns: start + dur_ns });
     }
 
     /// Whether thread `t`'s core has another busy hardware thread.

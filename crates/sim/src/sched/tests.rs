@@ -222,3 +222,28 @@ fn newidle_failures_do_not_wear_down_the_vetoes() {
     assert_eq!(s.load_balance(1, MC, Cause::LoadBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Failed);
     assert_eq!(s.load_balance(1, MC, Cause::LoadBalance, 3.2 * MS, &states, &mut moves), balance::Outcome::Moved);
 }
+
+#[test]
+fn daemon_work_takes_an_idle_cpu_of_its_node_else_shares_and_queues() {
+    // Node 0: CPUs 0, 1; thread 0 on CPU 0, CPU 1 idle. Node 1: CPUs 2, 3 both busy.
+    let mut s = sched(quiet(), 2, 2, vec![0, 2, 3], true);
+    let states = [Runnable; 3];
+    let mut share = vec![0.0; 3];
+    let mut moves = Vec::new();
+    s.epoch(0.0, 50e3, &states, &mut share, &mut moves);
+    s.run_daemon(0, 50e3, 100e3);
+    s.epoch(50e3, 100e3, &states, &mut share, &mut moves);
+    assert_eq!(share[0], 1.0, "the daemon ran on idle CPU 1: thread 0 keeps its CPU");
+    assert!(!s.cpu_idle(1, 60e3), "CPU 1 runs the daemon");
+    // Woken on CPU 2 with no idle CPU on node 1: it shares CPU 2 with thread 1, after the
+    // daemon's earlier work (until 150 µs) is done.
+    s.run_daemon(2, 100e3, 50e3);
+    s.epoch(100e3, 150e3, &states, &mut share, &mut moves);
+    assert_eq!(share[1], 1.0, "queued behind the first piece of work");
+    s.epoch(150e3, 200e3, &states, &mut share, &mut moves);
+    assert_eq!(share[1], 0.5, "time-sliced with the daemon");
+    assert_eq!(share[2], 1.0);
+    s.run_daemon(0, 500e3, 0.0);
+    s.epoch(500e3, 550e3, &states, &mut share, &mut moves);
+    assert_eq!(share[0], 1.0, "no work, no task");
+}
