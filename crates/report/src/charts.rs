@@ -534,6 +534,33 @@ over runs of runs[].access_matrix[i][j] / Σ access_matrix."
         ));
     }
 
+    // Over simulated time: the first run of every cell.
+    let line = |f: &dyn Fn(&crate::input::TimePoint) -> Option<f64>| timeline_panels(&panels, f);
+    if let Some(ps) = line(&|p| p.local_access_ratio) {
+        out.push(chart(
+            "local-over-time",
+            "Local access ratio over time",
+            "Share of each interval's memory accesses served by the accessing CPU's own node, run 0 of every policy, \
+from runs[0].timeline[].local_access_ratio (the simulator closes an interval every sim.metrics_interval_ms); x is \
+the interval's end."
+                .into(),
+            "local share",
+            Kind::Lines { panels: ps, x_label: "simulated time, s".into(), log_x: false, log_y: false },
+        ));
+    }
+    let moves = |p: &crate::input::TimePoint| (p.interval_s > 0.0).then(|| (p.page_migrations + p.replications) / p.interval_s);
+    if let Some(ps) = line(&moves).filter(|ps| ps.iter().flat_map(|p| &p.series).any(|s| s.points.iter().any(|q| q.1 > 0.0))) {
+        out.push(chart(
+            "moves-over-time",
+            "Page moves over time",
+            "Page migrations plus replicas made per second of each interval, run 0 of every policy, from \
+runs[0].timeline[]: (page_migrations + replications) / interval_s."
+                .into(),
+            "pages per s",
+            Kind::Lines { panels: ps, x_label: "simulated time, s".into(), log_x: false, log_y: false },
+        ));
+    }
+
     if let Some(ps) = pingpong_panels(&panels) {
         out.push(chart(
             "pingpong-cdf",
@@ -688,6 +715,28 @@ fn access_matrix(c: &Cell) -> Option<Vec<Vec<f64>>> {
         }
     }
     Some(s)
+}
+
+/// One line per policy (its first run's timeline) per panel; `None` when no run has a
+/// timeline of at least two points.
+fn timeline_panels(panels: &[Panel], value: &dyn Fn(&crate::input::TimePoint) -> Option<f64>) -> Option<Vec<LinePanel>> {
+    let out: Vec<LinePanel> = panels
+        .iter()
+        .map(|p| LinePanel {
+            title: p.title.clone(),
+            series: p
+                .cells
+                .iter()
+                .filter_map(|c| {
+                    let tl = c.runs.first()?.timeline.as_ref().filter(|t| t.len() >= 2)?;
+                    let points: Vec<(f64, f64)> = tl.iter().filter_map(|q| Some((q.t_s, value(q)?))).collect();
+                    (!points.is_empty()).then(|| Series { name: c.policy.clone(), points, markers: false })
+                })
+                .collect(),
+        })
+        .filter(|p| !p.series.is_empty())
+        .collect();
+    (!out.is_empty()).then_some(out)
 }
 
 fn pingpong_panels(panels: &[Panel]) -> Option<Vec<LinePanel>> {

@@ -70,6 +70,17 @@ pub struct Run {
     pub access_matrix: Option<Vec<Vec<f64>>>,
     /// (upper edges in s, counts; one more count than edges: the open bin).
     pub pingpong_intervals_s: Option<(Vec<f64>, Vec<f64>)>,
+    /// The simulator's timeline (`runs[].timeline`), if the input has one.
+    pub timeline: Option<Vec<TimePoint>>,
+}
+
+/// One interval of a simulated run's timeline.
+pub struct TimePoint {
+    pub t_s: f64,
+    pub interval_s: f64,
+    pub local_access_ratio: Option<f64>,
+    pub page_migrations: f64,
+    pub replications: f64,
 }
 
 /// `numalab.profile/1`: the timeline is what the report draws.
@@ -419,6 +430,23 @@ fn run(r: &Cursor) -> Result<Run> {
             Some((edges, counts))
         }
     };
+    let timeline = match r.opt("timeline") {
+        None => None,
+        Some(t) => Some(
+            t.items()?
+                .iter()
+                .map(|p| {
+                    Ok(TimePoint {
+                        t_s: p.f64_field("t_s")?,
+                        interval_s: p.f64_field("interval_s")?,
+                        local_access_ratio: p.opt_f64_field("local_access_ratio")?,
+                        page_migrations: p.f64_field("page_migrations")?,
+                        replications: p.f64_field("replications")?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+    };
     Ok(Run {
         exec_time_s: r.f64_field("exec_time_s")?,
         sim_time_s: r.opt_f64_field("sim_time_s")?,
@@ -432,6 +460,7 @@ fn run(r: &Cursor) -> Result<Run> {
         },
         access_matrix: matrix,
         pingpong_intervals_s: pingpong,
+        timeline,
     })
 }
 

@@ -74,3 +74,8 @@ fn model_charts() {
 fn profile_charts() {
     check_case("profile", &["profile.json"]);
 }
+
+#[test]
+fn timeline_charts() {
+    check_case("timeline", &["timeline.json"]);
+}

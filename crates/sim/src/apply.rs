@@ -79,12 +79,13 @@ impl World<'_> {
                 let g = self.global_page(space, page)?;
                 self.node_ok(keep)?;
                 self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                if self.mem.collapse(g, keep) == 0 {
+                let freed = self.mem.collapse(g, keep);
+                if freed == 0 {
                     return Err(Refusal::AlreadyThere);
                 }
                 self.counters.replica_collapses += 1;
-                self.counters.tlb_shootdowns += 1;
-                Ok(costs.tlb_shootdown_ns)
+                self.counters.tlb_shootdowns += u64::from(freed);
+                Ok(f64::from(freed) * costs.tlb_shootdown_ns)
             }
             Decision::Unmap { space, page } => {
                 let g = self.global_page(space, page)?;

@@ -13,7 +13,7 @@ use crate::driver::{Driver, FollowUp};
 use crate::fast::{FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot, Tally};
 use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
-use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics};
+use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics, TimelinePoint};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
 use crate::SimError;
@@ -124,6 +124,12 @@ pub(crate) struct World<'a> {
     link_bytes_interval: Vec<f64>,
     interval_start: f64,
     interval_maxima: Vec<(f64, f64)>,
+    /// The timeline so far, and what the counters and the access matrix held when the current
+    /// interval started.
+    timeline: Vec<TimelinePoint>,
+    interval_counters: Counters,
+    interval_cross_node_moves: u64,
+    interval_matrix: Vec<u64>,
     link_capacity: Vec<f64>,
     pub(crate) counters: Counters,
     pingpong: PingPong,
@@ -315,6 +321,10 @@ impl<'a, 'l> Engine<'a, 'l> {
             link_bytes_interval: vec![0.0; links],
             interval_start: 0.0,
             interval_maxima: Vec::new(),
+            timeline: Vec::new(),
+            interval_counters: Counters::default(),
+            interval_cross_node_moves: 0,
+            interval_matrix: vec![0; n * n],
             link_capacity,
             counters: Counters::default(),
             pingpong: PingPong::new(p.threads as usize),
@@ -910,13 +920,21 @@ impl World<'_> {
         }
         let interval = self.cfg.metrics_interval_ms * 1e6;
         if end - self.interval_start >= interval {
-            self.close_interval(end);
+            self.close_interval(end, true);
         }
     }
 
-    fn close_interval(&mut self, end: f64) {
+    /// Close the metrics interval at `end`; `timeline` = record it as a point of the timeline.
+    fn close_interval(&mut self, end: f64, timeline: bool) {
         let len = end - self.interval_start;
-        if len <= 0.0 || self.link_capacity.is_empty() {
+        if len <= 0.0 {
+            return;
+        }
+        if timeline {
+            self.record_timeline(end, len);
+        }
+        self.interval_start = end;
+        if self.link_capacity.is_empty() {
             return;
         }
         let max = self
@@ -927,7 +945,32 @@ impl World<'_> {
             .fold(0.0, f64::max);
         self.interval_maxima.push((max, len));
         self.link_bytes_interval.iter_mut().for_each(|b| *b = 0.0);
-        self.interval_start = end;
+    }
+
+    /// One point of the timeline: the interval's accesses from the access matrix, its events
+    /// from the counters, the pages on each node now.
+    fn record_timeline(&mut self, end: f64, len: f64) {
+        let n = self.n;
+        let d: Vec<u64> = self.access_matrix.iter().zip(&self.interval_matrix).map(|(a, b)| a - b).collect();
+        let accesses: u64 = d.iter().sum();
+        let local: u64 = (0..n).map(|i| d[i * n + i]).sum();
+        let (c, c0) = (self.counters, self.interval_counters);
+        let cross = self.sched.migrations.cross_node();
+        self.timeline.push(TimelinePoint {
+            t_s: end / 1e9,
+            interval_s: len / 1e9,
+            accesses,
+            local_access_ratio: (accesses > 0).then(|| local as f64 / accesses as f64),
+            node_accesses: (0..n).map(|j| (0..n).map(|i| d[i * n + j]).sum()).collect(),
+            page_migrations: c.page_migrations - c0.page_migrations,
+            replications: c.replications - c0.replications,
+            hint_faults: c.numa_hint_faults - c0.numa_hint_faults,
+            thread_migrations: cross - self.interval_cross_node_moves,
+            pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
+        });
+        self.interval_counters = c;
+        self.interval_cross_node_moves = cross;
+        self.interval_matrix.copy_from_slice(&self.access_matrix);
     }
 
     /// The periodic policy tick and the scheduler tick of every thread on a CPU.
@@ -977,7 +1020,8 @@ impl World<'_> {
 
     fn finish(mut self, seed: u64) -> RunMetrics {
         let exec_ns = self.threads.iter().map(|t| t.clock).fold(0.0, f64::max);
-        self.close_interval(exec_ns.max(self.interval_start + 1.0));
+        // The last, partial interval (none if the previous one ended with the run).
+        self.close_interval(exec_ns.max(self.interval_start + 1.0), exec_ns > self.interval_start);
         let n = self.n;
         let total: u64 = self.access_matrix.iter().sum();
         let local: u64 = (0..n).map(|i| self.access_matrix[i * n + i]).sum();
@@ -1034,6 +1078,7 @@ impl World<'_> {
             replica_collapses: c.replica_collapses,
             access_samples: c.access_samples,
             refused_decisions: c.refused_decisions,
+            timeline: std::mem::take(&mut self.timeline),
         }
     }
 }

@@ -54,6 +54,28 @@ pub struct NumaCounters {
     pub pgmigrate_fail: u64,
 }
 
+/// One interval of a run's timeline (docs/metrics.md, "Timeline"): what happened between the
+/// previous point and `t_s`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// End of the interval, simulated seconds from the start.
+    pub t_s: f64,
+    /// Length of the interval, seconds (`sim.metrics_interval_ms`, the last one shorter).
+    pub interval_s: f64,
+    pub accesses: u64,
+    /// Share of the interval's accesses served locally (null: none).
+    pub local_access_ratio: Option<f64>,
+    /// Accesses served by each node in the interval.
+    pub node_accesses: Vec<u64>,
+    pub page_migrations: u64,
+    pub replications: u64,
+    pub hint_faults: u64,
+    /// Cross-node thread migrations, every cause.
+    pub thread_migrations: u64,
+    /// Resident pages on each node at the end of the interval (homes and replicas).
+    pub pages_per_node: Vec<u64>,
+}
+
 /// Everything measured in one run. Field names are the `numalab.sim/2` JSON contract.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
@@ -113,6 +135,9 @@ pub struct RunMetrics {
     pub access_samples: u64,
     /// Decisions the simulator could not carry out (e.g. migrating to a full node).
     pub refused_decisions: u64,
+    /// The run interval by interval, every `sim.metrics_interval_ms`.
+    #[serde(default)]
+    pub timeline: Vec<TimelinePoint>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

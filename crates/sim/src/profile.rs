@@ -115,6 +115,7 @@ mod tests {
             replications: 0,
             replica_collapses: 0,
             access_samples: 0,
+            timeline: Vec::new(),
             refused_decisions: 0,
         };
         let p = profile_of(&run, 2, 4096, BTreeMap::new());

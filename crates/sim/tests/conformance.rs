@@ -58,7 +58,7 @@ fn scenario(name: &str, workload: &str, copies: u32) -> Scenario {
     };
     let entry = numalab_policy::find(name).unwrap();
     let env = PolicyEnv::new(m.clone());
-    let mut sim = SimConfig { tick_ms: 1.0, ..SimConfig::default() };
+    let mut sim = SimConfig { tick_ms: 1.0, metrics_interval_ms: 2.0, ..SimConfig::default() };
     sim.sched.tick_hz = 1000.0;
     Scenario { policy_config: policy_config(name, &env, entry), machine: m, program: Arc::new(program), policy: entry, sim }
 }
@@ -72,6 +72,17 @@ fn check_pages(r: &RunMetrics, s: &Scenario) {
     for (n, &used) in r.pages_per_node.iter().enumerate() {
         assert!(used <= s.machine.nodes[n].mem_bytes / s.program.page_bytes, "node {n} over capacity: {used}");
     }
+    // The timeline adds up to the run and ends where the run ends.
+    let tl = &r.timeline;
+    assert!(!tl.is_empty());
+    assert_eq!(tl.iter().map(|p| p.accesses).sum::<u64>(), r.accesses);
+    assert_eq!(tl.iter().map(|p| p.page_migrations).sum::<u64>(), r.page_migrations);
+    assert_eq!(tl.iter().map(|p| p.replications).sum::<u64>(), r.replications);
+    assert_eq!(tl.iter().map(|p| p.hint_faults).sum::<u64>(), r.hint_faults);
+    assert_eq!(tl.iter().map(|p| p.thread_migrations).sum::<u64>(), r.thread_migrations_by_cause.cross_node());
+    assert_eq!(tl.last().unwrap().pages_per_node, r.pages_per_node);
+    assert!((tl.last().unwrap().t_s - r.exec_time_s).abs() < 1e-12);
+    assert!(tl.windows(2).all(|w| w[0].t_s < w[1].t_s));
 }
 
 /// Run with a decision log and return its records.

@@ -15,3 +15,7 @@ rm -rf study.cache
 "$numalab" model mva --policy static,ideal --sweep tau=1:4:1 --format json --out mva.json
 # The profile is of this host (its kernel, CPU and counters); any short command will do.
 "$numalab" profile --interval 100 --format json --out profile.json -- sleep 0.5
+# Timelines (runs[].timeline at sim.metrics_interval_ms): Carrefour against its base, 20 ms points.
+"$numalab" compare --machine server-a-4n --workload master-slave --scale 0.02 --threads 16 --runs 2 \
+  --policies first-touch,first-touch+carrefour --set sim.metrics_interval_ms=20 --set sim.tick_ms=10 \
+  --set policy.first-touch+carrefour.interval_ms=10 --format json --out timeline.json
