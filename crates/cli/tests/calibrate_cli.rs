@@ -39,6 +39,14 @@ fn table_prints_published_figures_with_their_relative_error() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.lines().any(|l| l.starts_with("latency_local_ns")), "{text}");
     assert!(text.contains("chase_ns[1][0]"), "{text}");
+    // amd48 stores published figures: the row shows the figure, the error and a source note.
+    let out = numalab().args(["calibrate", "--machine", "amd48", "--format", "table"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text.lines().find(|l| l.starts_with("latency_local_ns")).unwrap();
+    assert!(row.contains("70.90") && row.contains('%') && row.contains("[2]"), "{row}");
+    let notes = String::from_utf8(out.stderr).unwrap();
+    assert!(notes.contains("[2] Xen NUMA-policy paper, Table 3"), "{notes}");
 }
 
 #[test]

@@ -42,7 +42,7 @@ pub fn run(a: &CalibrateArgs, out: &OutputOpts) -> Result<()> {
             c.probe.clone(),
             format!("{:.2}", c.simulated),
             fmt_opt(c.published, 2),
-            c.rel_error.map(|e| format!("{:+.1}%", e * 100.0)).unwrap_or_else(|| "-".into()),
+            c.rel_error.map(|e| format!("{:+.1}%", if (e * 100.0).abs() < 0.05 { 0.0 } else { e * 100.0 })).unwrap_or_else(|| "-".into()),
             source,
         ]);
     }
