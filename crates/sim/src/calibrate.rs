@@ -62,6 +62,9 @@ pub struct Comparison {
     /// `(simulated − published) / published`.
     pub rel_error: Option<f64>,
     pub source: Option<String>,
+    /// The figure's known gap (the missing mechanism), if the machine file states one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<String>,
     /// What the probe ran: threads and nodes.
     pub probe: String,
 }
@@ -100,10 +103,16 @@ pub struct CalibrationReport {
 }
 
 impl CalibrationReport {
-    /// Figures whose relative error exceeds the tolerance.
+    /// Figures whose relative error exceeds the tolerance, known gaps excepted.
     pub fn out_of_tolerance(&self) -> Vec<&Comparison> {
         let Some(tol) = self.tolerance_pct else { return Vec::new() };
-        self.comparisons.iter().filter(|c| c.rel_error.is_some_and(|e| e.abs() * 100.0 > tol)).collect()
+        self.comparisons.iter().filter(|c| c.gap.is_none() && c.rel_error.is_some_and(|e| e.abs() * 100.0 > tol)).collect()
+    }
+
+    /// Known gaps that are within the tolerance after all: the stated gap no longer holds.
+    pub fn closed_gaps(&self) -> Vec<&Comparison> {
+        let Some(tol) = self.tolerance_pct else { return Vec::new() };
+        self.comparisons.iter().filter(|c| c.gap.is_some() && c.rel_error.is_some_and(|e| e.abs() * 100.0 <= tol)).collect()
     }
 }
 
@@ -216,6 +225,7 @@ fn compare(figure: &'static str, simulated: f64, published: Option<&Figure>, pro
         published: published.map(|f| f.value),
         rel_error: published.map(|f| (simulated - f.value) / f.value),
         source: published.map(|f| f.source.clone()),
+        gap: published.map(|f| f.gap.clone()).filter(|g| !g.is_empty()),
         probe,
     }
 }

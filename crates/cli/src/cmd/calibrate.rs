@@ -37,6 +37,7 @@ pub fn run(a: &CalibrateArgs, out: &OutputOpts) -> Result<()> {
             }
             None => "not published".into(),
         };
+        let source = if c.gap.is_some() { format!("{source} gap") } else { source };
         t.row([
             c.figure.to_string(),
             c.probe.clone(),
@@ -68,6 +69,9 @@ pub fn run(a: &CalibrateArgs, out: &OutputOpts) -> Result<()> {
     }
     for (k, s) in sources.iter().enumerate() {
         t.notes.push(format!("[{}] {s}", k + 1));
+    }
+    for c in report.comparisons.iter().filter(|c| c.gap.is_some()) {
+        t.notes.push(format!("gap in {}: {}", c.figure, c.gap.as_deref().unwrap_or_default()));
     }
     match report.tolerance_pct {
         Some(tol) => t.notes.push(format!("tolerance: {tol}% (docs/results/calibration.md)")),
