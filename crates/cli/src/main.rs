@@ -44,6 +44,9 @@ enum Command {
     Study(cmd::study::StudyArgs),
     /// Measure the simulator's throughput (simulated memory accesses per second).
     Bench(cmd::bench::BenchArgs),
+    /// Run built-in probes (STREAM triad, pointer chase, loaded latency) on a simulated machine
+    /// and print them beside the machine's published measurements (docs/calibration.md).
+    Calibrate(cmd::calibrate::CalibrateArgs),
     /// Analytic models: mean-value analysis and the roofline.
     #[command(subcommand)]
     Model(cmd::model::ModelCmd),
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a, &cli.output),
         Command::Study(a) => cmd::study::run(a, &cli.output),
         Command::Bench(a) => cmd::bench::run(a, &cli.output),
+        Command::Calibrate(a) => cmd::calibrate::run(a, &cli.output),
         Command::Model(c) => cmd::model::run(c, &cli.output),
         Command::Topo(a) => cmd::topo::run(a, &cli.output),
         Command::Profile(a) => cmd::profile::run(a, &cli.output),

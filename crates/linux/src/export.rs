@@ -233,6 +233,7 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         costs_ms: None,
         auto_migration: false,
         os_costs: OsCosts::default(),
+        published: None,
         nodes,
     };
     machine.validate().map_err(|e| format!("imported machine is invalid: {e}"))?;

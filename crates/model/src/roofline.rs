@@ -218,7 +218,7 @@ mod tests {
     fn sustained_bandwidth_uses_mem_bw() {
         let m = numalab_core::machine::presets::load("knl-7250-flat").unwrap();
         let r = Roofline::from_machine(&m, BandwidthKind::Sustained, None).unwrap();
-        assert_eq!(r.tiers[0].bw_gbps, 88.0);
+        assert_eq!(r.tiers[0].bw_gbps, 88.4);
         assert_eq!(r.tiers[1].bw_gbps, 350.0);
     }
 

@@ -83,7 +83,7 @@ pub struct MemoryConfig {
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.7, solver_iterations: 200, solver_tolerance: 1e-4 }
+        MemoryConfig { random_efficiency: 0.78, solver_iterations: 200, solver_tolerance: 1e-4 }
     }
 }
 

@@ -330,7 +330,7 @@ mod tests {
                     share: 1.0,
                     compute_ns: 0.0,
                     inv_mlp: 1.0,
-                    svc_mult: 1.0 / 0.7,
+                    svc_mult: 1.0 / crate::config::MemoryConfig::default().random_efficiency,
                     frac,
                     write_frac: 0.0,
                 }
@@ -371,7 +371,8 @@ mod tests {
         assert!(one_hop > local && two_hop > one_hop, "{local} {one_hop} {two_hop}");
         // Throughput never exceeds the controller's random-line bandwidth.
         let x: f64 = (0..48).map(|t| c.rate(t)).sum();
-        assert!(x * 64.0 <= 13.96 * 0.7 * 1.0001, "{} GB/s", x * 64.0);
+        let random_gbps = m.nodes[0].mem_bw_gbps * crate::config::MemoryConfig::default().random_efficiency;
+        assert!(x * 64.0 <= random_gbps * 1.0001, "{} GB/s", x * 64.0);
         assert!(c.utilisation(0) <= 1.0 + 1e-9);
     }
 

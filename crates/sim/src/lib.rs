@@ -7,6 +7,7 @@
 
 mod apply;
 pub mod bench;
+pub mod calibrate;
 pub mod config;
 pub mod contention;
 mod driver;

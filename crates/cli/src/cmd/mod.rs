@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod bench;
+pub mod calibrate;
 pub mod compare;
 pub mod list;
 pub mod machine;

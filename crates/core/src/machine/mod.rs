@@ -8,11 +8,13 @@
 mod error;
 mod interconnect;
 pub mod presets;
+mod published;
 mod validate;
 pub use validate::{limits, short as validate_short};
 
 pub use error::MachineError;
 pub use interconnect::{Interconnect, LinkId, LinkInfo};
+pub use published::{Figure, Published};
 
 use crate::ids::{CpuId, NodeId};
 use serde::{Deserialize, Serialize};
@@ -175,6 +177,9 @@ pub struct Machine {
     pub auto_migration: bool,
     #[serde(default)]
     pub os_costs: OsCosts,
+    /// Published measurements of the modelled hardware (`numalab calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<Published>,
     pub nodes: Vec<Node>,
 }
 

@@ -56,6 +56,9 @@ impl Machine {
             return Err(format!("{n} nodes: at most 255 are supported"));
         }
         self.check_ranges()?;
+        if let Some(p) = &self.published {
+            p.check()?;
+        }
         if self.sockets == 0 {
             return Err("`sockets` must be at least 1".into());
         }
