@@ -717,72 +717,59 @@ fn access_matrix(c: &Cell) -> Option<Vec<Vec<f64>>> {
     Some(s)
 }
 
-/// One line per policy (its first run's timeline) per panel; `None` when no run has a
-/// timeline of at least two points.
-fn timeline_panels(panels: &[Panel], value: &dyn Fn(&crate::input::TimePoint) -> Option<f64>) -> Option<Vec<LinePanel>> {
+/// Line panels, one series per cell that `series_of` draws, panels without a series left
+/// out; `None` when no panel has one.
+fn line_panels(panels: &[Panel], series_of: impl Fn(&Cell) -> Option<Series>) -> Option<Vec<LinePanel>> {
     let out: Vec<LinePanel> = panels
         .iter()
-        .map(|p| LinePanel {
-            title: p.title.clone(),
-            series: p
-                .cells
-                .iter()
-                .filter_map(|c| {
-                    let tl = c.runs.first()?.timeline.as_ref().filter(|t| t.len() >= 2)?;
-                    let points: Vec<(f64, f64)> = tl.iter().filter_map(|q| Some((q.t_s, value(q)?))).collect();
-                    (!points.is_empty()).then(|| Series { name: c.policy.clone(), points, markers: false })
-                })
-                .collect(),
-        })
+        .map(|p| LinePanel { title: p.title.clone(), series: p.cells.iter().filter_map(|c| series_of(c)).collect() })
         .filter(|p| !p.series.is_empty())
         .collect();
     (!out.is_empty()).then_some(out)
 }
 
+/// One line per policy (its first run's timeline) per panel; `None` when no run has a
+/// timeline of at least two points.
+fn timeline_panels(panels: &[Panel], value: &dyn Fn(&crate::input::TimePoint) -> Option<f64>) -> Option<Vec<LinePanel>> {
+    line_panels(panels, |c| {
+        let tl = c.runs.first()?.timeline.as_ref().filter(|t| t.len() >= 2)?;
+        let points: Vec<(f64, f64)> = tl.iter().filter_map(|q| Some((q.t_s, value(q)?))).collect();
+        (!points.is_empty()).then(|| Series { name: c.policy.clone(), points, markers: false })
+    })
+}
+
 fn pingpong_panels(panels: &[Panel]) -> Option<Vec<LinePanel>> {
-    let out: Vec<LinePanel> = panels
-        .iter()
-        .map(|p| LinePanel {
-            title: p.title.clone(),
-            series: p
-                .cells
-                .iter()
-                .filter_map(|c| {
-                    let mut edges: Option<&Vec<f64>> = None;
-                    let mut counts: Vec<f64> = Vec::new();
-                    for r in &c.runs {
-                        let Some((e, k)) = &r.pingpong_intervals_s else { continue };
-                        match edges {
-                            None => {
-                                edges = Some(e);
-                                counts = k.clone();
-                            }
-                            Some(e0) if e0 == e => counts.iter_mut().zip(k).for_each(|(a, b)| *a += b),
-                            // Histograms with other edges cannot be added; keep the first kind.
-                            Some(_) => {}
-                        }
-                    }
-                    let edges = edges?;
-                    let total: f64 = counts.iter().sum();
-                    if total <= 0.0 {
-                        return None;
-                    }
-                    let mut cum = 0.0;
-                    let points = edges
-                        .iter()
-                        .zip(&counts)
-                        .map(|(e, k)| {
-                            cum += k;
-                            (*e, cum / total)
-                        })
-                        .collect();
-                    Some(Series { name: c.policy.clone(), points, markers: false })
-                })
-                .collect(),
-        })
-        .filter(|p| !p.series.is_empty())
-        .collect();
-    (!out.is_empty()).then_some(out)
+    line_panels(panels, |c| {
+        let mut edges: Option<&Vec<f64>> = None;
+        let mut counts: Vec<f64> = Vec::new();
+        for r in &c.runs {
+            let Some((e, k)) = &r.pingpong_intervals_s else { continue };
+            match edges {
+                None => {
+                    edges = Some(e);
+                    counts = k.clone();
+                }
+                Some(e0) if e0 == e => counts.iter_mut().zip(k).for_each(|(a, b)| *a += b),
+                // Histograms with other edges cannot be added; keep the first kind.
+                Some(_) => {}
+            }
+        }
+        let edges = edges?;
+        let total: f64 = counts.iter().sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut cum = 0.0;
+        let points = edges
+            .iter()
+            .zip(&counts)
+            .map(|(e, k)| {
+                cum += k;
+                (*e, cum / total)
+            })
+            .collect();
+        Some(Series { name: c.policy.clone(), points, markers: false })
+    })
 }
 
 fn profile_charts(input: &Input, p: &Profile, stem: &str) -> Vec<Chart> {
