@@ -22,7 +22,7 @@ pub mod testing;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,
-    Refusal, ScanStepDone, SpaceId, TaskTick, ThreadMigrated, Tick,
+    Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
