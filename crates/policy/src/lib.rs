@@ -13,6 +13,7 @@ pub mod decision;
 pub mod dynamic;
 pub mod error;
 pub mod fallback;
+pub mod hydm;
 pub mod kmaf;
 pub mod policy;
 pub mod registry;
