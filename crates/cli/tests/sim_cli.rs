@@ -44,7 +44,7 @@ const WORKLOADS: [&str; 15] = [
     "hydm-npb-mix",
 ];
 
-const POLICIES: [&str; 14] = [
+const POLICIES: [&str; 15] = [
     "first-touch",
     "round-4k",
     "round-1g",
@@ -59,6 +59,7 @@ const POLICIES: [&str; 14] = [
     "carrefour",
     "first-touch+carrefour",
     "round-4k+carrefour",
+    "hydm",
 ];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.

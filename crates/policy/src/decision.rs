@@ -80,6 +80,10 @@ pub struct Tick {
     pub cache_refills: Option<CacheRefills>,
     /// Instructions per cycle over the interval, machine-wide; `None` where not counted.
     pub ipc: Option<f64>,
+    /// Per address space, what it did during the interval (docs/simulator.md, "Per-space
+    /// windows"), in space order. Empty where the driver does not count per space.
+    #[serde(skip)]
+    pub spaces: Vec<SpaceWindow>,
 }
 
 /// Data-cache line refills from outside the core (Carrefour's DCMR input).
@@ -106,6 +110,30 @@ pub struct AccessSample {
     pub page_node: NodeId,
     pub write: bool,
     pub time_ns: u64,
+}
+
+/// One address space's counters over one tick interval (deltas, not running totals), and
+/// where its pages are at the interval's end (docs/simulator.md, "Per-space windows").
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpaceWindow {
+    pub space: SpaceId,
+    /// Floating-point operations: memory references times the step's `flops_per_access`.
+    pub flops: f64,
+    /// Memory references (one per simulated access, `access_bytes` each).
+    pub mem_refs: u64,
+    /// Page faults: first-touch faults (pages of the space placed during the interval).
+    /// Hinting faults are not included.
+    pub page_faults: u64,
+    /// Pages of the space resident on each node at the interval's end (home copies; replicas
+    /// not counted).
+    pub pages_per_node: Vec<u64>,
+}
+
+impl SpaceWindow {
+    /// Resident pages on all nodes.
+    pub fn resident_pages(&self) -> u64 {
+        self.pages_per_node.iter().sum()
+    }
 }
 
 /// A scheduler tick on a CPU running a workload thread (Linux's `task_tick_fair`, which calls

@@ -13,6 +13,7 @@ pub mod decision;
 pub mod dynamic;
 pub mod error;
 pub mod fallback;
+pub mod hydm;
 pub mod kmaf;
 pub mod policy;
 pub mod registry;
@@ -22,7 +23,7 @@ pub mod testing;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,
-    Refusal, ScanStepDone, SpaceId, TaskTick, ThreadMigrated, Tick,
+    Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

@@ -3,6 +3,7 @@
 use crate::carrefour::{Carrefour, FirstTouchCarrefour, Round4kCarrefour};
 use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
+use crate::hydm::Hydm;
 use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
@@ -72,6 +73,7 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Carrefour>(PolicyKind::Dynamic),
     entry::<FirstTouchCarrefour>(PolicyKind::Dynamic),
     entry::<Round4kCarrefour>(PolicyKind::Dynamic),
+    entry::<Hydm>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

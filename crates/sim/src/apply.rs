@@ -132,18 +132,44 @@ impl World<'_> {
             Decision::MoveSpace { space, to } => {
                 self.node_ok(to)?;
                 let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
-                let mut charged = 0.0;
+                // docs/simulator.md, "Whole-space moves": per page a batched fixed cost and
+                // the copy at min(move_space_copy_gbps, source, target bandwidth); the time
+                // stalls every thread of the moved space, not the mover.
+                let copy_gbps = |from: NodeId| {
+                    costs.move_space_copy_gbps.min(self.m.nodes[from as usize].mem_bw_gbps).min(self.m.nodes[to as usize].mem_bw_gbps)
+                };
+                let mut stall_ns = 0.0;
+                let mut moved = 0u64;
+                let mut full = false;
+                let mut placed = false;
                 for g in sp.first_page..sp.first_page + sp.pages {
-                    if self.mem.node_of(g).is_some_and(|f| f != to) {
-                        if !self.mem.migrate(g, to) {
-                            // Pages moved so far stay moved; the rest could not follow.
-                            return if charged > 0.0 { Ok(charged) } else { Err(Refusal::NodeFull) };
-                        }
-                        self.counters.page_migrations += 1;
-                        charged += costs.migrate_fixed_ns / 64.0 + page_bytes / self.m.nodes[to as usize].mem_bw_gbps;
+                    let Some(from) = self.mem.node_of(g) else { continue };
+                    placed = true;
+                    if from == to {
+                        continue;
                     }
+                    if !self.mem.migrate(g, to) {
+                        // Pages moved so far stay moved; the rest could not follow.
+                        full = true;
+                        break;
+                    }
+                    moved += 1;
+                    stall_ns += costs.migrate_fixed_ns / 64.0 + page_bytes / copy_gbps(from);
                 }
-                Ok(charged)
+                if moved == 0 {
+                    return Err(if full {
+                        Refusal::NodeFull
+                    } else if placed {
+                        Refusal::AlreadyThere
+                    } else {
+                        Refusal::NotPlaced
+                    });
+                }
+                self.counters.page_migrations += moved;
+                for t in sp.threads.clone() {
+                    self.charge_thread(t as usize, stall_ns);
+                }
+                Ok(0.0)
             }
         }
     }

@@ -16,6 +16,7 @@ use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLA
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics, TimelinePoint};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
+use crate::windows::SpaceCounters;
 use crate::SimError;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{Machine, NodeId, ThreadId};
@@ -149,6 +150,8 @@ pub(crate) struct World<'a> {
     demands: Vec<Demand>,
     /// Node shares of the segments random entries draw from (fast engine).
     shares: SegShares,
+    /// Per-space counters of the current tick interval (`Tick::spaces`).
+    space_counters: SpaceCounters,
 }
 
 /// A run: the world and the driver of its policy.
@@ -294,6 +297,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             (0..p.threads).flat_map(|t| p.steps_of(t).iter()).filter_map(|s| s.p2p.map(|x| x.chunks as usize)).max().unwrap_or(0);
         let p2p_done =
             if max_chunks > 0 { (0..p.threads).map(|t| vec![f64::NAN; p.steps_of(t).len() * max_chunks]).collect() } else { Vec::new() };
+        let space_counters = SpaceCounters::new(&spaces, &mem, n);
         let links = cont.links();
         let link_capacity = ic.links.iter().map(|l| l.capacity_gbps).collect();
         let eff = cfg.memory.random_efficiency;
@@ -340,6 +344,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             moves: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
             shares: SegShares::default(),
+            space_counters,
         };
         for t in 0..p.threads {
             w.load_step(t as usize);
@@ -895,6 +900,11 @@ impl World<'_> {
                 continue;
             }
             let writes: u64 = th.wr.iter().sum();
+            let flops_per_ref = match th.work.compute {
+                Some(Compute::Flops(f)) => f,
+                _ => 0.0,
+            };
+            self.space_counters.record(self.p.process_of(t as ThreadId), total, flops_per_ref);
             for j in 0..n {
                 let a = th.acc[j];
                 if a == 0 {
@@ -985,6 +995,7 @@ impl World<'_> {
                 // No caches and no instruction counts are simulated: unsupported, not zero.
                 cache_refills: None,
                 ipc: None,
+                spaces: self.space_counters.take(&self.spaces, &self.mem, n),
             };
             self.tick_matrix.iter_mut().for_each(|x| *x = 0);
             self.tick_write_matrix.iter_mut().for_each(|x| *x = 0);

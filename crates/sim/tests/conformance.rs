@@ -201,6 +201,7 @@ conformance! {
     carrefour => "carrefour",
     first_touch_carrefour => "first-touch+carrefour",
     round_4k_carrefour => "round-4k+carrefour",
+    hydm => "hydm",
 }
 
 // ---------------------------------------------------------------------------------------------

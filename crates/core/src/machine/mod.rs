@@ -118,6 +118,10 @@ pub struct OsCosts {
     /// Handling one access sample (the sampling interrupt and its handler recording the
     /// sample), charged to the sampled thread. Only policies that sample pay it.
     pub access_sample_ns: f64,
+    /// Copy bandwidth of a whole-space move (`MoveSpace`, Linux's `migrate_pages(2)`), GB/s:
+    /// the kernel copies the pages one by one in the mover's context, far below a
+    /// controller's bandwidth; capped by the slower of the two controllers.
+    pub move_space_copy_gbps: f64,
 }
 
 impl Default for OsCosts {
@@ -130,6 +134,7 @@ impl Default for OsCosts {
             thread_migration_refill_ns: 50_000.0,
             scan_unmap_ns: 20.0,
             access_sample_ns: 1_000.0,
+            move_space_copy_gbps: 5.0,
         }
     }
 }

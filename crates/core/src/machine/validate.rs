@@ -224,6 +224,7 @@ impl Machine {
         ] {
             in_range(&format!("os_costs.{k}"), v, 0.0, MAX_OS_COST_NS, "ns")?;
         }
+        in_range("os_costs.move_space_copy_gbps", o.move_space_copy_gbps, MIN_BW_GBPS, MAX_BW_GBPS, "GB/s")?;
         let base = self.page_sizes.iter().copied().min().unwrap_or(4096);
         let mut cpus = 0u64;
         for (i, node) in self.nodes.iter().enumerate() {

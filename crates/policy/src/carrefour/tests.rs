@@ -193,7 +193,15 @@ fn the_sample_table_tracks_at_most_max_pages() {
 
 fn tick_ms(ms: u64, d: Vec<Vec<u64>>) -> Tick {
     let n = d.len();
-    Tick { time_ns: 0, interval_ns: ms * 1_000_000, access_matrix: d, write_matrix: vec![vec![0; n]; n], cache_refills: None, ipc: None }
+    Tick {
+        time_ns: 0,
+        interval_ns: ms * 1_000_000,
+        access_matrix: d,
+        write_matrix: vec![vec![0; n]; n],
+        cache_refills: None,
+        ipc: None,
+        spaces: vec![],
+    }
 }
 
 fn sample(space: SpaceId, page: PageIdx, cpu_node: NodeId, write: bool) -> AccessSample {

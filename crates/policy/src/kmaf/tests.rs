@@ -25,6 +25,7 @@ fn tick(p: &mut Kmaf, s: &FakeSystem, ms: u64) -> Vec<Decision> {
             write_matrix: vec![],
             cache_refills: None,
             ipc: None,
+            spaces: vec![],
         },
         s,
         &mut out,

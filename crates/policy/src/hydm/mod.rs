@@ -1,0 +1,244 @@
+//! HyDM (docs/policies/hydm.md): a daemon that, once per time window, moves one whole
+//! application to the fast memory tier, choosing the one with the lowest predicted arithmetic
+//! intensity (the roofline: it gains most from bandwidth), skipping applications with more
+//! page faults than the mean and those whose earlier move did not pay; when the fast tier is
+//! full it rolls back an application whose flops never improved there. After Lee et al.,
+//! "HyDM" (Intel Knights Landing, flat MCDRAM).
+//!
+//! Windows are built from the simulator's per-space counters (`Tick::spaces`,
+//! docs/simulator.md "Per-space windows"): ticks are summed until `period_ms` has passed.
+
+pub mod config;
+pub mod roofline;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+pub use config::HydmConfig;
+pub use state::{LoopState, Record, Step};
+
+use crate::decision::{Decision, PlaceRequest, SpaceId, Tick};
+use crate::error::{OutOfMemory, PolicyError};
+use crate::fallback::first_fit;
+use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
+use crate::statics::tier_rank;
+use numalab_core::{Machine, NodeId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Counters of the window being built, per space.
+#[derive(Clone, Copy, Debug, Default)]
+struct Partial {
+    fp: f64,
+    pref: u64,
+    pf: u64,
+}
+
+pub struct Hydm {
+    config: HydmConfig,
+    machine: Arc<Machine>,
+    page_bytes: u64,
+    /// Fast- and slow-tier nodes (ascending).
+    fast: Vec<NodeId>,
+    slow: Vec<NodeId>,
+    /// Per accessing node: slow nodes by distance, then fast nodes, then any other allowed.
+    order: Vec<Vec<NodeId>>,
+    /// The slow tier's ridge point, when `require_memory_bound` is set.
+    max_intensity: Option<f64>,
+    state: LoopState,
+    window_ns: u64,
+    partial: BTreeMap<SpaceId, Partial>,
+    /// Every step taken, with its window index (for tests and inspection).
+    steps: Vec<(u64, Step)>,
+}
+
+/// The allowed nodes of the tier with the highest bandwidth (a tier's bandwidth: the best of
+/// its nodes'; ties go to the faster tier rank).
+fn fastest_tier(m: &Machine, allowed: &[NodeId]) -> Vec<NodeId> {
+    let mut tiers: BTreeMap<u8, f64> = BTreeMap::new();
+    for &n in allowed {
+        let node = &m.nodes[n as usize];
+        let bw = tiers.entry(tier_rank(node.tier)).or_insert(0.0);
+        *bw = bw.max(node.mem_bw_gbps);
+    }
+    let Some((&best, _)) = tiers.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))) else { return Vec::new() };
+    allowed.iter().copied().filter(|&n| tier_rank(m.nodes[n as usize].tier) == best).collect()
+}
+
+impl Hydm {
+    /// Every migration step so far: (window index, step).
+    pub fn steps(&self) -> &[(u64, Step)] {
+        &self.steps
+    }
+
+    pub fn state(&self) -> &LoopState {
+        &self.state
+    }
+
+    fn check_nodes(&self, nodes: &[NodeId], env: &PolicyEnv) -> Result<(), PolicyError> {
+        for &n in nodes {
+            if n as usize >= env.machine.node_count() {
+                return Err(PolicyError::NoSuchNode { policy: Self::NAME.into(), node: n, nodes: env.machine.node_count() });
+            }
+            if env.machine.nodes[n as usize].mem_bytes == 0 {
+                return Err(PolicyError::MemorylessNode { policy: Self::NAME.into(), node: n });
+            }
+        }
+        Ok(())
+    }
+
+    /// The fast node to move to: the one with the most free pages (then the lowest id).
+    fn fast_target(&self, mem: &dyn MemoryState) -> NodeId {
+        let mut best = self.fast[0];
+        for &n in &self.fast[1..] {
+            if mem.free_pages(n) > mem.free_pages(best) {
+                best = n;
+            }
+        }
+        best
+    }
+
+    /// The slow node to roll back to: the nearest to the node of the application's first
+    /// thread (then the most free pages, then the lowest id).
+    fn slow_target(&self, space: SpaceId, view: &dyn SystemView) -> NodeId {
+        let from = view.node_of_thread(view.space_threads(space).start);
+        let mut best = self.slow[0];
+        for &n in &self.slow[1..] {
+            let key = |x: NodeId| (self.machine.distance(from, x), std::cmp::Reverse(view.free_pages(x)));
+            if key(n) < key(best) {
+                best = n;
+            }
+        }
+        best
+    }
+
+    fn bytes_on(&self, nodes: &[NodeId], mem: &dyn MemoryState, used: bool) -> u64 {
+        nodes.iter().map(|&n| if used { mem.capacity_pages(n) - mem.free_pages(n) } else { mem.capacity_pages(n) }).sum::<u64>()
+            * self.page_bytes
+    }
+
+    /// One iteration of the loop at the end of a window: monitor, select, migrate.
+    fn iterate(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        let mut apps = BTreeMap::new();
+        for sw in &tick.spaces {
+            if !view.space_threads(sw.space).any(|t| view.thread_alive(t)) {
+                continue;
+            }
+            let p = self.partial.get(&sw.space).copied().unwrap_or_default();
+            let fast_pages: u64 = self.fast.iter().filter_map(|&n| sw.pages_per_node.get(n as usize)).sum();
+            apps.insert(
+                sw.space,
+                Record {
+                    fp: p.fp,
+                    pref: p.pref,
+                    pf: p.pf,
+                    rss_bytes: sw.resident_pages() * self.page_bytes,
+                    fast_bytes: fast_pages * self.page_bytes,
+                },
+            );
+        }
+        self.partial.clear();
+        self.state.push_window(apps);
+        let b = self.state.select(self.config.bytes_per_ref, self.max_intensity);
+        let used = self.bytes_on(&self.fast, view, true);
+        let capacity = self.bytes_on(&self.fast, view, false);
+        let step = self.state.migrate_step(b, used, capacity, self.config.threshold, self.config.rollback_rel_eps);
+        match step {
+            Step::Migrate(a) => out.push(Decision::MoveSpace { space: a, to: self.fast_target(view) }),
+            Step::Rollback { back, .. } => out.push(Decision::MoveSpace { space: back, to: self.slow_target(back, view) }),
+            Step::Idle | Step::Blocked { .. } => {}
+        }
+        if step != Step::Idle {
+            self.steps.push((self.state.g, step));
+        }
+    }
+}
+
+impl Policy for Hydm {
+    type Config = HydmConfig;
+    const NAME: &'static str = "hydm";
+    const SUMMARY: &'static str =
+        "moves whole applications to the fast tier, lowest predicted arithmetic intensity first; page-fault filter, capacity threshold, rollback";
+
+    fn new(config: HydmConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
+        config.validate(Self::NAME)?;
+        let m = env.machine.clone();
+        let mut h = Hydm {
+            config: config.clone(),
+            machine: m.clone(),
+            page_bytes: env.page_bytes,
+            fast: Vec::new(),
+            slow: Vec::new(),
+            order: Vec::new(),
+            max_intensity: None,
+            state: LoopState::new(config.history),
+            window_ns: 0,
+            partial: BTreeMap::new(),
+            steps: Vec::new(),
+        };
+        h.check_nodes(&config.fast_nodes, env)?;
+        h.check_nodes(&config.slow_nodes, env)?;
+        let mut fast = if config.fast_nodes.is_empty() { fastest_tier(&m, &env.allowed) } else { config.fast_nodes.clone() };
+        fast.sort_unstable();
+        fast.dedup();
+        let mut slow: Vec<NodeId> = if config.slow_nodes.is_empty() {
+            env.allowed.iter().copied().filter(|n| !fast.contains(n)).collect()
+        } else {
+            config.slow_nodes.clone()
+        };
+        slow.sort_unstable();
+        slow.dedup();
+        if config.require_memory_bound {
+            let peak = config.peak_gflops.or(m.peak_gflops_dp).ok_or_else(|| PolicyError::Config {
+                policy: Self::NAME.into(),
+                message: "require_memory_bound needs peak_gflops (the machine gives no peak_gflops_dp)".into(),
+            })?;
+            let bw = slow.iter().map(|&n| m.nodes[n as usize].mem_peak_gbps.unwrap_or(m.nodes[n as usize].mem_bw_gbps)).fold(0.0, f64::max);
+            h.max_intensity = (bw > 0.0).then(|| roofline::ridge_point(peak, bw));
+        }
+        h.order = (0..m.node_count() as NodeId)
+            .map(|from| {
+                let by_distance = |set: &[NodeId]| {
+                    let mut v = set.to_vec();
+                    v.sort_by_key(|&n| (m.distance(from, n), n));
+                    v
+                };
+                let rest: Vec<NodeId> = env.allowed.iter().copied().filter(|n| !fast.contains(n) && !slow.contains(n)).collect();
+                [by_distance(&slow), by_distance(&fast), by_distance(&rest)].concat()
+            })
+            .collect();
+        h.fast = fast;
+        h.slow = slow;
+        Ok(h)
+    }
+
+    fn config(&self) -> &HydmConfig {
+        &self.config
+    }
+
+    /// New pages go to the CPU-local slow tier, as with no memory policy set; the fast tier
+    /// only when the slow one is full.
+    fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+        let order = &self.order[req.cpu_node as usize];
+        first_fit(order.iter().copied(), mem, 1).ok_or(OutOfMemory { wanted: order.first().copied().unwrap_or(req.cpu_node), pages: 1 })
+    }
+
+    fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        // No per-space counters (a driver that does not count them), or no two tiers: idle.
+        if tick.spaces.is_empty() || self.fast.is_empty() || self.slow.is_empty() {
+            return;
+        }
+        for sw in &tick.spaces {
+            let p = self.partial.entry(sw.space).or_default();
+            p.fp += sw.flops;
+            p.pref += sw.mem_refs;
+            p.pf += sw.page_faults;
+        }
+        self.window_ns += tick.interval_ns;
+        if self.window_ns < self.config.period_ms.saturating_mul(1_000_000) {
+            return;
+        }
+        self.window_ns = 0;
+        self.iterate(tick, view, out);
+    }
+}

@@ -1,0 +1,347 @@
+//! HyDM's rules at their boundaries, the spec's worked vectors (docs/policies/hydm.md,
+//! "Worked examples"), and scripted windows in, exact decisions out.
+
+use super::state::{migration_possible, LoopState, Record, Step};
+use super::*;
+use crate::decision::SpaceWindow;
+use crate::testing::FakeSystem;
+use numalab_core::machine::presets;
+
+const GIB: u64 = 1 << 30;
+
+/// A record with intensity `ai` at 64 B per reference (1000 references) and `pf` faults.
+fn rec(ai: f64, pf: u64) -> Record {
+    Record { fp: ai * 64.0 * 1000.0, pref: 1000, pf, rss_bytes: GIB, fast_bytes: 0 }
+}
+
+fn window(apps: &[(SpaceId, Record)]) -> BTreeMap<SpaceId, Record> {
+    apps.iter().copied().collect()
+}
+
+const A: SpaceId = 0;
+const B: SpaceId = 1;
+const C: SpaceId = 2;
+const D: SpaceId = 3;
+
+/// Spec vector: predicted AI A=0.2, B=0.1, C=0.3, D=0.05; pf A=10, B=50, C=5, D=1; V={D}.
+/// pf_avg 16.5; order D, B, A, C; D is in V, B is over the mean: A.
+#[test]
+fn selection_vector() {
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, rec(0.2, 10)), (B, rec(0.1, 50)), (C, rec(0.3, 5)), (D, rec(0.05, 1))]));
+    s.mispredicted.insert(D);
+    assert_eq!(s.pf_avg(), 16.5);
+    assert_eq!(s.ranked(64).iter().map(|x| x.1).collect::<Vec<_>>(), vec![D, B, A, C]);
+    assert_eq!(s.select(64, None), Some(A));
+}
+
+#[test]
+fn selection_boundaries() {
+    // pf equal to the mean passes (the filter drops only pf > mean).
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, rec(0.5, 10)), (B, rec(0.1, 10))]));
+    assert_eq!(s.select(64, None), Some(B));
+    // Equal predictions: the lower id first.
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(C, rec(0.25, 0)), (B, rec(0.25, 0))]));
+    assert_eq!(s.select(64, None), Some(B));
+    // An application already on the fast tier is not a candidate.
+    s.fast.insert(B, 1);
+    assert_eq!(s.select(64, None), Some(C));
+    // No reference in any window: no finite intensity, never a candidate.
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, Record { fp: 5.0, pref: 0, pf: 0, rss_bytes: GIB, fast_bytes: 0 }), (B, rec(9.0, 0))]));
+    assert_eq!(s.ranked(64).len(), 1);
+    assert_eq!(s.select(64, None), Some(B));
+    // require_memory_bound: the ridge point itself is compute-bound.
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, rec(2.0, 0)), (B, rec(4.0, 0))]));
+    assert_eq!(s.select(64, Some(2.0)), None);
+    assert_eq!(s.select(64, Some(2.0 + 1e-9)), Some(A));
+}
+
+/// The history regresses over retained windows only: the oldest drops beyond `H`.
+#[test]
+fn history_keeps_h_windows() {
+    let mut s = LoopState::new(3);
+    for ai in [9.0, 1.0, 0.9, 0.8] {
+        s.push_window(window(&[(A, rec(ai, 0))]));
+    }
+    assert_eq!(s.windows.len(), 3);
+    assert_eq!(s.g, 4);
+    assert!(s.window(1).is_none() && s.window(2).is_some());
+    let p = s.predicted_intensity(A, 64).unwrap();
+    assert!((p - 0.7).abs() < 1e-9, "{p}");
+}
+
+/// Spec vector: 16 GiB fast tier, t = 0.9 (14.4 GiB), 12 GiB used: 2 GiB fits, 3 GiB does
+/// not and takes the rollback path.
+#[test]
+fn capacity_vector() {
+    assert!(migration_possible(12 * GIB, 2 * GIB, 16 * GIB, 0.9));
+    assert!(!migration_possible(12 * GIB, 3 * GIB, 16 * GIB, 0.9));
+    // Exactly at the threshold fits.
+    assert!(migration_possible(12 * GIB, 4 * GIB, 16 * GIB, 1.0));
+
+    let fits = |rss: u64| {
+        let mut s = LoopState::new(5);
+        s.push_window(window(&[(A, rec(1.0, 0))]));
+        s.fast.insert(A, 0);
+        s.push_window(window(&[(A, rec(1.0, 0)), (B, Record { rss_bytes: rss, ..rec(0.1, 0) })]));
+        s.migrate_step(Some(B), 12 * GIB, 16 * GIB, 0.9, 0.0)
+    };
+    assert_eq!(fits(2 * GIB), Step::Migrate(B));
+    assert_eq!(fits(3 * GIB), Step::Rollback { candidate: B, back: A });
+}
+
+/// F[a] = 10, g = 13, H = 5, fp for windows 9…13.
+fn flops_history(fp: [f64; 5]) -> LoopState {
+    let mut s = LoopState::new(5);
+    for k in 1..=13u64 {
+        let f = if k >= 9 { fp[(k - 9) as usize] } else { 100.0 };
+        s.push_window(window(&[(A, Record { fp: f, ..rec(1.0, 0) })]));
+    }
+    s.fast.insert(A, 10);
+    s
+}
+
+/// Spec vector: 100, 100, 95, 95, 90 rolls `a` back; with 120 in window 11 it stays.
+#[test]
+fn check_flops_vector() {
+    assert_eq!(flops_history([100.0, 100.0, 95.0, 95.0, 90.0]).check_flops(0.0), Some(A));
+    assert_eq!(flops_history([100.0, 100.0, 120.0, 95.0, 90.0]).check_flops(0.0), None);
+}
+
+#[test]
+fn check_flops_boundaries() {
+    // Equal flops are no improvement (strict >).
+    assert_eq!(flops_history([100.0, 100.0, 100.0, 100.0, 100.0]).check_flops(0.0), Some(A));
+    // The first window after the move counts against the last one before it.
+    assert_eq!(flops_history([100.0, 100.0, 101.0, 90.0, 80.0]).check_flops(0.0), None);
+    // With eps = 0.05, +1 % is no improvement; +6 % is.
+    assert_eq!(flops_history([100.0, 100.0, 101.0, 90.0, 80.0]).check_flops(0.05), Some(A));
+    assert_eq!(flops_history([100.0, 100.0, 106.0, 90.0, 80.0]).check_flops(0.05), None);
+    // Improvement before the move does not count.
+    assert_eq!(flops_history([50.0, 100.0, 95.0, 95.0, 90.0]).check_flops(0.0), Some(A));
+    // Moved in the current window: not yet judgeable.
+    let mut s = flops_history([100.0; 5]);
+    s.fast.insert(A, 13);
+    assert_eq!(s.check_flops(0.0), None);
+}
+
+/// The oldest move is judged first; at most one application is named.
+#[test]
+fn check_flops_oldest_first() {
+    let mut s = LoopState::new(5);
+    for _ in 0..5 {
+        s.push_window(window(&[(A, rec(1.0, 0)), (B, rec(1.0, 0)), (C, rec(1.0, 0))]));
+    }
+    s.fast.insert(C, 2);
+    s.fast.insert(A, 3);
+    s.fast.insert(B, 2);
+    assert_eq!(s.check_flops(0.0), Some(B), "window 2 before 3, then the lower id");
+    let step = s.migrate_step(Some(D), 15 * GIB, 16 * GIB, 0.9, 0.0);
+    assert_eq!(step, Step::Rollback { candidate: D, back: B });
+    assert!(s.mispredicted.contains(&B) && !s.fast.contains_key(&B) && !s.fast.contains_key(&D));
+    assert_eq!(s.check_flops(0.0), Some(C));
+}
+
+#[test]
+fn blocked_when_nothing_to_roll_back_and_idle_without_candidate() {
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, Record { rss_bytes: 4 * GIB, ..rec(1.0, 0) })]));
+    assert_eq!(s.migrate_step(Some(A), 12 * GIB, 16 * GIB, 0.9, 0.0), Step::Blocked { candidate: A });
+    assert_eq!(s.migrate_step(None, 0, 16 * GIB, 0.9, 0.0), Step::Idle);
+}
+
+/// An application that left drops out of F and V: its id may come back as a new one.
+#[test]
+fn departed_applications_leave_f_and_v() {
+    let mut s = LoopState::new(5);
+    s.push_window(window(&[(A, rec(1.0, 0)), (B, rec(1.0, 0))]));
+    s.fast.insert(A, 1);
+    s.mispredicted.insert(B);
+    s.push_window(window(&[(C, rec(1.0, 0))]));
+    assert!(s.fast.is_empty() && s.mispredicted.is_empty());
+}
+
+// --- The policy, driven by scripted ticks ---------------------------------------------------
+
+fn knl() -> PolicyEnv {
+    PolicyEnv::new(Arc::new(presets::load("knl-7250-flat").unwrap()))
+}
+
+fn hydm(cfg: HydmConfig) -> Hydm {
+    Hydm::new(cfg, &knl()).unwrap()
+}
+
+/// Three spaces of one thread each on a 2-node fake (node 1 stands for the MCDRAM, 1000
+/// pages of capacity on each node).
+fn system() -> FakeSystem {
+    let mut s = FakeSystem::new(2, 4, 3, 100, 1000);
+    s.space_of_thread = vec![0, 1, 2];
+    s.space_pages = vec![100, 100, 100];
+    s
+}
+
+/// A space that did `refs` references at `ai` flop/B with `pf` faults, `pages` on DDR and
+/// `fast` on the MCDRAM.
+fn sw(space: SpaceId, ai: f64, refs: u64, pf: u64, pages: u64, fast: u64) -> SpaceWindow {
+    SpaceWindow { space, flops: ai * 64.0 * refs as f64, mem_refs: refs, page_faults: pf, pages_per_node: vec![pages, fast] }
+}
+
+fn tick(ms: u64, spaces: Vec<SpaceWindow>) -> Tick {
+    Tick {
+        time_ns: ms * 1_000_000,
+        interval_ns: 50_000_000,
+        access_matrix: vec![],
+        write_matrix: vec![],
+        cache_refills: None,
+        ipc: None,
+        spaces,
+    }
+}
+
+fn on_tick(p: &mut Hydm, sys: &FakeSystem, t: &Tick) -> Vec<Decision> {
+    let mut out = Vec::new();
+    p.on_tick(t, sys, &mut out);
+    out
+}
+
+#[test]
+fn knl_fast_tier_is_the_mcdram_and_new_pages_go_to_ddr() {
+    let mut p = hydm(HydmConfig::default());
+    assert_eq!((p.fast.clone(), p.slow.clone()), (vec![1], vec![0]));
+    let mut mem = crate::statics::testing::FixedMemory::uniform(2, 10);
+    let req = PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node: 0, page: 0 };
+    assert_eq!(p.place(&req, &mem), Ok(0));
+    mem.fill(0);
+    assert_eq!(p.place(&req, &mem), Ok(1), "the fast tier when DDR is full");
+    mem.fill(1);
+    assert!(p.place(&req, &mem).is_err());
+}
+
+/// Two 50 ms ticks make one 100 ms window; one space moves to node 1 per window, lowest
+/// predicted intensity first, while it fits under the threshold (exactly at it included).
+#[test]
+fn scripted_windows_move_in_intensity_order() {
+    let mut p = hydm(HydmConfig::default());
+    let mut sys = system();
+    let w = |a0: f64| vec![sw(0, a0, 1000, 2, 300, 0), sw(1, 0.1, 1000, 2, 300, 0), sw(2, 1.0, 1000, 2, 300, 0)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(50, w(0.5))), vec![], "half a window: nothing");
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w(0.5))), vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(p.state().g, 1);
+    // Window 2: space 1 is on the fast tier (300 of 1000 pages used), its flops unchanged.
+    sys.mem.take(1, 300);
+    let w2 = |a0: f64| vec![sw(0, a0, 1000, 2, 300, 0), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 300, 0)];
+    on_tick(&mut p, &sys, &tick(150, w2(0.5)));
+    assert_eq!(on_tick(&mut p, &sys, &tick(200, w2(0.5))), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    // Window 3: 600 of 1000 pages used; space 2 (300 pages): 600 + 300 = 900 ≤ 0.9 × 1000,
+    // it fits exactly.
+    sys.mem.take(1, 300);
+    let w3 = vec![sw(0, 0.5, 1000, 2, 0, 300), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 300, 0)];
+    on_tick(&mut p, &sys, &tick(250, w3.clone()));
+    assert_eq!(on_tick(&mut p, &sys, &tick(300, w3)), vec![Decision::MoveSpace { space: 2, to: 1 }]);
+    // Window 4: every space is in F: no candidate, no decision.
+    sys.mem.take(1, 350);
+    let w4 = vec![sw(0, 0.5, 1000, 2, 0, 300), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 0, 350)];
+    on_tick(&mut p, &sys, &tick(350, w4.clone()));
+    assert_eq!(on_tick(&mut p, &sys, &tick(400, w4)), vec![]);
+    assert_eq!(p.steps().iter().map(|s| s.1).collect::<Vec<_>>(), vec![Step::Migrate(1), Step::Migrate(0), Step::Migrate(2)]);
+}
+
+/// When the candidate does not fit, the oldest fast-tier space whose flops never rose goes
+/// back to the slow node of its thread, and it is never selected again.
+#[test]
+fn scripted_rollback_and_misprediction() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    // Window 1: space 1 (lowest AI) moves.
+    let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    sys.mem.take(1, 500);
+    // Window 2: space 0 (500 pages) does not fit (500 + 500 > 900); space 1's flops did not
+    // grow (same references, same intensity): it rolls back to node 0 and joins V.
+    let w = vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 0, 500)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w)), vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert!(p.state().mispredicted.contains(&1));
+    sys.mem.free[1] += 500;
+    // Window 3: the fast tier is empty; space 1 has the lowest AI but is in V: space 0 moves.
+    let w = vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(150, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+}
+
+/// A space whose flops rose after its move stays; the candidate waits.
+#[test]
+fn scripted_improvement_keeps_the_space() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
+    sys.mem.take(1, 500);
+    // Space 1 now does twice the references at the same intensity: twice the flops.
+    let w = vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 2000, 0, 0, 500)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w)), vec![]);
+    assert_eq!(p.steps().last().unwrap().1, Step::Blocked { candidate: 0 });
+}
+
+/// The page-fault filter: a space with more faults than the mean is passed over.
+#[test]
+fn scripted_fault_filter() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let sys = system();
+    let w = vec![sw(0, 0.5, 1000, 1, 10, 0), sw(1, 0.1, 1000, 50, 10, 0), sw(2, 0.9, 1000, 3, 10, 0)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+}
+
+/// Finished spaces are not monitored, so never selected, and leave F.
+#[test]
+fn scripted_finished_spaces_are_ignored() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    sys.alive[1] = false;
+    let w = vec![sw(0, 0.5, 1000, 0, 10, 0), sw(1, 0.1, 1000, 0, 10, 0)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert!(!p.state().windows[0].apps.contains_key(&1));
+}
+
+/// Without per-space counters (the live agent) or with a single tier, HyDM does nothing.
+#[test]
+fn idle_without_windows_or_tiers() {
+    let mut p = hydm(HydmConfig { period_ms: 50, ..HydmConfig::default() });
+    assert_eq!(on_tick(&mut p, &system(), &tick(50, vec![])), vec![]);
+    let env = PolicyEnv::new(Arc::new(presets::load("server-a-4n").unwrap()));
+    let mut q = Hydm::new(HydmConfig { period_ms: 50, ..HydmConfig::default() }, &env).unwrap();
+    assert!(q.fast.len() == 4 && q.slow.is_empty());
+    let sys = FakeSystem::new(4, 2, 2, 10, 100);
+    assert_eq!(on_tick(&mut q, &sys, &tick(50, vec![sw(0, 0.1, 10, 0, 1, 0)])), vec![]);
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let env = knl();
+    let err = |t: &str| crate::registry::build("hydm", toml::from_str(t).unwrap(), &env).err().unwrap().to_string();
+    assert_eq!(err("threshold = 0.0"), "policy 'hydm': threshold must be in (0, 1], got 0");
+    assert_eq!(err("threshold = 1.5"), "policy 'hydm': threshold must be in (0, 1], got 1.5");
+    assert_eq!(err("history = 0"), "policy 'hydm': history must be in 1..=1000, got 0");
+    assert_eq!(err("period_ms = 0"), "policy 'hydm': period_ms must be at least 1");
+    assert_eq!(err("bytes_per_ref = 0"), "policy 'hydm': bytes_per_ref must be at least 1");
+    assert_eq!(err("rollback_rel_eps = -0.1"), "policy 'hydm': rollback_rel_eps must be a finite number >= 0, got -0.1");
+    assert_eq!(err("fast_nodes = [1]\nslow_nodes = [1]"), "policy 'hydm': node 1 is in both fast_nodes and slow_nodes");
+    assert_eq!(err("fast_nodes = [5]"), "policy 'hydm' names node 5, but the machine has 2 nodes");
+    assert!(err("windows = 5").contains("unknown field `windows`"), "{}", err("windows = 5"));
+    // require_memory_bound on a machine without a compute peak needs one.
+    let env4 = PolicyEnv::new(Arc::new(presets::load("server-a-4n").unwrap()));
+    let e = crate::registry::build("hydm", toml::from_str("require_memory_bound = true").unwrap(), &env4).err().unwrap().to_string();
+    assert!(e.contains("require_memory_bound needs peak_gflops"), "{e}");
+}
+
+/// The ridge point of the slow tier: knl DDR4 at its 100 GB/s peak and 3046.4 GFLOP/s.
+#[test]
+fn memory_bound_filter_uses_the_slow_ridge() {
+    let p = hydm(HydmConfig { require_memory_bound: true, ..HydmConfig::default() });
+    assert!((p.max_intensity.unwrap() - 30.464).abs() < 1e-9);
+}

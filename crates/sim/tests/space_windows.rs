@@ -1,0 +1,120 @@
+//! Per-space windows in `Tick::spaces` and the cost of whole-space moves (docs/simulator.md,
+//! "Per-space windows" and "Whole-space moves"), on a two-instance run on knl-7250-flat.
+
+use numalab_core::machine::presets;
+use numalab_core::NodeId;
+use numalab_policy::{Decision, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SpaceWindow, SystemView, Tick};
+use numalab_sim::{run_with_policy, RunMetrics, Scenario, SimConfig};
+use numalab_workload::{compile_spec, presets as wp, CompileOptions, WorkloadSpec};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+type Seen = Arc<Mutex<Vec<Vec<SpaceWindow>>>>;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct RecorderConfig {}
+
+/// Places on DDR (node 0), records every tick's windows, and optionally moves space 0 to the
+/// MCDRAM (node 1) at the first tick.
+struct Recorder {
+    config: RecorderConfig,
+    seen: Seen,
+    move_first: bool,
+}
+
+impl Policy for Recorder {
+    type Config = RecorderConfig;
+    const NAME: &'static str = "recorder";
+    const SUMMARY: &'static str = "test only";
+
+    fn new(config: RecorderConfig, _env: &PolicyEnv) -> Result<Self, PolicyError> {
+        Ok(Recorder { config, seen: Seen::default(), move_first: false })
+    }
+    fn config(&self) -> &RecorderConfig {
+        &self.config
+    }
+    fn place(&mut self, _req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+        [0, 1].into_iter().find(|&n| !mem.is_full(n, 1)).ok_or(OutOfMemory { wanted: 0, pages: 1 })
+    }
+    fn on_tick(&mut self, tick: &Tick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
+        let mut seen = self.seen.lock().unwrap();
+        if self.move_first && seen.is_empty() {
+            out.push(Decision::MoveSpace { space: 0, to: 1 });
+        }
+        seen.push(tick.spaces.clone());
+    }
+}
+
+fn scenario(copy_gbps: f64) -> Scenario {
+    let mut m = presets::load("knl-7250-flat").unwrap();
+    m.os_costs.move_space_copy_gbps = copy_gbps;
+    let m = Arc::new(m);
+    let mut file = wp::load("cg-like").unwrap();
+    file.workload.copies = 2;
+    let opts = CompileOptions { threads: Some(4), scale: 0.0005 };
+    let program = compile_spec(&WorkloadSpec::Single(file), "cg-like", &m, &opts).unwrap();
+    let sim = SimConfig { tick_ms: 1.0, ..SimConfig::default() };
+    Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: toml::Table::new(),
+        sim,
+    }
+}
+
+fn run(s: &Scenario, move_first: bool) -> (RunMetrics, Vec<Vec<SpaceWindow>>) {
+    let seen = Seen::default();
+    let p = Recorder { config: RecorderConfig {}, seen: seen.clone(), move_first };
+    let r = run_with_policy(s, Box::new(p), 3, None).unwrap();
+    let w = seen.lock().unwrap().clone();
+    (r, w)
+}
+
+#[test]
+fn windows_count_each_space_and_add_up() {
+    let s = scenario(5.0);
+    let (r, windows) = run(&s, false);
+    assert!(windows.len() >= 3, "{} ticks", windows.len());
+    let mut faults = [0u64; 2];
+    let mut refs = 0u64;
+    let mut full_rate = false;
+    for w in &windows {
+        assert_eq!(w.iter().map(|x| x.space).collect::<Vec<_>>(), vec![0, 1]);
+        for x in w {
+            faults[x.space as usize] += x.page_faults;
+            // No page is freed or pre-placed: every resident page was a first-touch fault.
+            assert_eq!(x.resident_pages(), faults[x.space as usize], "space {}", x.space);
+            assert_eq!(x.pages_per_node[1], 0, "the recorder places on DDR while it has room");
+            assert!(x.flops <= 8.2 * x.mem_refs as f64 * (1.0 + 1e-12), "cg-like's 8.2 flops per access at most");
+            full_rate |= x.mem_refs > 0 && x.flops == 8.2 * x.mem_refs as f64;
+            refs += x.mem_refs;
+        }
+    }
+    assert!(full_rate, "some window is all main-phase references");
+    // The last partial window is never delivered.
+    assert!(refs > 0 && refs <= r.accesses, "{refs} of {}", r.accesses);
+    assert!(faults.iter().sum::<u64>() <= r.placed_pages);
+}
+
+#[test]
+fn move_space_moves_one_space_and_stalls_it_at_the_copy_rate() {
+    let s = scenario(5.0);
+    let (r, windows) = run(&s, true);
+    let before = &windows[0];
+    let moved = before[0].pages_per_node[0];
+    assert!(moved > 0);
+    assert_eq!(r.page_migrations, moved, "every page of space 0, nothing else");
+    let after = &windows[1];
+    assert!(after[0].pages_per_node[1] >= moved, "space 0 is on the MCDRAM: {:?}", after[0].pages_per_node);
+    assert_eq!(after[1].pages_per_node[1], 0, "space 1 stays on DDR");
+
+    // At a hundredth of the copy rate the move stalls space 0 about 100x longer: the run ends
+    // later by about the difference (space 0 then finishes last).
+    let slow = scenario(0.05);
+    let (r_slow, _) = run(&slow, true);
+    let per_page_ns = |gbps: f64| s.machine.os_costs.migrate_fixed_ns / 64.0 + s.program.page_bytes as f64 / gbps;
+    let extra_s = moved as f64 * (per_page_ns(0.05) - per_page_ns(5.0)) / 1e9;
+    let got = r_slow.exec_time_s - r.exec_time_s;
+    assert!(got > 0.5 * extra_s && got < 1.1 * extra_s, "run longer by {got} s, stall difference {extra_s} s");
+}
