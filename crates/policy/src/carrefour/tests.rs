@@ -1,5 +1,5 @@
-//! Carrefour's rules at their boundaries and the spec's worked examples, driven through the
-//! policy hooks with a `FakeSystem` (docs/policies/carrefour.md, "Worked examples").
+//! Carrefour's rules at their boundaries and the worked example of docs/policies/carrefour.md
+//! ("Worked example"), driven through the policy hooks with a `FakeSystem`.
 
 use super::metrics::{gate, global_metrics, Flags, GateOutcome, IntervalCounters};
 use super::pages::{decide_page, PageAction, PageSamples, SampleTable};
@@ -18,7 +18,8 @@ fn policy(config: CarrefourConfig) -> Carrefour {
     Carrefour::new(config, &env()).unwrap()
 }
 
-/// The spec's two-node interval: Δ = 1 s, D = [[60e6, 20e6], [10e6, 10e6]].
+/// The worked example's two-node interval (docs/policies/carrefour.md): Δ = 1 s,
+/// D = [[60e6, 20e6], [10e6, 10e6]].
 fn spec_counters() -> IntervalCounters {
     let mut c = IntervalCounters::default();
     c.add(&[vec![60_000_000, 20_000_000], vec![10_000_000, 10_000_000]], &[vec![0, 0], vec![0, 0]], None, None, 1_000_000_000);
