@@ -88,7 +88,6 @@ fn bad_input_is_one_sentence_and_exit_status_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("schema numalab.compare/3 is not one numalab report reads"));
-    numalab().args(["report", &fixture("compare.json"), "--png", "x"]).assert().code(2).stderr(predicate::str::contains("use --svg DIR"));
     numalab().args(["report", &fixture("compare.json"), "--format", "json"]).assert().code(2);
     numalab().arg("report").assert().code(2).stderr(predicate::str::contains("RESULT.json"));
 }
@@ -110,4 +109,42 @@ fn compare_report_is_the_report_of_its_own_result() {
     let later = dir.path().join("later.html");
     numalab().arg("report").arg(&json).arg("-o").arg(&later).assert().success();
     assert_eq!(std::fs::read(&direct).unwrap(), std::fs::read(&later).unwrap(), "compare --report draws what report draws from --out");
+}
+
+/// `--png DIR`: one PNG and one SVG per chart. It needs a font; CI (NUMALAB_BROWSER_TESTS=1,
+/// which installs Chromium and its fonts) requires one, elsewhere a machine without any must
+/// get the one-sentence error instead.
+#[test]
+fn png_files_for_every_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let png_dir = dir.path().join("png");
+    let out = numalab()
+        .args(["report", &fixture("compare.json"), "-o"])
+        .arg(dir.path().join("r.html"))
+        .arg("--png")
+        .arg(&png_dir)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(std::env::var_os("NUMALAB_BROWSER_TESTS").is_none(), "CI has fonts: {err}");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(err.starts_with("error: PNG output needs a TrueType or OpenType font"), "{err}");
+        return;
+    }
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    let ids: Vec<&str> = html
+        .match_indices("<section id=\"")
+        .map(|(i, m)| html[i + m.len()..].split('"').next().unwrap())
+        // The inputs' own sections (input1, …) are tables, not charts.
+        .filter(|id| !id.strip_prefix("input").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
+        .collect();
+    assert!(ids.len() >= 5, "{ids:?}");
+    for id in ids {
+        let png = std::fs::read(png_dir.join(format!("{id}.png"))).unwrap_or_else(|e| panic!("{id}.png: {e}"));
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{id}");
+        let (w, h) = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+        assert!(w >= 400 && h >= 200, "{id}: {w}x{h}");
+        assert!(png_dir.join(format!("{id}.svg")).exists(), "{id}.svg");
+    }
 }

@@ -48,6 +48,9 @@ pub enum ReportError {
     /// unusable value such as an empty range).
     #[error("cannot draw chart {chart}: {message}")]
     Draw { chart: String, message: String },
+    /// PNG needs a font for the charts' text, and none was found.
+    #[error("PNG output needs a TrueType or OpenType font for the charts' labels, and none was found in {searched}; install one (e.g. Debian's fonts-dejavu-core) or use --svg")]
+    NoFonts { searched: String },
 }
 
 pub type Result<T> = std::result::Result<T, ReportError>;

@@ -12,6 +12,7 @@ pub mod error;
 pub mod html;
 pub mod input;
 mod json;
+pub mod png;
 
 pub use charts::{Chart, Table};
 pub use error::{ReportError, Result};

@@ -21,20 +21,13 @@ pub struct ReportArgs {
     /// chart's anchor in the report.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
-    /// Not available: PNG needs a raster backend and a bundled font, which numalab does not
-    /// carry. Use --svg DIR and convert the files (e.g. `rsvg-convert`), or screenshot the HTML.
+    /// Also write each chart as a PNG file (twice the SVG's size) and as an SVG file into DIR
+    /// (created if missing). The labels use the system's fonts (DejaVu Sans if installed).
     #[arg(long, value_name = "DIR")]
     pub png: Option<PathBuf>,
 }
 
 pub fn run(a: &ReportArgs, out: &OutputOpts) -> Result<()> {
-    if a.png.is_some() {
-        return Err(anyhow::Error::new(Usage(
-            "--png is not available: numalab draws SVG only (PNG would need a raster backend and a bundled font); \
-use --svg DIR and convert the files, e.g. with rsvg-convert"
-                .into(),
-        )));
-    }
     if out.format.is_some() {
         return Err(anyhow::Error::new(Usage("numalab report writes HTML; --format does not apply (use -o FILE.html)".into())));
     }
@@ -47,21 +40,34 @@ use --svg DIR and convert the files, e.g. with rsvg-convert"
         ReportError::Draw { .. } | ReportError::Write { .. } => anyhow::Error::new(e),
         e => anyhow::Error::new(Usage(e.to_string())),
     })?;
-    if let Some(dir) = &a.svg {
+    // Fonts first: a machine without any fails before anything is written.
+    let fonts = match &a.png {
+        Some(_) => Some(numalab_report::png::Fonts::system().map_err(|e| anyhow::Error::new(Usage(e.to_string())))?),
+        None => None,
+    };
+    for dir in a.svg.iter().chain(&a.png) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         for (chart, svg) in report.charts.iter().zip(&report.svgs) {
             write_text(Some(&dir.join(format!("{}.svg", chart.id))), svg)?;
+        }
+    }
+    if let (Some(dir), Some(fonts)) = (&a.png, &fonts) {
+        for (chart, svg) in report.charts.iter().zip(&report.svgs) {
+            let bytes = numalab_report::png::png(&chart.id, svg, fonts)?;
+            let path = dir.join(format!("{}.png", chart.id));
+            std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
     let target = a.output.as_deref().or(out.out.as_deref());
     write_text(target, &report.html())?;
     if let Some(path) = target {
         eprintln!(
-            "{}: {} chart(s) from {} input(s){}",
+            "{}: {} chart(s) from {} input(s){}{}",
             path.display(),
             report.charts.len(),
             report.inputs.len(),
-            a.svg.as_ref().map_or(String::new(), |d| format!("; SVG files in {}", d.display()))
+            a.svg.as_ref().map_or(String::new(), |d| format!("; SVG files in {}", d.display())),
+            a.png.as_ref().map_or(String::new(), |d| format!("; PNG and SVG files in {}", d.display()))
         );
     }
     Ok(())
