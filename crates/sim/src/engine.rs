@@ -718,8 +718,9 @@ impl World<'_> {
             // Access sampling: the issue loop stops where the thread's sampling countdown
             // runs out; the reference after that is the sample, taken on its own through the
             // exact path (docs/simulator.md, "Access sampling").
-            let sample_now = th.sample_left_ns <= 0.0;
-            let stop = if sample_now { end } else { end.min(start_clock + th.sample_left_ns) };
+            let sampling = self.sample_period_ns.is_some();
+            let sample_now = sampling && th.sample_left_ns <= 0.0;
+            let stop = if sampling && !sample_now { end.min(start_clock + th.sample_left_ns) } else { end };
             let slow_from = if sample_now { 0 } else { SLOW };
             let hot = Hot { home: self.mem.home(), shift, n, end: stop, gap_exp_ns: th.gap_exp_ns, slow_from };
             // The fast engine charges the step while the memory its entries range over is
@@ -774,7 +775,9 @@ impl World<'_> {
                 th.left -= issued;
             }
             th.busy_ns += clock - start_clock;
-            th.sample_left_ns -= clock - start_clock;
+            if sampling {
+                th.sample_left_ns -= clock - start_clock;
+            }
             th.clock = clock;
             th.issued += issued;
             if let Some(access) = slow {
@@ -976,7 +979,7 @@ impl World<'_> {
             replications: c.replications - c0.replications,
             hint_faults: c.numa_hint_faults - c0.numa_hint_faults,
             thread_migrations: cross - self.interval_cross_node_moves,
-            pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
+            pages_per_node: self.mem.resident_per_node(),
         });
         self.interval_counters = c;
         self.interval_cross_node_moves = cross;
@@ -1082,7 +1085,7 @@ impl World<'_> {
             thread_migrations_per_s: per_s(migrations.cross_node()),
             numa: c.numa_counters(),
             thread_busy_s: BusySummary::of(&self.threads.iter().map(|t| t.busy_ns / 1e9).collect::<Vec<_>>()),
-            pages_per_node: self.mem.capacity.iter().zip(&self.mem.free).map(|(c, f)| c - f).collect(),
+            pages_per_node: self.mem.resident_per_node(),
             placed_pages: self.mem.home().iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
             replica_pages: self.mem.replica_copies(),
             replications: c.replications,

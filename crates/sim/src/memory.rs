@@ -51,6 +51,11 @@ impl Memory {
         self.replicas.get(page as usize).copied().unwrap_or(0)
     }
 
+    /// Pages in use on each node (home copies and replicas).
+    pub fn resident_per_node(&self) -> Vec<u64> {
+        self.capacity.iter().zip(&self.free).map(|(c, f)| c - f).collect()
+    }
+
     /// Extra copies alive, over all pages.
     pub fn replica_copies(&self) -> u64 {
         self.replica_copies
@@ -246,7 +251,7 @@ mod tests {
                         }
                     },
                 }
-                let used: u64 = m.capacity.iter().zip(&m.free).map(|(c, f)| c - f).sum();
+                let used: u64 = m.resident_per_node().iter().sum();
                 proptest::prop_assert_eq!(used, m.copies());
                 let placed = (0..6).filter(|&p| m.node_of(p).is_some()).count() as u64;
                 proptest::prop_assert_eq!(m.copies(), placed + m.replica_copies());

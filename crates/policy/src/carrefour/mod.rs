@@ -341,7 +341,7 @@ impl<F: Flavour> Policy for Carrefour<F> {
         } else {
             Rate::Cheap
         };
-        self.rate = rate;
-        self.table = SampleTable::new(self.max_pages(rate));
+        // The round's table is already empty (`on_tick` restarted it): start at the new rate.
+        self.restart_sampling(rate);
     }
 }
