@@ -39,6 +39,23 @@ pub struct Demand {
     pub write_frac: f64,
 }
 
+impl Demand {
+    /// Whether `self` is within `tol` of `other`: the same node and CPU share, access and
+    /// write fractions within `tol` (absolute), compute, MLP and service multiplier within
+    /// `tol` (relative).
+    pub fn close_to(&self, other: &Demand, tol: f64) -> bool {
+        let rel = |a: f64, b: f64| (a - b).abs() <= tol * a.abs().max(b.abs());
+        self.node == other.node
+            && self.share == other.share
+            && rel(self.compute_ns, other.compute_ns)
+            && rel(self.inv_mlp, other.inv_mlp)
+            && rel(self.svc_mult, other.svc_mult)
+            && (self.write_frac - other.write_frac).abs() <= tol
+            && self.frac.len() == other.frac.len()
+            && self.frac.iter().zip(&other.frac).all(|(a, b)| (a - b).abs() <= tol)
+    }
+}
+
 pub struct Contention {
     n: usize,
     /// Stations: controllers 0..n, then links.
@@ -205,10 +222,13 @@ impl Contention {
                     continue;
                 }
                 let (dt, qt) = (&self.d_t[t * k..(t + 1) * k], &self.q_t[t * k..(t + 1) * k]);
+                // Multiplying by the reciprocal: a division per station and iteration was
+                // most of an iteration's cost.
+                let inv_pop = 1.0 / pop[t];
                 let mut r_sum = 0.0;
                 for &s in &self.used_t[t] {
                     let s = s as usize;
-                    r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] / pop[t]).max(0.0));
+                    r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] * inv_pop).max(0.0));
                 }
                 let x = pop[t] / (z[t] + r_sum).max(1e-12);
                 change = change.max((x - self.x_t[t]).abs() / x);
@@ -219,11 +239,12 @@ impl Contention {
             // Stations a thread does not load keep a zero queue (set up above).
             for (t, &pop_t) in pop.iter().enumerate() {
                 let x = self.x_t[t];
+                let inv_pop = 1.0 / pop_t.max(1e-12);
                 for &s in &self.used_t[t] {
                     let s = s as usize;
                     let d = self.d_t[t * k + s];
                     let cur = self.q_t[t * k + s];
-                    let target = x * d * (1.0 + (self.q[s] - cur / pop_t.max(1e-12)).max(0.0));
+                    let target = x * d * (1.0 + (self.q[s] - cur * inv_pop).max(0.0));
                     self.q_t[t * k + s] = 0.5 * cur + 0.5 * target;
                 }
             }
@@ -336,6 +357,27 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn demands_are_close_within_the_tolerance_and_never_across_nodes_or_shares() {
+        let m = presets::load("server-a-4n").unwrap();
+        let a = chase_demands(&m, 1, 0).remove(0);
+        let mut b = a.clone();
+        b.frac[0] -= 0.0009;
+        b.frac[1] += 0.0009;
+        b.compute_ns = 1.0;
+        assert!(!a.close_to(&b, 1e-3), "compute 0 -> 1 ns is not a 0.1 % change");
+        b.compute_ns = 0.0;
+        assert!(a.close_to(&b, 1e-3) && !a.close_to(&b, 1e-4));
+        b.svc_mult *= 1.0009;
+        assert!(a.close_to(&b, 1e-3) && !a.close_to(&b, 5e-4));
+        for change in [|d: &mut Demand| d.node = 1, |d: &mut Demand| d.share = 0.999_999, |d: &mut Demand| d.write_frac = 0.01] {
+            let mut c = a.clone();
+            change(&mut c);
+            assert!(!a.close_to(&c, 1e-3), "{c:?}");
+        }
+        assert!(a.close_to(&a.clone(), 0.0), "a demand is close to itself at tolerance 0");
     }
 
     #[test]

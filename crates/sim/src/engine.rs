@@ -148,6 +148,10 @@ pub(crate) struct World<'a> {
     share: Vec<f64>,
     moves: Vec<Move>,
     demands: Vec<Demand>,
+    /// The demands of the last contention solve (the fast engine reuses it while they hold).
+    solved_for: Vec<Demand>,
+    /// The CPU shares the cost tables were built with.
+    solved_share: Vec<f64>,
     /// Node shares of the segments random entries draw from (fast engine).
     shares: SegShares,
     /// Per-space counters of the current tick interval (`Tick::spaces`).
@@ -343,6 +347,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
+            solved_for: Vec::new(),
+            solved_share: Vec::new(),
             shares: SegShares::default(),
             space_counters,
         };
@@ -502,6 +508,19 @@ impl World<'_> {
             d.frac.clone_from(&th.frac);
             d.write_frac = th.write_frac;
         }
+        // The fast engine reuses the last solve while every thread's demand stays within
+        // `memory.solve_reuse_tolerance` of the demand it was solved for (docs/simulator.md,
+        // "Contention"): the loaded latencies would move by about as much as the solve's own
+        // tolerance, far less than the sampling noise of the demand estimate itself.
+        let reuse = self.cfg.engine == EngineKind::Fast
+            && self.solved_for.len() == self.demands.len()
+            && self.share == self.solved_share
+            && self.demands.iter().zip(&self.solved_for).all(|(a, b)| a.close_to(b, self.cfg.memory.solve_reuse_tolerance));
+        if reuse {
+            return;
+        }
+        self.solved_for.clone_from(&self.demands);
+        self.solved_share.clone_from(&self.share);
         self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance);
         for t in 0..self.threads.len() {
             let share = self.share[t].max(1e-3);
@@ -769,7 +788,13 @@ impl World<'_> {
             } else {
                 let idx = th.epilogue_idx;
                 let max = if sample_now { 1 } else { th.work.epilogue[idx].remaining().min(limit) };
-                issue!(&mut th.work.epilogue, |_| idx, max)
+                // An epilogue entry walks (a reduction's closing read of its region): charged
+                // by page runs like a single walking entry.
+                if th.work.epilogue[idx].peek_run(lpp, 1).is_some() && !gap_exp && !sample_now {
+                    hot.issue_runs(&mut th.work.epilogue[idx], max, &mut tally, start_clock, lpp)
+                } else {
+                    issue!(&mut th.work.epilogue, |_| idx, max)
+                }
             };
             if in_main {
                 th.left -= issued;

@@ -10,7 +10,7 @@
 
 use crate::hot::{kind_index, Hot, Tally};
 use crate::memory::SLOW;
-use numalab_workload::stream::{Cursor, Seg};
+use numalab_workload::stream::{Cursor, Seg, StridePasses};
 use numalab_workload::Entry;
 use std::collections::BTreeMap;
 
@@ -57,7 +57,11 @@ impl FastEntry {
             Cursor::Walk { .. } => FastKind::Walk,
             Cursor::Fixed { .. } => FastKind::Fixed,
             Cursor::Random { seg } => FastKind::Random(shares.intern(*seg, n)),
-            Cursor::Strided { seg, .. } => FastKind::Strided(shares.intern(*seg, n)),
+            Cursor::Strided { seg, .. } => {
+                let i = shares.intern(*seg, n);
+                shares.segs[i].runs_wanted = true;
+                FastKind::Strided(i)
+            }
             _ => return None,
         };
         let escape = match &e.escape {
@@ -94,6 +98,13 @@ struct SegShare {
     share: Vec<f64>,
     /// Start of the epoch of the last count: a segment is counted at most once per epoch.
     counted_at: f64,
+    /// A strided entry ranges over the segment: keep its runs of one node.
+    runs_wanted: bool,
+    /// Runs of consecutive positions of the segment on one node (valid when `settled` and
+    /// `runs_ok`): `run_ends[r]` ends run `r` (exclusive), `run_nodes[r]` is its node.
+    run_ends: Vec<u64>,
+    run_nodes: Vec<u8>,
+    runs_ok: bool,
     /// A segment with slow pages is recounted only from `retry_at` on, waiting twice as many
     /// epochs after each failed count (at most `MAX_BACKOFF_EPOCHS`).
     backoff_epochs: u32,
@@ -118,6 +129,10 @@ impl SegShare {
             settled: false,
             share: vec![0.0; n],
             counted_at: f64::NEG_INFINITY,
+            runs_wanted: false,
+            run_ends: Vec::new(),
+            run_nodes: Vec::new(),
+            runs_ok: false,
             backoff_epochs: 0,
             retry_at: f64::NEG_INFINITY,
         }
@@ -174,7 +189,8 @@ impl SegShares {
         if s.counted_at == epoch_start || epoch_start < s.retry_at {
             return false;
         }
-        s.settled = count_lines(&s.seg, home, shift, &mut s.share);
+        let runs = s.runs_wanted.then_some((&mut s.run_ends, &mut s.run_nodes));
+        (s.settled, s.runs_ok) = count_lines(&s.seg, home, shift, &mut s.share, runs);
         s.generation = generation;
         s.counted_at = epoch_start;
         if s.settled {
@@ -190,15 +206,38 @@ impl SegShares {
         &self.segs[i].share
     }
 
+    /// The memory generation segment `i` was last counted at.
+    pub fn generation(&self, i: usize) -> u64 {
+        self.segs[i].generation
+    }
+
+    /// The runs of one node of segment `i` (ends, nodes), when it was counted with them.
+    pub fn runs(&self, i: usize) -> Option<(&[u64], &[u8])> {
+        let s = &self.segs[i];
+        s.runs_ok.then_some((&s.run_ends[..], &s.run_nodes[..]))
+    }
+
     /// Every line of segment `i` is on one node (its share is exactly 1).
     pub fn one_node(&self, i: usize) -> bool {
         self.segs[i].share.contains(&1.0)
     }
 }
 
-/// Share of `seg`'s lines on each node; false (shares unset) if a page is slow.
-fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64]) -> bool {
+/// Most runs of one node kept for a strided segment: past this the pages alternate nodes so
+/// often that counting by runs saves little over counting reference by reference.
+const MAX_RUNS: usize = 4096;
+
+/// Share of `seg`'s lines on each node; false (shares unset) if a page is slow. With `runs`,
+/// also the segment's runs of consecutive positions on one node; the second result says
+/// whether they were kept (at most `MAX_RUNS`).
+fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64], runs: Option<(&mut Vec<u64>, &mut Vec<u8>)>) -> (bool, bool) {
     let mut lines_on = vec![0u64; share.len()];
+    let mut runs = runs.map(|(ends, nodes)| {
+        ends.clear();
+        nodes.clear();
+        (ends, nodes)
+    });
+    let mut pos = 0u64;
     for c in 0..seg.chunks {
         let first = seg.start + c * seg.step;
         let end = first + seg.chunk;
@@ -208,9 +247,20 @@ fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64]) -> bool {
             let page_end = ((page + 1) << shift).min(end);
             let h = home[page as usize];
             if h >= SLOW {
-                return false;
+                return (false, false);
             }
             lines_on[h as usize] += page_end - line;
+            pos += page_end - line;
+            if let Some((ends, nodes)) = &mut runs {
+                if nodes.last() == Some(&h) {
+                    *ends.last_mut().expect("a run per node") = pos;
+                } else if nodes.len() < MAX_RUNS {
+                    ends.push(pos);
+                    nodes.push(h);
+                } else {
+                    runs = None;
+                }
+            }
             line = page_end;
         }
     }
@@ -218,7 +268,7 @@ fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64]) -> bool {
     for (s, &l) in share.iter_mut().zip(&lines_on) {
         *s = l as f64 / total;
     }
-    true
+    (true, runs.is_some())
 }
 
 /// Split `total` into integer parts in proportion to `share`, each at most its `cap`,
@@ -308,6 +358,8 @@ pub(crate) struct FastState {
     /// reference.
     home_node: Vec<Option<usize>>,
     entry_ns: Vec<f64>,
+    /// Per entry: what a whole pass of its stride puts in each run of one node.
+    stride_passes: Vec<StridePasses>,
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -497,6 +549,7 @@ impl Hot<'_> {
         let p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
         let mut left = max;
         let mut charged = 0;
+        let entries_len = entries.len();
         for (i, e) in entries.iter_mut().enumerate() {
             let target = (p * e.refs as u128 / total) as u64;
             let k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
@@ -515,11 +568,23 @@ impl Hot<'_> {
                     let (counts, writes) = (&mut fs.counts, &mut fs.writes);
                     counts.iter_mut().for_each(|c| *c = 0);
                     writes.iter_mut().for_each(|w| *w = 0);
-                    e.take_strided(k, |line, write| {
-                        let j = home[(line >> shift) as usize] as usize;
-                        counts[j] += 1;
-                        writes[j] += u64::from(write);
-                    });
+                    // By the segment's runs of one node when it has few (the same counts,
+                    // a division per run crossed instead of a lookup per reference).
+                    let by_runs = match step.shares.runs(s) {
+                        Some(runs) => {
+                            let key = step.shares.generation(s) ^ ((s as u64) << 48);
+                            fs.stride_passes.resize_with(entries_len, Default::default);
+                            e.take_strided_by_runs(k, runs, key, &mut fs.stride_passes[i], counts, writes)
+                        }
+                        None => false,
+                    };
+                    if !by_runs {
+                        e.take_strided(k, |line, write| {
+                            let j = home[(line >> shift) as usize] as usize;
+                            counts[j] += 1;
+                            writes[j] += u64::from(write);
+                        });
+                    }
                     for j in 0..n {
                         acc[j] += counts[j];
                         wr[j] += writes[j];
@@ -625,9 +690,34 @@ mod tests {
         // 3 (2 lines).
         let home = [0u8, 1, 1, 0];
         let mut share = [0.0; 2];
-        assert!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share));
+        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, None), (true, false));
         assert_eq!(share, [4.0 / 12.0, 8.0 / 12.0]);
+        // With runs: positions 0..2 on node 0, 2..10 on node 1, 10..12 on node 0.
+        let (mut ends, mut nodes) = (vec![99], vec![9]);
+        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, Some((&mut ends, &mut nodes))), (true, true));
+        assert_eq!((ends, nodes), (vec![2, 10, 12], vec![0, 1, 0]));
+        // A chunked segment: chunks of 3 lines every 8 lines from line 1 (lines 1-3, 9-11):
+        // pages 0 and 2, then 2 again; runs merge across chunks on the same node.
+        let home = [0u8, 1, 0, 1];
+        let (mut ends, mut nodes) = (Vec::new(), Vec::new());
+        let seg = Seg { start: 1, chunk: 3, step: 8, chunks: 2 };
+        assert_eq!(count_lines(&seg, &home, 2, &mut share, Some((&mut ends, &mut nodes))), (true, true));
+        assert_eq!((ends, nodes), (vec![6], vec![0]));
         let home = [0u8, 1, crate::memory::UNPLACED, 0];
-        assert!(!count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share));
+        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, None), (false, false));
+    }
+
+    #[test]
+    fn runs_are_dropped_past_the_limit() {
+        // Pages of one line alternating nodes: one run per page.
+        let home: Vec<u8> = (0..2 * MAX_RUNS).map(|p| (p % 2) as u8).collect();
+        let mut share = [0.0; 2];
+        let (mut ends, mut nodes) = (Vec::new(), Vec::new());
+        let seg = Seg::contiguous(0, MAX_RUNS as u64);
+        assert_eq!(count_lines(&seg, &home, 0, &mut share, Some((&mut ends, &mut nodes))), (true, true));
+        assert_eq!(nodes.len(), MAX_RUNS);
+        let seg = Seg::contiguous(0, MAX_RUNS as u64 + 1);
+        assert_eq!(count_lines(&seg, &home, 0, &mut share, Some((&mut ends, &mut nodes))), (true, false));
+        assert_eq!(share, [0.5 + 0.5 / (MAX_RUNS as f64 + 1.0), 0.5 - 0.5 / (MAX_RUNS as f64 + 1.0)]);
     }
 }

@@ -177,6 +177,38 @@ pub struct Escape {
     pub others: Vec<Seg>,
 }
 
+/// What a whole pass of a strided cursor puts in each run of a segment
+/// (`Entry::take_strided_by_runs`), for the pass starts `lo..hi` over which it does not change.
+#[derive(Clone, Debug, Default)]
+pub struct StridePasses {
+    key: u64,
+    stride: u64,
+    lo: u64,
+    hi: u64,
+    /// Per run: the pass's references before the run's end.
+    upto: Vec<u64>,
+}
+
+impl StridePasses {
+    /// Numbers for a pass from `s`, and the starts after `s` that share them: up to the
+    /// first start congruent to a run's end modulo the stride, where one run gains a
+    /// reference and the next loses one.
+    fn fill(&mut self, ends: &[u64], s: u64, stride: u64, key: u64) {
+        self.upto.clear();
+        let mut hi = u64::MAX;
+        for &e in ends {
+            // References at s, s + stride, ... below e; a run ending at or before s stays
+            // empty for every later start.
+            self.upto.push(if e > s { (e - s).div_ceil(stride) } else { 0 });
+            if e > s {
+                let d = (e - s) % stride;
+                hi = hi.min(s + if d == 0 { stride } else { d });
+            }
+        }
+        (self.key, self.stride, self.lo, self.hi) = (key, stride, s, hi);
+    }
+}
+
 impl Entry {
     pub fn new(cursor: Cursor, refs: u64, write_frac: f64, kind: AccessKind, escape: Option<Escape>) -> Entry {
         let write_fp = (write_frac.clamp(0.0, 1.0) * 4_294_967_296.0).round() as u64;
@@ -302,6 +334,75 @@ impl Entry {
         true
     }
 
+    /// `take_strided` counted by runs: `ends[r]` is the (exclusive) end, as a position in
+    /// the segment, of run `r` of consecutive positions with label `labels[r]` (runs in
+    /// order, the last ending at the segment's length). Adds to `counts[label]` and
+    /// `writes[label]` what `k` calls of `next` would reference in each run. A pass from
+    /// `start` references positions `start + q·stride`; how many of them lie before each
+    /// run's end is a division per run, and stays the same for every start up to the next
+    /// value congruent to a run's end modulo the stride, so `cache` keeps those numbers
+    /// (valid for the runs `key` names: the caller changes the key when the runs change).
+    /// A pass's references in one run have consecutive indices, so their writes are a
+    /// difference of the floor rule. Returns false, consuming nothing, for any cursor but a
+    /// strided one without escapes whose position lies on its pass.
+    pub fn take_strided_by_runs(
+        &mut self,
+        k: u64,
+        runs: (&[u64], &[u8]),
+        key: u64,
+        cache: &mut StridePasses,
+        counts: &mut [u64],
+        writes: &mut [u64],
+    ) -> bool {
+        if self.escape.is_some() {
+            return false;
+        }
+        let (ends, labels) = runs;
+        let w = self.write_fp as u128;
+        let written_before = |i: u64| ((i as u128 * w) >> 32) as u64;
+        let mut i = self.issued;
+        let Cursor::Strided { seg, pos, start, stride } = &mut self.cursor else { return false };
+        let (lines, stride) = (seg.lines(), *stride);
+        if *pos < *start || (*pos - *start) % stride != 0 || ends.last() != Some(&lines) {
+            return false;
+        }
+        let mut left = k;
+        while left > 0 {
+            // This pass's references are q = 0, 1, ... at start + q·stride; the cache holds,
+            // for each run, how many of them lie before the run's end.
+            let s = *start;
+            if !(cache.key == key && cache.stride == stride && cache.lo <= s && s < cache.hi) {
+                cache.fill(ends, s, stride, key);
+            }
+            let upto = &cache.upto;
+            let in_pass = *upto.last().expect("at least one run");
+            let q0 = (*pos - s) / stride;
+            let q1 = in_pass.min(q0 + left);
+            let mut q = q0;
+            let mut r = upto.partition_point(|&u| u <= q);
+            while q < q1 {
+                let here = upto[r].min(q1) - q;
+                let label = labels[r] as usize;
+                counts[label] += here;
+                if w != 0 {
+                    writes[label] += written_before(i + here) - written_before(i);
+                }
+                i += here;
+                q += here;
+                r += 1;
+            }
+            left -= q1 - q0;
+            if q1 == in_pass {
+                *start = (*start + 1) % stride.min(lines).max(1);
+                *pos = *start;
+            } else {
+                *pos = s + q1 * stride;
+            }
+        }
+        self.issued += k;
+        true
+    }
+
     /// See [`Cursor::shift_lines`]; escapes move too.
     pub fn shift_lines(&mut self, delta: u64) {
         self.cursor.shift_lines(delta);
@@ -409,6 +510,57 @@ mod tests {
         let mut walk = Entry::new(Cursor::Fixed { line: 5 }, 10, 0.0, AccessKind::Stream, None);
         assert!(!walk.take_strided(3, |_, _| ()), "only strided cursors");
         assert_eq!(walk.issued, 0);
+    }
+
+    proptest::proptest! {
+        /// Counting by runs gives what `take_strided` visits, label by label, and leaves the
+        /// entry where it leaves it.
+        #[test]
+        fn take_strided_by_runs_counts_what_take_strided_visits(
+            chunk in 1u64..40, chunks in 1u64..4, gap in 0u64..9, stride in 1u64..50,
+            pos_seed in 0u64..1000, write_frac in 0.0f64..1.0, cuts in proptest::collection::vec(0u64..200, 0..6),
+            ks in proptest::collection::vec(0u64..3000, 1..5),
+        ) {
+            let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
+            let lines = seg.lines();
+            let pos = pos_seed % lines;
+            let start = pos % stride.min(lines);
+            // Runs: cut the segment's positions at the given points, labels cycling 0..3.
+            let mut ends: Vec<u64> = cuts.iter().map(|c| 1 + c % lines).collect();
+            ends.push(lines);
+            ends.sort_unstable();
+            ends.dedup();
+            let labels: Vec<u8> = (0..ends.len()).map(|r| (r % 3) as u8).collect();
+            let label_of = |line: u64| {
+                // The position of an absolute line of the segment.
+                let off = line - seg.start;
+                let p = (off / seg.step) * seg.chunk + off % seg.step;
+                labels[ends.partition_point(|&e| e <= p)] as usize
+            };
+            let mk = || Entry::new(Cursor::Strided { seg, pos, start, stride }, 1 << 20, write_frac, AccessKind::Stream, None);
+            let (mut a, mut b) = (mk(), mk());
+            let mut cache = StridePasses::default();
+            for k in ks {
+                let (mut ca, mut wa) = ([0u64; 3], [0u64; 3]);
+                a.take_strided(k, |line, write| {
+                    ca[label_of(line)] += 1;
+                    wa[label_of(line)] += u64::from(write);
+                });
+                let (mut cb, mut wb) = ([0u64; 3], [0u64; 3]);
+                proptest::prop_assert!(b.take_strided_by_runs(k, (&ends, &labels), 7, &mut cache, &mut cb, &mut wb));
+                proptest::prop_assert_eq!(ca, cb);
+                proptest::prop_assert_eq!(wa, wb);
+                proptest::prop_assert_eq!(&a, &b);
+            }
+        }
+    }
+
+    #[test]
+    fn take_strided_by_runs_refuses_other_cursors() {
+        let mut walk = Entry::new(Cursor::Fixed { line: 5 }, 10, 0.0, AccessKind::Stream, None);
+        let (mut c, mut w) = ([0u64; 1], [0u64; 1]);
+        assert!(!walk.take_strided_by_runs(3, (&[1], &[0]), 0, &mut StridePasses::default(), &mut c, &mut w));
+        assert_eq!((walk.issued, c), (0, [0]));
     }
 
     #[test]
