@@ -47,6 +47,12 @@ pub struct Cell {
     pub machine_config: Option<Value>,
     /// Per node, whether it has memory (the uniform share is over these nodes).
     pub mem_nodes: Option<Vec<bool>>,
+    /// Per node, its memory tier (`config.machine.nodes[].tier`), when the tree has them.
+    pub node_tiers: Option<Vec<String>>,
+    /// The machine's roofline, computed as `numalab model roofline` does (crates/model), only
+    /// for cells whose runs have per-application timeline points and whose machine has a
+    /// `peak_gflops_dp`.
+    pub roofline: Option<Ceilings>,
     pub workload: String,
     pub policy: String,
     /// The study grid point, "key=value, …"; empty outside a study grid.
@@ -81,6 +87,27 @@ pub struct TimePoint {
     pub local_access_ratio: Option<f64>,
     pub page_migrations: f64,
     pub replications: f64,
+    /// Resident pages per node at the interval's end.
+    pub pages_per_node: Option<Vec<f64>>,
+    /// Per application of a multi-program workload (`timeline[].apps`, docs/metrics.md).
+    pub apps: Vec<AppPoint>,
+}
+
+/// One application's interval (`runs[].timeline[].apps[]`).
+pub struct AppPoint {
+    pub app: String,
+    pub flops: f64,
+    pub bytes: f64,
+    pub ai_flop_per_byte: Option<f64>,
+    pub gflops: f64,
+}
+
+/// A machine's roofline: the compute ceiling and one bandwidth ceiling per tier, slowest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ceilings {
+    pub peak_gflops: f64,
+    /// (tier, GB/s).
+    pub tiers: Vec<(String, f64)>,
 }
 
 /// `numalab.profile/1`: the timeline is what the report draws.
@@ -225,12 +252,21 @@ pub fn parse(path: &str, text: &str) -> Result<Input> {
                         Some(m) => mem_nodes(&m)?,
                         None => None,
                     },
+                    node_tiers: match config.as_ref().and_then(|k| k.opt("machine")) {
+                        Some(m) => node_tiers(&m)?,
+                        None => None,
+                    },
+                    roofline: None,
                     workload: c.str_field("workload")?.into(),
                     policy: c.str_field("policy")?.into(),
                     grid,
                     options: String::new(),
                     runs: runs.iter().map(run).collect::<Result<_>>()?,
                 });
+                let cell = cells.last_mut().expect("just pushed");
+                if let Some(m) = config.as_ref().and_then(|k| k.opt("machine")) {
+                    cell.roofline = ceilings(&m, &cell.runs)?;
+                }
             }
             if cells.is_empty() {
                 return Err(ReportError::EmptyRuns { path: path.into(), field: "cells".into() });
@@ -373,6 +409,8 @@ fn sim_cell(doc: &Cursor, at: &str) -> Result<Cell> {
         at: at.into(),
         machine,
         mem_nodes: mem_nodes(&machine_tree)?,
+        node_tiers: node_tiers(&machine_tree)?,
+        roofline: ceilings(&machine_tree, &runs)?,
         machine_config: Some(machine_tree.value.clone()),
         workload,
         policy,
@@ -393,6 +431,42 @@ fn mem_nodes(machine: &Cursor) -> Result<Option<Vec<bool>>> {
         }
     }
     Ok(Some(out))
+}
+
+/// Each node's tier (`nodes[k].tier`); `None` when the tree does not say.
+fn node_tiers(machine: &Cursor) -> Result<Option<Vec<String>>> {
+    let Some(nodes) = machine.opt("nodes") else { return Ok(None) };
+    let mut out = Vec::new();
+    for n in nodes.items()? {
+        match n.opt("tier") {
+            Some(t) => out.push(t.str()?.to_string()),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The roofline of the machine tree, when some run has per-application points: the resolved
+/// machine read back as numalab's machine type and its ceilings computed by
+/// `numalab_model::roofline::Roofline::from_machine` with the peak bandwidths, exactly what
+/// `numalab model roofline --machine M` prints (docs/model.md §5). `None` without
+/// application points or without `peak_gflops_dp`.
+fn ceilings(machine: &Cursor, runs: &[Run]) -> Result<Option<Ceilings>> {
+    let has_apps = runs.iter().any(|r| r.timeline.iter().flatten().any(|p| !p.apps.is_empty()));
+    if !has_apps {
+        return Ok(None);
+    }
+    let m: numalab_core::Machine = serde_json::from_value(machine.value.clone()).map_err(|e| ReportError::BadMachine {
+        path: machine.file.into(),
+        field: machine.field_path(),
+        message: e.to_string(),
+    })?;
+    if m.peak_gflops_dp.is_none() {
+        return Ok(None);
+    }
+    let r = numalab_model::roofline::Roofline::from_machine(&m, numalab_model::roofline::BandwidthKind::Peak, None)
+        .map_err(|e| ReportError::BadMachine { path: machine.file.into(), field: machine.field_path(), message: e.to_string() })?;
+    Ok(Some(Ceilings { peak_gflops: r.peak_gflops, tiers: r.tiers.iter().map(|t| (t.tier.as_str().to_string(), t.bw_gbps)).collect() }))
 }
 
 fn grid_label(g: &Cursor) -> Result<String> {
@@ -436,12 +510,33 @@ fn run(r: &Cursor) -> Result<Run> {
             t.items()?
                 .iter()
                 .map(|p| {
+                    let apps = match p.opt("apps") {
+                        None => Vec::new(),
+                        Some(a) => a
+                            .items()?
+                            .iter()
+                            .map(|a| {
+                                Ok(AppPoint {
+                                    app: a.str_field("app")?.to_string(),
+                                    flops: a.f64_field("flops")?,
+                                    bytes: a.f64_field("bytes")?,
+                                    ai_flop_per_byte: a.opt_f64_field("ai_flop_per_byte")?,
+                                    gflops: a.f64_field("gflops")?,
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?,
+                    };
                     Ok(TimePoint {
                         t_s: p.f64_field("t_s")?,
                         interval_s: p.f64_field("interval_s")?,
                         local_access_ratio: p.opt_f64_field("local_access_ratio")?,
                         page_migrations: p.f64_field("page_migrations")?,
                         replications: p.f64_field("replications")?,
+                        pages_per_node: match p.opt("pages_per_node") {
+                            None => None,
+                            Some(n) => Some(n.f64_list()?),
+                        },
+                        apps,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?,

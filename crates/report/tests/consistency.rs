@@ -89,3 +89,57 @@ fn study_panels_follow_the_cells() {
         close(b.mean_s, cell["summary"]["exec_time_s"]["mean"].as_f64().unwrap(), "cell mean");
     }
 }
+
+/// The tiering charts against the documents: the roofline's ceilings are those of
+/// `numalab model roofline` for the same machine (roofline.json), every application point is
+/// its interval's flops / bytes and GFLOP/s, and the pages per tier add up to the nodes' pages.
+#[test]
+fn tiering_charts_agree_with_the_timeline_and_the_model() {
+    let doc: Value = serde_json::from_str(&common::read("tiering.json")).unwrap();
+    let model: Value = serde_json::from_str(&common::read("roofline.json")).unwrap();
+    let report = Report::from_files(&[common::data("tiering.json")]).unwrap();
+    let chart = |prefix: &str| report.charts.iter().find(|c| c.id.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} chart"));
+    let results = doc["results"].as_array().unwrap();
+
+    let Kind::Lines { panels, .. } = &chart("app-roofline").kind else { panic!("app-roofline is a line chart") };
+    assert_eq!(panels.len(), results.len(), "one panel per policy");
+    let peak = model["peak_gflops"].as_f64().unwrap();
+    for (p, r) in panels.iter().zip(results) {
+        let ceilings: Vec<_> = p.series.iter().filter(|s| s.reference).collect();
+        assert_eq!(ceilings.len(), model["tiers"].as_array().unwrap().len());
+        for (s, t) in ceilings.iter().zip(model["tiers"].as_array().unwrap()) {
+            let bw = t["bw_gbps"].as_f64().unwrap();
+            assert!(s.name.starts_with(t["tier"].as_str().unwrap()), "{}", s.name);
+            for &(x, y) in &s.points {
+                close(y, peak.min(bw * x), &s.name);
+            }
+        }
+        let timeline = r["runs"][0]["timeline"].as_array().unwrap();
+        let mut drawn = 0;
+        for s in p.series.iter().filter(|s| !s.reference) {
+            assert_eq!(s.points.len(), s.times.len());
+            for (&(ai, gflops), t) in s.points.iter().zip(&s.times) {
+                let q = timeline.iter().find(|q| q["t_s"].as_f64() == Some(*t)).unwrap();
+                let a = q["apps"].as_array().unwrap().iter().find(|a| a["app"] == s.name.as_str()).unwrap();
+                close(ai, a["flops"].as_f64().unwrap() / a["bytes"].as_f64().unwrap(), "intensity");
+                close(gflops, a["flops"].as_f64().unwrap() / q["interval_s"].as_f64().unwrap() / 1e9, "GFLOP/s");
+                drawn += 1;
+            }
+        }
+        // Every interval with references and flops is a point.
+        let expected = timeline
+            .iter()
+            .flat_map(|q| q["apps"].as_array().unwrap())
+            .filter(|a| a["ai_flop_per_byte"].as_f64().is_some_and(|x| x > 0.0) && a["gflops"].as_f64().unwrap() > 0.0)
+            .count();
+        assert_eq!(drawn, expected);
+    }
+
+    let Kind::Lines { panels: tiers, .. } = &chart("tier-pages-over-time").kind else { panic!() };
+    let Kind::Lines { panels: nodes, .. } = &chart("pages-over-time").kind else { panic!() };
+    for (t, n) in tiers.iter().zip(nodes) {
+        assert_eq!(t.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["dram", "mcdram"]);
+        assert_eq!(n.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["node 0 (dram)", "node 1 (mcdram)"]);
+        assert_eq!(t.series[0].points, n.series[0].points, "one node per tier on this machine");
+    }
+}

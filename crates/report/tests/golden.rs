@@ -79,3 +79,10 @@ fn profile_charts() {
 fn timeline_charts() {
     check_case("timeline", &["timeline.json"]);
 }
+
+#[test]
+fn tiering_charts() {
+    // A two-tier machine with a 16-program mix: pages per node and per tier over time, and the
+    // roofline with every application's points per interval.
+    check_case("tiering", &["tiering.json"]);
+}
