@@ -103,3 +103,28 @@ fn this_host_says_unsupported_or_lists_controllers() {
         Imc::Controllers(c) => assert!(has_imc && !c.is_empty()),
     }
 }
+
+#[test]
+fn planning_expands_imc_and_names_what_cannot_be_counted() {
+    use numalab_linux::session::plan_imc;
+    let imc = read_imc(&root("intel-2s-imc")).unwrap();
+    let req: Vec<String> = ["sw.page_faults", "imc", "imc.read[7]"].iter().map(|s| s.to_string()).collect();
+    let (all, plans, unsupported) = plan_imc(&req, &imc);
+    assert_eq!(all.len(), 1 + 12 + 1);
+    assert_eq!(&all[..3], ["sw.page_faults", "imc.read[0]", "imc.write[0]"]);
+    assert_eq!(plans.len(), 6);
+    assert_eq!((plans[1].controller, plans[1].cpu), (1, 28));
+    assert_eq!(plans[1].events, ["imc.read[1]", "imc.write[1]"]);
+    assert_eq!((plans[1].encodings[0].type_, plans[1].encodings[0].config), (13, 0x304));
+    assert_eq!(plans[5].encodings[1].config, 0xc04);
+    assert_eq!(unsupported.len(), 1);
+    assert_eq!(unsupported[0].name, "imc.read[7]");
+    assert_eq!(unsupported[0].value, None);
+    assert_eq!(unsupported[0].reason.as_deref(), Some("no memory controller imc.read[7] on this host (it has 6: 0 to 5)"));
+
+    // A guest: `imc` expands to nothing; a named controller is unsupported with the reason.
+    let (all, plans, unsupported) = plan_imc(&req, &read_imc(&root("guest-2n")).unwrap());
+    assert_eq!(all, ["sw.page_faults", "imc.read[7]"]);
+    assert!(plans.is_empty());
+    assert_eq!(unsupported[0].reason.as_deref(), Some(NO_IMC_PMU));
+}
