@@ -1049,6 +1049,37 @@ fn profile_charts(input: &Input, p: &Profile, stem: &str) -> Vec<Chart> {
             },
         });
     }
+    if let Some(imc) = &p.imc {
+        let total: f64 = imc.iter().map(|c| c.reads + c.writes).sum();
+        if total > 0.0 {
+            out.push(Chart {
+                id: format!("{stem}-imc-share"),
+                title: format!("Share of memory-controller accesses — {label}"),
+                caption: "Per memory controller c: (events[imc.read[c]] + events[imc.write[c]]) / the sum over all controllers \
+(CAS reads and writes, system-wide); the line is the uniform share 1 / controllers. `imcC nN`: controller C on node N, \
+environment.imc[].node, the node of the CPU in the PMU's cpumask."
+                    .into(),
+                reproduce: vec!["numalab profile --events imc --format json --out FILE.json -- COMMAND".into()],
+                y_label: "share of accesses".into(),
+                kind: Kind::Bars {
+                    panels: vec![BarPanel {
+                        title: "memory controllers".into(),
+                        categories: imc
+                            .iter()
+                            .map(|c| match c.node {
+                                Some(n) => format!("imc{} n{n}", c.controller),
+                                None => format!("imc{}", c.controller),
+                            })
+                            .collect(),
+                        series: vec!["reads + writes".into()],
+                        values: imc.iter().map(|c| vec![Some((c.reads + c.writes) / total)]).collect(),
+                        reference: Some(("uniform".into(), 1.0 / imc.len() as f64)),
+                    }],
+                    stacked: false,
+                },
+            });
+        }
+    }
     // NUMA counters that moved at all (most stay 0 on an idle or 1-node system).
     let mut vm: Vec<&str> = Vec::new();
     for s in &p.samples {

@@ -67,6 +67,13 @@ pub fn svg(chart: &Chart) -> Result<String> {
     } else {
         (PANEL_W, PANEL_H)
     };
+    // Bar panels of many categories (a two-socket host's memory controllers) widen so that
+    // their labels do not run into each other.
+    let categories = match &chart.kind {
+        Kind::Bars { panels, .. } => panels.iter().map(|p| p.categories.len()).max().unwrap_or(0),
+        _ => 0,
+    };
+    let panel_w = panel_w.max(80 + 62 * categories as u32);
     let size = (cols as u32 * panel_w, rows as u32 * panel_h);
     let err = |e: &dyn std::fmt::Display| ReportError::Draw { chart: chart.id.clone(), message: e.to_string() };
     // Finite inputs can still add up to infinity (1e308 + 1e308): no axis spans that.

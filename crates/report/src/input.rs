@@ -115,6 +115,19 @@ pub struct Profile {
     pub label: String,
     pub interval_ms: Option<f64>,
     pub samples: Vec<ProfileSample>,
+    /// Memory-controller counts (`events[]` `imc.read[c]`, `imc.write[c]`), in controller
+    /// order; `None` without them or when one of them is not `ok` (a share of an incomplete
+    /// set would be wrong).
+    pub imc: Option<Vec<ImcCount>>,
+}
+
+/// One memory controller's totals over the profile.
+pub struct ImcCount {
+    pub controller: u32,
+    /// From `environment.imc[].node` (the node of the PMU's cpumask CPU).
+    pub node: Option<u64>,
+    pub reads: f64,
+    pub writes: f64,
 }
 
 pub struct ProfileSample {
@@ -610,7 +623,65 @@ fn profile(root: &Cursor) -> Result<Profile> {
             samples.push(ProfileSample { t_ms: s.f64_field("t_ms")?, events, node_bytes, vmstat });
         }
     }
-    Ok(Profile { label, interval_ms, samples })
+    Ok(Profile { label, interval_ms, samples, imc: imc_counts(root)? })
+}
+
+/// `imc.read[c]` / `imc.write[c]` of `events[]` (the scaled value of a multiplexed one), with
+/// each controller's node from `environment.imc`.
+fn imc_counts(root: &Cursor) -> Result<Option<Vec<ImcCount>>> {
+    let Some(events) = root.opt("events") else { return Ok(None) };
+    let mut counts: Vec<ImcCount> = Vec::new();
+    let mut complete = true;
+    for e in events.items()? {
+        let name = e.str_field("name")?;
+        let (write, rest) = match (name.strip_prefix("imc.read["), name.strip_prefix("imc.write[")) {
+            (Some(r), _) => (false, r),
+            (_, Some(w)) => (true, w),
+            _ => continue,
+        };
+        let Some(c) = rest.strip_suffix(']').and_then(|c| c.parse::<u32>().ok()) else {
+            return Err(e.get("name")?.wrong("an event name such as imc.read[0]"));
+        };
+        if e.str_field("status")? != "ok" {
+            complete = false;
+            continue;
+        }
+        let v = match e.opt_f64_field("scaled_value")? {
+            Some(x) => x,
+            None => e.f64_field("value")?,
+        };
+        let k = match counts.iter().position(|x| x.controller == c) {
+            Some(k) => k,
+            None => {
+                counts.push(ImcCount { controller: c, node: None, reads: f64::NAN, writes: f64::NAN });
+                counts.len() - 1
+            }
+        };
+        if write {
+            counts[k].writes = v;
+        } else {
+            counts[k].reads = v;
+        }
+    }
+    // Both directions of every controller, or no share at all.
+    if !complete || counts.is_empty() || counts.iter().any(|x| x.reads.is_nan() || x.writes.is_nan()) {
+        return Ok(None);
+    }
+    if let Some(list) = root.opt("environment").and_then(|e| e.opt("imc")) {
+        for m in list.items()? {
+            let c = m.get("controller")?;
+            let c = c.value.as_u64().ok_or_else(|| c.wrong("a controller number"))?;
+            let node = match m.opt("node") {
+                Some(n) => Some(n.value.as_u64().ok_or_else(|| n.wrong("a node number"))?),
+                None => None,
+            };
+            if let Some(x) = counts.iter_mut().find(|x| x.controller as u64 == c) {
+                x.node = node;
+            }
+        }
+    }
+    counts.sort_by_key(|x| x.controller);
+    Ok(Some(counts))
 }
 
 fn mva_point(p: &Cursor) -> Result<MvaPoint> {

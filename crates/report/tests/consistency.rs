@@ -143,3 +143,19 @@ fn tiering_charts_agree_with_the_timeline_and_the_model() {
         assert_eq!(t.series[0].points, n.series[0].points, "one node per tier on this machine");
     }
 }
+
+/// The per-controller shares against the profiler's own derived `imc.share_pct[c]` and
+/// `imc.uniform_pct` (numalab_core's share metrics): two computations of the same numbers.
+#[test]
+fn controller_shares_agree_with_the_profiles_derived_metrics() {
+    let doc: Value = serde_json::from_str(&common::read("profile-imc.json")).unwrap();
+    let report = Report::from_files(&[common::data("profile-imc.json")]).unwrap();
+    let chart = report.charts.iter().find(|c| c.id.ends_with("imc-share")).expect("an imc-share chart");
+    let Kind::Bars { panels, .. } = &chart.kind else { panic!("imc-share is a bar chart") };
+    let derived = |name: &str| doc["derived"].as_array().unwrap().iter().find(|d| d["name"] == name).unwrap()["value"].as_f64().unwrap();
+    assert_eq!(panels[0].values.len(), 6);
+    for (c, v) in panels[0].values.iter().enumerate() {
+        close(100.0 * v[0].unwrap(), derived(&format!("imc.share_pct[{c}]")), "share");
+    }
+    close(100.0 * panels[0].reference.as_ref().unwrap().1, derived("imc.uniform_pct"), "uniform");
+}

@@ -149,3 +149,15 @@ fn bad_application_points_and_machines_name_the_field() {
     assert!(report.charts.iter().all(|c| !c.id.starts_with("app-roofline")));
     assert!(report.charts.iter().any(|c| c.id.starts_with("tier-pages-over-time")));
 }
+
+#[test]
+fn controller_events_that_are_not_all_counted_draw_no_share() {
+    let mut v: Value = serde_json::from_str(&common::read("profile-imc.json")).unwrap();
+    let e = v["events"].as_array_mut().unwrap().iter_mut().find(|e| e["name"] == "imc.write[3]").unwrap();
+    e["status"] = "denied".into();
+    e["value"] = Value::Null;
+    let report = Report::new(vec![input::parse("p.json", &v.to_string()).unwrap()]).unwrap();
+    assert!(report.charts.iter().all(|c| !c.id.ends_with("imc-share")), "a share over part of the controllers");
+    v["events"][1]["name"] = "imc.read[x]".into();
+    assert_eq!(msg(input::parse("p.json", &v.to_string())), "p.json: field events[1].name is not an event name such as imc.read[0]");
+}

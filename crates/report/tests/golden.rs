@@ -86,3 +86,9 @@ fn tiering_charts() {
     // roofline with every application's points per interval.
     check_case("tiering", &["tiering.json"]);
 }
+
+#[test]
+fn profile_imc_charts() {
+    // Hand-made profile with memory-controller counts (tests/profile_imc_fixture.rs builds it).
+    check_case("profile-imc", &["profile-imc.json"]);
+}

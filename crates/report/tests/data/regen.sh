@@ -25,3 +25,6 @@ rm -rf study.cache
 "$numalab" compare --machine knl-7250-flat --workload hydm-npb-mix --scale 0.002 --runs 1 \
   --policies tier-static,hydm --set sim.tick_ms=100 --set 'machine.nodes[1].mem_bytes=34357248' \
   --set sim.metrics_interval_ms=200 --format json --out tiering.json
+# profile-imc.json is hand-made, not measured (no host here has an uncore IMC PMU): it is
+# written by ../profile_imc_fixture.rs as numalab's own profile type,
+#   NUMALAB_UPDATE_GOLDEN=1 cargo test -p numalab-report --test profile_imc_fixture
