@@ -159,3 +159,42 @@ fn controller_shares_agree_with_the_profiles_derived_metrics() {
     }
     close(100.0 * panels[0].reference.as_ref().unwrap().1, derived("imc.uniform_pct"), "uniform");
 }
+
+/// Pages per tier sum the nodes of each tier, and need two tiers: tiering.json changed to a
+/// third node (a second MCDRAM node holding 100 pages at every point), then to one tier only.
+#[test]
+fn tier_pages_sum_the_nodes_of_each_tier() {
+    let mut v: Value = serde_json::from_str(&common::read("tiering.json")).unwrap();
+    for r in v["results"].as_array_mut().unwrap() {
+        let nodes = r["config"]["machine"]["nodes"].as_array_mut().unwrap();
+        let extra = nodes[1].clone();
+        nodes.push(extra);
+        for p in r["runs"][0]["timeline"].as_array_mut().unwrap() {
+            p["pages_per_node"].as_array_mut().unwrap().push(100.into());
+        }
+    }
+    let three = numalab_report::input::parse("three.json", &v.to_string()).unwrap();
+    let report = Report::new(vec![three]).unwrap();
+    let lines = |id: &str| match &report.charts.iter().find(|c| c.id.starts_with(id)).unwrap().kind {
+        Kind::Lines { panels, .. } => panels.clone(),
+        _ => panic!("{id} is a line chart"),
+    };
+    let (tiers, nodes) = (lines("tier-pages-over-time"), lines("pages-over-time"));
+    for (t, n) in tiers.iter().zip(&nodes) {
+        assert_eq!(n.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["node 0 (dram)", "node 1 (mcdram)", "node 2 (mcdram)"]);
+        assert_eq!(t.series[0].points, n.series[0].points);
+        for ((tq, q1), q2) in t.series[1].points.iter().zip(&n.series[1].points).zip(&n.series[2].points) {
+            assert_eq!(*tq, (q1.0, q1.1 + q2.1));
+            assert_eq!(q2.1, 100.0);
+        }
+    }
+
+    // One tier: no per-tier chart; the per-node chart stays.
+    let mut v: Value = serde_json::from_str(&common::read("tiering.json")).unwrap();
+    for r in v["results"].as_array_mut().unwrap() {
+        r["config"]["machine"]["nodes"][1]["tier"] = "dram".into();
+    }
+    let report = Report::new(vec![numalab_report::input::parse("one.json", &v.to_string()).unwrap()]).unwrap();
+    assert!(report.charts.iter().all(|c| !c.id.starts_with("tier-pages-over-time")));
+    assert!(report.charts.iter().any(|c| c.id.starts_with("pages-over-time")));
+}
