@@ -231,3 +231,30 @@ fn profile_phases_total_what_ran_between_start_and_stop() {
     let closing = timeline.iter().position(|s| s["label"] == "solve").unwrap();
     assert!(timeline[closing + 1..].iter().all(|s| s["label"].is_null()));
 }
+
+/// Memory controllers (docs/profile.md, "Memory controllers"): on a host without an uncore IMC
+/// PMU (this one, qemu guests) `--events imc` counts nothing and says why, and an explicit
+/// controller event is unsupported with that reason, never 0.
+#[test]
+fn profile_memory_controllers_are_unsupported_without_an_imc_pmu() {
+    let has_imc = std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("uncore_imc")))
+        .unwrap_or(false);
+    if has_imc {
+        eprintln!("this host has uncore IMC PMUs; the unsupported path is covered by numalab-linux's fixtures");
+        return;
+    }
+    let v = json_of(&["--format", "json", "profile", "--events", "sw.task_clock,imc,imc.write[1]", "--", "true"]);
+    let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(notes.contains(&"imc: unsupported (no uncore_imc PMU in /sys/bus/event_source/devices)"), "{notes:?}");
+    let events = v["events"].as_array().unwrap();
+    let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["sw.task_clock", "imc.write[1]"]);
+    assert_eq!(events[1]["status"], "unsupported");
+    assert!(events[1]["value"].is_null());
+    assert_eq!(events[1]["reason"], "no uncore_imc PMU in /sys/bus/event_source/devices");
+    assert!(v["environment"].get("imc").is_none());
+    // Without imc events asked for, the note is there all the same.
+    let v = json_of(&["--format", "json", "profile", "--events", "sw.task_clock", "--", "true"]);
+    assert!(v["notes"].as_array().unwrap().iter().any(|n| n == "imc: unsupported (no uncore_imc PMU in /sys/bus/event_source/devices)"));
+}

@@ -66,14 +66,26 @@ fn every_chart_renders_in_headless_chromium() {
     Cli::cargo_bin("numalab")
         .unwrap()
         .arg("report")
-        .args([fixture("compare.json"), fixture("roofline.json"), fixture("mva.json"), fixture("profile.json")])
+        // Every kind of chart: tiering.json adds the pages over time and the roofline with
+        // application points (its key beside the plot), profile-imc.json the controller shares.
+        .args([
+            fixture("compare.json"),
+            fixture("tiering.json"),
+            fixture("roofline.json"),
+            fixture("mva.json"),
+            fixture("profile.json"),
+            fixture("profile-imc.json"),
+        ])
         .arg("-o")
         .arg(&html)
         .assert()
         .success();
     let report = std::fs::read_to_string(&html).unwrap();
     let charts = report.matches("<svg").count();
-    assert!(charts >= 12, "{charts} charts");
+    assert!(charts >= 26, "{charts} charts");
+    for id in ["pages-over-time-knl-7250-flat", "tier-pages-over-time-knl-7250-flat", "app-roofline-knl-7250-flat", "input6-imc-share"] {
+        assert!(report.contains(&format!("id=\"{id}\"")), "no {id} chart");
+    }
     std::fs::write(dir.join("check.html"), HARNESS).unwrap();
 
     // 1. Rendering, seen from inside the page.

@@ -119,7 +119,7 @@ fn png_files_for_every_chart() {
     let dir = tempfile::tempdir().unwrap();
     let png_dir = dir.path().join("png");
     let out = numalab()
-        .args(["report", &fixture("compare.json"), "-o"])
+        .args(["report", &fixture("compare.json"), &fixture("tiering.json"), &fixture("profile-imc.json"), "-o"])
         .arg(dir.path().join("r.html"))
         .arg("--png")
         .arg(&png_dir)
@@ -140,6 +140,9 @@ fn png_files_for_every_chart() {
         .filter(|id| !id.strip_prefix("input").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
         .collect();
     assert!(ids.len() >= 5, "{ids:?}");
+    for id in ["pages-over-time-knl-7250-flat", "tier-pages-over-time-knl-7250-flat", "app-roofline-knl-7250-flat", "input3-imc-share"] {
+        assert!(ids.contains(&id), "no {id} in {ids:?}");
+    }
     for id in ids {
         let png = std::fs::read(png_dir.join(format!("{id}.png"))).unwrap_or_else(|e| panic!("{id}.png: {e}"));
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{id}");

@@ -434,6 +434,24 @@ pub struct Environment {
     pub cpu_model: Option<String>,
     #[serde(default)]
     pub interval_ms: u64,
+    /// The memory controllers whose `imc.read[c]` / `imc.write[c]` were counted (uncore IMC
+    /// PMUs, docs/profile.md "Memory controllers"); empty and absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imc: Vec<ImcController>,
+}
+
+/// One memory controller of the profile: `c` of `imc.read[c]`, the PMU and CPU it was counted
+/// on, and the node of that CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImcController {
+    pub controller: u32,
+    pub pmu: String,
+    pub cpu: u32,
+    /// The node of `cpu`; `null` when sysfs does not say.
+    pub node: Option<u32>,
+    /// Bytes one count stands for (the event's `.scale` × `.unit`; 64 for a CAS); `null`
+    /// when the unit is not one of bytes.
+    pub bytes_per_count: Option<f64>,
 }
 
 /// Which events were counted together in which run (`--repeat-split`).

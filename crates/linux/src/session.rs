@@ -2,13 +2,14 @@
 //! launch or attach to the target, count with start/stop control, sample NUMA state every
 //! interval, and fill a [`ProfileReport`].
 
-use crate::perf::classify::{Classified, Privilege};
+use crate::perf::classify::{classify, Classified, Phase, Privilege};
 use crate::perf::counters::{probe, CounterSet, OpenOpts, Place, SetReading, Total};
-use crate::perf::encoding::encode;
+use crate::perf::encoding::{encode, Encoding};
 use crate::perf::sys::errno_name;
 use crate::procfs::settings;
 use crate::root::FsRoot;
 use crate::sampler::{target_pages, target_sched, threads, SystemBaseline};
+use crate::sysfs::uncore::{read_imc, Imc};
 use crate::topology::Topology;
 use numalab_core::profile::{
     plan_runs, Backend, EventReading, EventStatus, NodePages, ProfileReport, RunPlan, Scope, Target, TimelineSample, RATIO_PAIRS,
@@ -314,9 +315,77 @@ fn allowed_cpus(pid: i32) -> Vec<i32> {
     (0..libc::CPU_SETSIZE).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) }).collect()
 }
 
+/// Whether an event ID names memory-controller traffic: `imc` (every controller) or
+/// `imc.read[c]` / `imc.write[c]`.
+pub fn is_imc(id: &str) -> bool {
+    id == "imc" || imc_controller(id).is_some()
+}
+
+fn imc_controller(id: &str) -> Option<u32> {
+    let rest = id.strip_prefix("imc.read[").or_else(|| id.strip_prefix("imc.write["))?;
+    rest.strip_suffix(']')?.parse().ok()
+}
+
+/// The events of one memory controller, opened as one group on its PMU's CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImcPlan {
+    pub controller: u32,
+    pub cpu: i32,
+    pub events: Vec<String>,
+    pub encodings: Vec<Encoding>,
+}
+
+/// The requested events with `imc` expanded to `imc.read[c]`, `imc.write[c]` of every
+/// controller, the controllers to count, and the requested `imc.*` events that cannot be
+/// (unsupported, with the reason). docs/profile.md, "Memory controllers".
+pub fn plan_imc(requested: &[String], imc: &Imc) -> (Vec<String>, Vec<ImcPlan>, Vec<EventReading>) {
+    let controllers = match imc {
+        Imc::Controllers(c) => c.as_slice(),
+        Imc::Unsupported(_) => &[],
+    };
+    let mut all: Vec<String> = Vec::new();
+    for id in requested {
+        let ids: Vec<String> = if id == "imc" {
+            controllers.iter().flat_map(|c| [format!("imc.read[{}]", c.index), format!("imc.write[{}]", c.index)]).collect()
+        } else {
+            vec![id.clone()]
+        };
+        for i in ids {
+            if !all.contains(&i) {
+                all.push(i);
+            }
+        }
+    }
+    let mut plans: Vec<ImcPlan> = Vec::new();
+    let mut unsupported = Vec::new();
+    for id in all.iter().filter(|i| is_imc(i)) {
+        let Some(c) = imc_controller(id).and_then(|k| controllers.iter().find(|c| c.index == k)) else {
+            let why = match imc {
+                Imc::Unsupported(why) => why.clone(),
+                Imc::Controllers(c) => {
+                    format!("no memory controller {id} on this host (it has {}: 0 to {})", c.len(), c.len().saturating_sub(1))
+                }
+            };
+            unsupported.push(EventReading::not_ok(id, Scope::System, EventStatus::Unsupported, why));
+            continue;
+        };
+        let enc = Encoding { type_: c.type_, config: if id.starts_with("imc.read[") { c.read.config } else { c.write.config } };
+        match plans.iter_mut().find(|p| p.controller == c.index) {
+            Some(p) => {
+                p.events.push(id.clone());
+                p.encodings.push(enc);
+            }
+            None => plans.push(ImcPlan { controller: c.index, cpu: c.cpu as i32, events: vec![id.clone()], encodings: vec![enc] }),
+        }
+    }
+    (all, plans, unsupported)
+}
+
 /// What one run measured.
 struct RunResult {
     readings: SetReading,
+    /// One per counted memory controller (run 0 only).
+    imc_readings: Vec<SetReading>,
     timeline: Vec<TimelineSample>,
     last_pages: Option<Vec<NodePages>>,
     peak: BTreeMap<u32, u64>,
@@ -337,17 +406,47 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     let paranoid = settings::perf_event_paranoid(root)?;
     let pv = Privilege { paranoid, per_cpu: cfg.scope != Scope::Thread };
 
+    // Memory controllers: uncore PMUs counted apart from the core events, on their own CPUs.
+    let imc = read_imc(root).unwrap_or_else(|e| Imc::Unsupported(format!("reading the uncore PMUs failed: {e}")));
+    let (all_events, imc_plans, imc_unsupported) = plan_imc(&cfg.events, &imc);
+    let mut imc_plans_ok = Vec::new();
+    let mut imc_problems = Vec::new();
+    match &imc {
+        Imc::Unsupported(why) => notes.push(format!("imc: unsupported ({why})")),
+        Imc::Controllers(c) if imc_plans.is_empty() && imc_unsupported.is_empty() => notes.push(format!(
+            "imc: {} memory controllers ({}); --events imc counts their CAS reads and writes (every process, per-CPU permissions)",
+            c.len(),
+            c.iter().map(|c| c.pmu.as_str()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
+        )),
+        Imc::Controllers(_) => {}
+    }
+    for plan in imc_plans {
+        match crate::perf::counters::Group::open(&plan.encodings, Place::Cpu(plan.cpu), OpenOpts::default()) {
+            Ok(_) => imc_plans_ok.push(plan),
+            Err(f) => {
+                let c = classify(f.errno, Phase::Probe, false, Privilege { paranoid, per_cpu: true });
+                for ev in &plan.events {
+                    imc_problems.push(EventReading::not_ok(ev, Scope::System, c.status, format!("on CPU {}: {}", plan.cpu, c.reason)));
+                }
+            }
+        }
+    }
+    let core_events: Vec<String> = cfg.events.iter().filter(|e| !is_imc(e)).cloned().collect();
+
     // Probe each event alone at a place of the run's scope (this thread, or CPU 0's node).
     let probe_place = match cfg.scope {
         Scope::Thread => Place::Thread(0),
         _ => Place::Cpu(topo.as_ref().and_then(|t| t.nodes.iter().flat_map(|n| n.cpus.first()).next().copied()).unwrap_or(0) as i32),
     };
-    let probed = probe(&cfg.events, probe_place, pv);
+    let probed = probe(&core_events, probe_place, pv);
     let user_only = probed.iter().any(|p| p.needs_user_only);
     if user_only {
         notes.push("kernel-mode counting was refused: every event counts user mode only (user_only)".into());
     }
     let mut readings: BTreeMap<String, EventReading> = BTreeMap::new();
+    for r in imc_unsupported.into_iter().chain(imc_problems) {
+        readings.insert(r.name.clone(), r);
+    }
     let mut countable = Vec::new();
     for p in &probed {
         match &p.problem {
@@ -423,7 +522,22 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     let mut first: Option<RunResult> = None;
     let mut plans = Vec::new();
     for (k, events) in runs.iter().enumerate() {
-        let result = run_once(cfg, events, opts, k == 0, &mut notes)?;
+        let result = run_once(cfg, events, opts, k == 0, if k == 0 { &imc_plans_ok } else { &[] }, &mut notes)?;
+        for (plan, reading) in imc_plans_ok.iter().zip(&result.imc_readings) {
+            if k > 0 {
+                break;
+            }
+            for (i, ev) in plan.events.iter().enumerate() {
+                let r = match reading {
+                    SetReading::Values(t) => EventReading::ok(ev, Scope::System, t[i].value, t[i].enabled_ns, t[i].running_ns),
+                    SetReading::NotSchedulable => {
+                        EventReading::not_ok(ev, Scope::System, EventStatus::NotCounted, "the controller's counters could not be scheduled")
+                    }
+                    SetReading::Failed(m) => EventReading::not_ok(ev, Scope::System, EventStatus::Failed, m.clone()),
+                };
+                readings.insert(ev.clone(), r);
+            }
+        }
         for (i, ev) in events.iter().enumerate() {
             let mut r = match &result.readings {
                 SetReading::Values(t) => {
@@ -469,8 +583,21 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     report.environment.user_only = user_only;
     report.environment.nodes = topo.as_ref().map(|t| t.nodes.len() as u32);
     report.environment.interval_ms = cfg.interval_ms;
-    // Keep the requested order.
-    report.events = cfg.events.iter().filter_map(|e| readings.remove(e)).collect();
+    if let Imc::Controllers(cs) = &imc {
+        report.environment.imc = cs
+            .iter()
+            .filter(|c| imc_plans_ok.iter().any(|p| p.controller == c.index))
+            .map(|c| numalab_core::profile::ImcController {
+                controller: c.index,
+                pmu: c.pmu.clone(),
+                cpu: c.cpu,
+                node: c.node,
+                bytes_per_count: c.read.bytes_per_count(),
+            })
+            .collect();
+    }
+    // Keep the requested order (`imc` expanded in place).
+    report.events = all_events.iter().filter_map(|e| readings.remove(e)).collect();
     report.numa.pages = first.last_pages.unwrap_or_default();
     if report.numa.pages.is_empty() {
         report.numa.notes.push("no numa_maps sample was taken while the target was alive (shorter than one interval?)".into());
@@ -502,6 +629,7 @@ fn run_once(
     events: &[String],
     base_opts: OpenOpts,
     collect_numa: bool,
+    imc: &[ImcPlan],
     notes: &mut Vec<String>,
 ) -> Result<RunResult, SessionError> {
     let root = &cfg.root;
@@ -541,10 +669,32 @@ fn run_once(
             }
         }
     }
+    // Memory controllers count everything on their package: opened on the PMU's CPU, enabled
+    // and disabled with the other counters (docs/profile.md, "Memory controllers").
+    let mut imc_sets = Vec::new();
+    for plan in imc {
+        let mut u = CounterSet::new(plan.events.clone(), plan.encodings.clone(), OpenOpts::default());
+        if let Err(f) = u.add(Place::Cpu(plan.cpu)) {
+            if let Some((l, _)) = launch_cmd {
+                l.abort();
+            }
+            return Err(SessionError::Other(format!(
+                "opening memory controller {} on CPU {}: {}",
+                plan.controller,
+                plan.cpu,
+                errno_name(f.errno)
+            )));
+        }
+        imc_sets.push(u);
+    }
+    let mut imc_prev: Vec<Vec<u64>> = imc.iter().map(|p| vec![0; p.events.len()]).collect();
     let mut enabled = !cfg.start_disabled;
     // Counters that enable_on_exec does not cover are enabled now.
     if enabled && !opts.enable_on_exec {
         set.enable();
+    }
+    if enabled {
+        imc_sets.iter().for_each(CounterSet::enable);
     }
     let t0 = Instant::now();
     if let Some((l, command)) = launch_cmd {
@@ -606,6 +756,14 @@ fn run_once(
                     prev[k] = t[k].value;
                 }
             }
+            for ((u, plan), prev) in imc_sets.iter().zip(imc).zip(imc_prev.iter_mut()) {
+                if let SetReading::Values(t) = u.read() {
+                    for (k, ev) in plan.events.iter().enumerate() {
+                        sample.events.insert(ev.clone(), t[k].value.saturating_sub(prev[k]));
+                        prev[k] = t[k].value;
+                    }
+                }
+            }
             if collect_numa {
                 // Sampled whenever the target is still there, also at the --duration or
                 // SIGINT end (a target shorter than one interval gets its one sample).
@@ -633,6 +791,7 @@ fn run_once(
                 Control::Start(l) => {
                     if !enabled {
                         set.enable();
+                        imc_sets.iter().for_each(CounterSet::enable);
                         enabled = true;
                     }
                     label = l;
@@ -640,6 +799,7 @@ fn run_once(
                 Control::Stop => {
                     if enabled {
                         set.disable();
+                        imc_sets.iter().for_each(CounterSet::disable);
                         enabled = false;
                     }
                     label = None;
@@ -665,8 +825,10 @@ fn run_once(
     if let TargetSpec::Pid(_) = cfg.target {
         exit_code = None;
     }
+    let imc_readings = imc_sets.iter().map(CounterSet::read).collect();
     Ok(RunResult {
         readings,
+        imc_readings,
         timeline: if collect_numa { timeline } else { Vec::new() },
         last_pages,
         peak,

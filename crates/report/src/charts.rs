@@ -67,12 +67,17 @@ pub struct LinePanel {
     pub series: Vec<Series>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     /// Points only, no line between them.
     pub markers: bool,
+    /// The time of each point, for a trajectory whose x is not time (the roofline's
+    /// application points); empty otherwise. The table gets a `t_s` column when a series has them.
+    pub times: Vec<f64>,
+    /// A reference line (a roofline ceiling): drawn thin and grey-black, without point marks.
+    pub reference: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -181,17 +186,29 @@ impl Chart {
                 }
                 Table { headers, rows }
             }
-            Kind::Lines { panels, x_label, .. } => Table {
-                headers: vec!["panel".into(), "series".into(), x_label.clone(), self.y_label.clone()],
-                rows: panels
-                    .iter()
-                    .flat_map(|p| {
-                        p.series.iter().flat_map(move |ser| {
-                            ser.points.iter().map(move |(x, y)| vec![p.title.clone(), ser.name.clone(), fmt_num(*x), fmt_num(*y)])
-                        })
-                    })
-                    .collect(),
-            },
+            Kind::Lines { panels, x_label, .. } => {
+                // Trajectories (x is not time) carry their times in a column of their own.
+                let timed = panels.iter().flat_map(|p| &p.series).any(|s| !s.times.is_empty());
+                let mut headers = vec!["panel".to_string(), "series".to_string()];
+                if timed {
+                    headers.push("t_s".into());
+                }
+                headers.extend([x_label.clone(), self.y_label.clone()]);
+                let mut rows = Vec::new();
+                for p in panels {
+                    for ser in &p.series {
+                        for (k, (x, y)) in ser.points.iter().enumerate() {
+                            let mut row = vec![p.title.clone(), ser.name.clone()];
+                            if timed {
+                                row.push(ser.times.get(k).map_or_else(|| "n/a".into(), |t| fmt_num(*t)));
+                            }
+                            row.extend([fmt_num(*x), fmt_num(*y)]);
+                            rows.push(row);
+                        }
+                    }
+                }
+                Table { headers, rows }
+            }
             Kind::Heatmap(panels) => Table {
                 headers: ["panel", "row", "column", "value"].map(s).to_vec(),
                 rows: panels
@@ -561,6 +578,44 @@ runs[0].timeline[]: (page_migrations + replications) / interval_s."
         ));
     }
 
+    if let Some(ps) = pages_panels(&panels, false) {
+        out.push(chart(
+            "pages-over-time",
+            "Resident pages per node over time",
+            "Pages resident on each node with memory (homes and replicas) at the end of each interval, run 0 of every \
+policy, one panel per workload and policy, from runs[0].timeline[].pages_per_node; the node's tier from \
+config.machine.nodes[].tier."
+                .into(),
+            "pages",
+            Kind::Lines { panels: ps, x_label: "simulated time, s".into(), log_x: false, log_y: false },
+        ));
+    }
+    if let Some(ps) = pages_panels(&panels, true) {
+        out.push(chart(
+            "tier-pages-over-time",
+            "Resident pages per memory tier over time",
+            "Per tier, the sum over its nodes (config.machine.nodes[].tier) of runs[0].timeline[].pages_per_node at the \
+end of each interval, run 0 of every policy, one panel per workload and policy. Drawn for machines with two tiers \
+or more."
+                .into(),
+            "pages",
+            Kind::Lines { panels: ps, x_label: "simulated time, s".into(), log_x: false, log_y: false },
+        ));
+    }
+    if let Some(ps) = app_roofline_panels(&panels) {
+        out.push(chart(
+            "app-roofline",
+            "Roofline with application points over time",
+            "Ceilings min(peak_gflops_dp, tier bandwidth × I) per tier of config.machine (peak bandwidths, as numalab model \
+roofline computes them); per application of run 0, one point per interval at (timeline[].apps[].ai_flop_per_byte, \
+timeline[].apps[].gflops), joined in time order. Intervals without references or flops are not drawn (no point on a \
+log axis). One panel per workload and policy."
+                .into(),
+            "GFLOP/s",
+            Kind::Lines { panels: ps, x_label: "arithmetic intensity, flop/byte".into(), log_x: true, log_y: true },
+        ));
+    }
+
     if let Some(ps) = pingpong_panels(&panels) {
         out.push(chart(
             "pingpong-cdf",
@@ -734,8 +789,135 @@ fn timeline_panels(panels: &[Panel], value: &dyn Fn(&crate::input::TimePoint) ->
     line_panels(panels, |c| {
         let tl = c.runs.first()?.timeline.as_ref().filter(|t| t.len() >= 2)?;
         let points: Vec<(f64, f64)> = tl.iter().filter_map(|q| Some((q.t_s, value(q)?))).collect();
-        (!points.is_empty()).then(|| Series { name: c.policy.clone(), points, markers: false })
+        (!points.is_empty()).then(|| Series { name: c.policy.clone(), points, markers: false, ..Default::default() })
     })
+}
+
+/// The first run's timeline of a cell, when it has two points or more.
+fn first_timeline(c: &Cell) -> Option<&Vec<crate::input::TimePoint>> {
+    c.runs.first()?.timeline.as_ref().filter(|t| t.len() >= 2)
+}
+
+/// Resident pages over time, one panel per workload and policy: one line per node with
+/// memory, or (`per_tier`) one per memory tier, the sum of its nodes; per tier only for
+/// machines of two tiers or more.
+fn pages_panels(panels: &[Panel], per_tier: bool) -> Option<Vec<LinePanel>> {
+    let mut out = Vec::new();
+    for p in panels {
+        for c in &p.cells {
+            let Some(tl) = first_timeline(c) else { continue };
+            let pts: Vec<(f64, &Vec<f64>)> = tl.iter().filter_map(|q| Some((q.t_s, q.pages_per_node.as_ref()?))).collect();
+            let nodes = pts.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+            if pts.len() < 2 || nodes == 0 {
+                continue;
+            }
+            let has_mem = |j: usize| c.mem_nodes.as_ref().is_none_or(|m| m.get(j).copied().unwrap_or(true));
+            let tier_of = |j: usize| c.node_tiers.as_ref().and_then(|t| t.get(j).cloned());
+            // (name, nodes summed), in node order.
+            let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+            if per_tier {
+                for j in (0..nodes).filter(|&j| has_mem(j)) {
+                    let Some(t) = tier_of(j) else { continue };
+                    match groups.iter_mut().find(|(n, _)| *n == t) {
+                        Some((_, js)) => js.push(j),
+                        None => groups.push((t, vec![j])),
+                    }
+                }
+                if groups.len() < 2 {
+                    continue;
+                }
+            } else {
+                groups = (0..nodes)
+                    .filter(|&j| has_mem(j))
+                    .map(|j| (tier_of(j).map_or_else(|| format!("node {j}"), |t| format!("node {j} ({t})")), vec![j]))
+                    .collect();
+            }
+            let series = groups
+                .into_iter()
+                .map(|(name, js)| Series {
+                    name,
+                    points: pts.iter().map(|(t, v)| (*t, js.iter().map(|&j| v.get(j).copied().unwrap_or(0.0)).sum())).collect(),
+                    ..Default::default()
+                })
+                .collect();
+            out.push(LinePanel { title: format!("{} / {}", p.title, c.policy), series });
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The machine's ceilings as reference lines from `lo` to `hi` (with the ridge point in
+/// between), one per tier.
+fn ceiling_series(peak_gflops: f64, tiers: &[(String, f64)], lo: f64, hi: f64, reference: bool) -> Vec<Series> {
+    tiers
+        .iter()
+        .map(|(tier, bw)| {
+            let att = |i: f64| peak_gflops.min(bw * i);
+            let mut xs = vec![lo];
+            if *bw > 0.0 {
+                let ridge = peak_gflops / bw;
+                if ridge > lo && ridge < hi {
+                    xs.push(ridge);
+                }
+            }
+            xs.push(hi);
+            Series {
+                name: format!("{tier} ceiling ({} GB/s)", short(*bw)),
+                points: xs.iter().map(|&i| (i, att(i))).collect(),
+                reference,
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// The x range of a roofline: the intensities shown and the ridge points, a factor 4 beyond.
+fn roofline_range(peak_gflops: f64, tiers: &[(String, f64)], ai: impl Iterator<Item = f64>) -> (f64, f64) {
+    let ridges = tiers.iter().filter(|(_, bw)| *bw > 0.0).map(|(_, bw)| peak_gflops / bw);
+    let all: Vec<f64> = ai.chain(ridges).filter(|x| *x > 0.0 && x.is_finite()).collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    if lo.is_finite() && hi > 0.0 {
+        (lo / 4.0, hi * 4.0)
+    } else {
+        (0.01, 100.0)
+    }
+}
+
+/// The roofline of the machine with each application's (intensity, GFLOP/s) per interval of
+/// run 0, one panel per workload and policy whose runs have per-application points.
+fn app_roofline_panels(panels: &[Panel]) -> Option<Vec<LinePanel>> {
+    let mut out = Vec::new();
+    for p in panels {
+        for c in &p.cells {
+            let (Some(roof), Some(tl)) = (&c.roofline, c.runs.first().and_then(|r| r.timeline.as_ref())) else { continue };
+            let mut apps: Vec<Series> = Vec::new();
+            for q in tl {
+                for a in &q.apps {
+                    let k = match apps.iter().position(|s| s.name == a.app) {
+                        Some(k) => k,
+                        None => {
+                            apps.push(Series { name: a.app.clone(), ..Default::default() });
+                            apps.len() - 1
+                        }
+                    };
+                    if let Some(ai) = a.ai_flop_per_byte.filter(|ai| *ai > 0.0 && a.gflops > 0.0) {
+                        apps[k].points.push((ai, a.gflops));
+                        apps[k].times.push(q.t_s);
+                    }
+                }
+            }
+            apps.retain(|s| !s.points.is_empty());
+            if apps.is_empty() {
+                continue;
+            }
+            let (lo, hi) = roofline_range(roof.peak_gflops, &roof.tiers, apps.iter().flat_map(|s| s.points.iter().map(|q| q.0)));
+            let mut series = ceiling_series(roof.peak_gflops, &roof.tiers, lo, hi, true);
+            series.extend(apps);
+            out.push(LinePanel { title: format!("{} / {}", p.title, c.policy), series });
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn pingpong_panels(panels: &[Panel]) -> Option<Vec<LinePanel>> {
@@ -768,7 +950,7 @@ fn pingpong_panels(panels: &[Panel]) -> Option<Vec<LinePanel>> {
                 (*e, cum / total)
             })
             .collect();
-        Some(Series { name: c.policy.clone(), points, markers: false })
+        Some(Series { name: c.policy.clone(), points, markers: false, ..Default::default() })
     })
 }
 
@@ -808,6 +990,7 @@ fn profile_charts(input: &Input, p: &Profile, stem: &str) -> Vec<Chart> {
                         .filter_map(|(s, dt)| get(s, n).map(|v| (t_s(s), v / dt)))
                         .collect(),
                     markers: false,
+                    ..Default::default()
                 }],
             })
             .collect()
@@ -856,6 +1039,7 @@ fn profile_charts(input: &Input, p: &Profile, stem: &str) -> Vec<Chart> {
                                 })
                                 .collect(),
                             markers: false,
+                            ..Default::default()
                         })
                         .collect(),
                 }],
@@ -864,6 +1048,37 @@ fn profile_charts(input: &Input, p: &Profile, stem: &str) -> Vec<Chart> {
                 log_y: false,
             },
         });
+    }
+    if let Some(imc) = &p.imc {
+        let total: f64 = imc.iter().map(|c| c.reads + c.writes).sum();
+        if total > 0.0 {
+            out.push(Chart {
+                id: format!("{stem}-imc-share"),
+                title: format!("Share of memory-controller accesses — {label}"),
+                caption: "Per memory controller c: (events[imc.read[c]] + events[imc.write[c]]) / the sum over all controllers \
+(CAS reads and writes, system-wide); the line is the uniform share 1 / controllers. `imcC nN`: controller C on node N, \
+environment.imc[].node, the node of the CPU in the PMU's cpumask."
+                    .into(),
+                reproduce: vec!["numalab profile --events imc --format json --out FILE.json -- COMMAND".into()],
+                y_label: "share of accesses".into(),
+                kind: Kind::Bars {
+                    panels: vec![BarPanel {
+                        title: "memory controllers".into(),
+                        categories: imc
+                            .iter()
+                            .map(|c| match c.node {
+                                Some(n) => format!("imc{} n{n}", c.controller),
+                                None => format!("imc{}", c.controller),
+                            })
+                            .collect(),
+                        series: vec!["reads + writes".into()],
+                        values: imc.iter().map(|c| vec![Some((c.reads + c.writes) / total)]).collect(),
+                        reference: Some(("uniform".into(), 1.0 / imc.len() as f64)),
+                    }],
+                    stacked: false,
+                },
+            });
+        }
     }
     // NUMA counters that moved at all (most stay 0 on an idle or 1-node system).
     let mut vm: Vec<&str> = Vec::new();
@@ -940,7 +1155,7 @@ fn mva_chart(input: &Input, m: &Mva, stem: &str) -> Option<Chart> {
         let Some(xv) = value(p, x) else { continue };
         match series.iter_mut().find(|s| s.name == name) {
             Some(s) => s.points.push((xv, p.r_us)),
-            None => series.push(Series { name, points: vec![(xv, p.r_us)], markers: false }),
+            None => series.push(Series { name, points: vec![(xv, p.r_us)], markers: false, ..Default::default() }),
         }
     }
     for s in &mut series {
@@ -959,32 +1174,12 @@ fn mva_chart(input: &Input, m: &Mva, stem: &str) -> Option<Chart> {
 /// Roofline: each tier's ceiling min(peak, bandwidth × I) on log axes, and the attainable
 /// performance at the intensities the document was computed for.
 fn roofline_chart(input: &Input, r: &Roofline, stem: &str) -> Chart {
-    let ridges: Vec<f64> = r.tiers.iter().filter(|(_, bw)| *bw > 0.0).map(|(_, bw)| r.peak_gflops / bw).collect();
-    let all: Vec<f64> = r.ai.iter().chain(&ridges).copied().filter(|x| *x > 0.0).collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = all.iter().copied().fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > 0.0 { (lo / 4.0, hi * 4.0) } else { (0.01, 100.0) };
-    let mut series = Vec::new();
-    for (tier, bw) in &r.tiers {
-        let att = |i: f64| r.peak_gflops.min(bw * i);
-        let mut xs = vec![lo];
-        if *bw > 0.0 {
-            let ridge = r.peak_gflops / bw;
-            if ridge > lo && ridge < hi {
-                xs.push(ridge);
-            }
-        }
-        xs.push(hi);
-        series.push(Series {
-            name: format!("{tier} ceiling ({} GB/s)", short(*bw)),
-            points: xs.iter().map(|&i| (i, att(i))).collect(),
-            markers: false,
-        });
-    }
+    let (lo, hi) = roofline_range(r.peak_gflops, &r.tiers, r.ai.iter().copied());
+    let mut series = ceiling_series(r.peak_gflops, &r.tiers, lo, hi, false);
     for (tier, bw) in &r.tiers {
         let pts: Vec<(f64, f64)> = r.ai.iter().filter(|i| **i > 0.0).map(|&i| (i, r.peak_gflops.min(bw * i))).collect();
         if !pts.is_empty() {
-            series.push(Series { name: format!("{tier} at --ai"), points: pts, markers: true });
+            series.push(Series { name: format!("{tier} at --ai"), points: pts, markers: true, ..Default::default() });
         }
     }
     Chart {

@@ -10,6 +10,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 const PANEL_W: u32 = 440;
 const PANEL_H: u32 = 320;
 const MAX_COLUMNS: usize = 3;
+/// Line panels with more series than this get their key beside the plot.
+const SIDE_LEGEND_AFTER: usize = 6;
+const SIDE_LEGEND_W: u32 = 170;
+const LEGEND_LINE: i32 = 15;
 const FONT: &str = "sans-serif";
 
 /// Tableau's 10 colours: distinguishable, and the same policy keeps its colour in every panel
@@ -52,7 +56,25 @@ pub fn svg(chart: &Chart) -> Result<String> {
     .max(1);
     let cols = n.min(MAX_COLUMNS);
     let rows = n.div_ceil(cols);
-    let size = (cols as u32 * PANEL_W, rows as u32 * PANEL_H);
+    // A legend of many lines (a roofline's applications) goes beside the plot, in a wider
+    // and, if need be, taller panel.
+    let entries = match &chart.kind {
+        Kind::Lines { panels, .. } => panels.iter().map(|p| p.series.len()).max().unwrap_or(0),
+        _ => 0,
+    };
+    let (panel_w, panel_h) = if entries > SIDE_LEGEND_AFTER {
+        (PANEL_W + SIDE_LEGEND_W, PANEL_H.max(60 + LEGEND_LINE as u32 * entries as u32))
+    } else {
+        (PANEL_W, PANEL_H)
+    };
+    // Bar panels of many categories (a two-socket host's memory controllers) widen so that
+    // their labels do not run into each other.
+    let categories = match &chart.kind {
+        Kind::Bars { panels, .. } => panels.iter().map(|p| p.categories.len()).max().unwrap_or(0),
+        _ => 0,
+    };
+    let panel_w = panel_w.max(80 + 62 * categories as u32);
+    let size = (cols as u32 * panel_w, rows as u32 * panel_h);
     let err = |e: &dyn std::fmt::Display| ReportError::Draw { chart: chart.id.clone(), message: e.to_string() };
     // Finite inputs can still add up to infinity (1e308 + 1e308): no axis spans that.
     if !chart.table().rows.iter().flatten().all(|c| c.parse::<f64>().map_or(true, f64::is_finite)) {
@@ -230,7 +252,13 @@ fn line_panel(area: &DrawingArea<SVGBackend, Shift>, p: &LinePanel, x_label: &st
     }
     let ypad = (y1 - y0) * 0.08;
     finite(&[x0, x1, y0, y1 + ypad])?;
-    let mut ch = ChartBuilder::on(area)
+    let (plot, legend) = if p.series.len() > SIDE_LEGEND_AFTER {
+        let (a, b) = area.split_horizontally(area.dim_in_pixel().0.saturating_sub(SIDE_LEGEND_W) as i32);
+        (a, Some(b))
+    } else {
+        (area.clone(), None)
+    };
+    let mut ch = ChartBuilder::on(&plot)
         .caption(&p.title, (FONT, 14))
         .margin(8)
         .x_label_area_size(40)
@@ -239,20 +267,47 @@ fn line_panel(area: &DrawingArea<SVGBackend, Shift>, p: &LinePanel, x_label: &st
     let fx = |v: &f64| if log_x { tick(10f64.powf(*v)) } else { tick(*v) };
     let fy = |v: &f64| if log_y { tick(10f64.powf(*v)) } else { tick(*v) };
     ch.configure_mesh().x_label_formatter(&fx).y_label_formatter(&fy).x_desc(x_label).y_desc(y_label).draw()?;
+    // Reference lines (roofline ceilings) in greys; the other series keep the palette in order.
+    let mut refs = 0usize;
+    let mut keys: Vec<(RGBColor, bool)> = Vec::new();
     for (k, s) in p.series.iter().enumerate() {
-        let c = color(k);
         let pts: Vec<(f64, f64)> = s.points.iter().filter(|q| ok(q)).map(|&(x, y)| (tx(x), ty(y))).collect();
+        if s.reference {
+            let grey = (refs as u8 % 3) * 60;
+            let c = RGBColor(grey, grey, grey);
+            refs += 1;
+            keys.push((c, true));
+            let drawn = ch.draw_series(std::iter::once(PathElement::new(pts, c.stroke_width(1))))?;
+            if p.series.len() > 1 && legend.is_none() {
+                drawn.label(s.name.as_str()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], c.stroke_width(1)));
+            }
+            continue;
+        }
+        let c = color(k - refs);
+        keys.push((c, false));
         let drawn = if s.markers {
             ch.draw_series(pts.iter().map(|&q| Circle::new(q, 4, c.filled())))?
         } else {
             ch.draw_series(std::iter::once(PathElement::new(pts.clone(), c.stroke_width(2))))?;
             ch.draw_series(pts.iter().map(|&q| Circle::new(q, 2, c.filled())))?
         };
-        if p.series.len() > 1 {
+        if p.series.len() > 1 && legend.is_none() {
             drawn.label(s.name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 10, y + 4)], c.filled()));
         }
     }
-    if p.series.len() > 1 {
+    if let Some(side) = legend {
+        // Many series: the key beside the plot, where it hides nothing.
+        let style = TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        for (k, (s, (c, reference))) in p.series.iter().zip(&keys).enumerate() {
+            let y = 40 + LEGEND_LINE * k as i32;
+            if *reference {
+                side.draw(&PathElement::new(vec![(4, y), (16, y)], c.stroke_width(1)))?;
+            } else {
+                side.draw(&Rectangle::new([(5, y - 4), (15, y + 4)], c.filled()))?;
+            }
+            side.draw(&Text::new(s.name.clone(), (22, y), style.clone()))?;
+        }
+    } else if p.series.len() > 1 {
         ch.configure_series_labels()
             .label_font((FONT, 11))
             .position(SeriesLabelPosition::LowerRight)

@@ -23,6 +23,9 @@ pub enum ReportError {
     Missing { path: String, field: String },
     #[error("{path}: field {field} is not {expected}")]
     WrongType { path: String, field: String, expected: &'static str },
+    /// A machine tree the roofline needs that numalab's machine type does not read.
+    #[error("{path}: field {field} is not a numalab machine: {message}")]
+    BadMachine { path: String, field: String, message: String },
     #[error("{path}: field {field} is empty; there is nothing to chart")]
     EmptyRuns { path: String, field: String },
     /// Two inputs name the same machine but describe different hardware: a chart of that

@@ -47,6 +47,12 @@ pub struct Cell {
     pub machine_config: Option<Value>,
     /// Per node, whether it has memory (the uniform share is over these nodes).
     pub mem_nodes: Option<Vec<bool>>,
+    /// Per node, its memory tier (`config.machine.nodes[].tier`), when the tree has them.
+    pub node_tiers: Option<Vec<String>>,
+    /// The machine's roofline, computed as `numalab model roofline` does (crates/model), only
+    /// for cells whose runs have per-application timeline points and whose machine has a
+    /// `peak_gflops_dp`.
+    pub roofline: Option<Ceilings>,
     pub workload: String,
     pub policy: String,
     /// The study grid point, "key=value, …"; empty outside a study grid.
@@ -81,6 +87,27 @@ pub struct TimePoint {
     pub local_access_ratio: Option<f64>,
     pub page_migrations: f64,
     pub replications: f64,
+    /// Resident pages per node at the interval's end.
+    pub pages_per_node: Option<Vec<f64>>,
+    /// Per application of a multi-program workload (`timeline[].apps`, docs/metrics.md).
+    pub apps: Vec<AppPoint>,
+}
+
+/// One application's interval (`runs[].timeline[].apps[]`).
+pub struct AppPoint {
+    pub app: String,
+    pub flops: f64,
+    pub bytes: f64,
+    pub ai_flop_per_byte: Option<f64>,
+    pub gflops: f64,
+}
+
+/// A machine's roofline: the compute ceiling and one bandwidth ceiling per tier, slowest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ceilings {
+    pub peak_gflops: f64,
+    /// (tier, GB/s).
+    pub tiers: Vec<(String, f64)>,
 }
 
 /// `numalab.profile/1`: the timeline is what the report draws.
@@ -88,6 +115,19 @@ pub struct Profile {
     pub label: String,
     pub interval_ms: Option<f64>,
     pub samples: Vec<ProfileSample>,
+    /// Memory-controller counts (`events[]` `imc.read[c]`, `imc.write[c]`), in controller
+    /// order; `None` without them or when one of them is not `ok` (a share of an incomplete
+    /// set would be wrong).
+    pub imc: Option<Vec<ImcCount>>,
+}
+
+/// One memory controller's totals over the profile.
+pub struct ImcCount {
+    pub controller: u32,
+    /// From `environment.imc[].node` (the node of the PMU's cpumask CPU).
+    pub node: Option<u64>,
+    pub reads: f64,
+    pub writes: f64,
 }
 
 pub struct ProfileSample {
@@ -225,12 +265,21 @@ pub fn parse(path: &str, text: &str) -> Result<Input> {
                         Some(m) => mem_nodes(&m)?,
                         None => None,
                     },
+                    node_tiers: match config.as_ref().and_then(|k| k.opt("machine")) {
+                        Some(m) => node_tiers(&m)?,
+                        None => None,
+                    },
+                    roofline: None,
                     workload: c.str_field("workload")?.into(),
                     policy: c.str_field("policy")?.into(),
                     grid,
                     options: String::new(),
                     runs: runs.iter().map(run).collect::<Result<_>>()?,
                 });
+                let cell = cells.last_mut().expect("just pushed");
+                if let Some(m) = config.as_ref().and_then(|k| k.opt("machine")) {
+                    cell.roofline = ceilings(&m, &cell.runs)?;
+                }
             }
             if cells.is_empty() {
                 return Err(ReportError::EmptyRuns { path: path.into(), field: "cells".into() });
@@ -373,6 +422,8 @@ fn sim_cell(doc: &Cursor, at: &str) -> Result<Cell> {
         at: at.into(),
         machine,
         mem_nodes: mem_nodes(&machine_tree)?,
+        node_tiers: node_tiers(&machine_tree)?,
+        roofline: ceilings(&machine_tree, &runs)?,
         machine_config: Some(machine_tree.value.clone()),
         workload,
         policy,
@@ -393,6 +444,42 @@ fn mem_nodes(machine: &Cursor) -> Result<Option<Vec<bool>>> {
         }
     }
     Ok(Some(out))
+}
+
+/// Each node's tier (`nodes[k].tier`); `None` when the tree does not say.
+fn node_tiers(machine: &Cursor) -> Result<Option<Vec<String>>> {
+    let Some(nodes) = machine.opt("nodes") else { return Ok(None) };
+    let mut out = Vec::new();
+    for n in nodes.items()? {
+        match n.opt("tier") {
+            Some(t) => out.push(t.str()?.to_string()),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The roofline of the machine tree, when some run has per-application points: the resolved
+/// machine read back as numalab's machine type and its ceilings computed by
+/// `numalab_model::roofline::Roofline::from_machine` with the peak bandwidths, exactly what
+/// `numalab model roofline --machine M` prints (docs/model.md §5). `None` without
+/// application points or without `peak_gflops_dp`.
+fn ceilings(machine: &Cursor, runs: &[Run]) -> Result<Option<Ceilings>> {
+    let has_apps = runs.iter().any(|r| r.timeline.iter().flatten().any(|p| !p.apps.is_empty()));
+    if !has_apps {
+        return Ok(None);
+    }
+    let m: numalab_core::Machine = serde_json::from_value(machine.value.clone()).map_err(|e| ReportError::BadMachine {
+        path: machine.file.into(),
+        field: machine.field_path(),
+        message: e.to_string(),
+    })?;
+    if m.peak_gflops_dp.is_none() {
+        return Ok(None);
+    }
+    let r = numalab_model::roofline::Roofline::from_machine(&m, numalab_model::roofline::BandwidthKind::Peak, None)
+        .map_err(|e| ReportError::BadMachine { path: machine.file.into(), field: machine.field_path(), message: e.to_string() })?;
+    Ok(Some(Ceilings { peak_gflops: r.peak_gflops, tiers: r.tiers.iter().map(|t| (t.tier.as_str().to_string(), t.bw_gbps)).collect() }))
 }
 
 fn grid_label(g: &Cursor) -> Result<String> {
@@ -436,12 +523,33 @@ fn run(r: &Cursor) -> Result<Run> {
             t.items()?
                 .iter()
                 .map(|p| {
+                    let apps = match p.opt("apps") {
+                        None => Vec::new(),
+                        Some(a) => a
+                            .items()?
+                            .iter()
+                            .map(|a| {
+                                Ok(AppPoint {
+                                    app: a.str_field("app")?.to_string(),
+                                    flops: a.f64_field("flops")?,
+                                    bytes: a.f64_field("bytes")?,
+                                    ai_flop_per_byte: a.opt_f64_field("ai_flop_per_byte")?,
+                                    gflops: a.f64_field("gflops")?,
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?,
+                    };
                     Ok(TimePoint {
                         t_s: p.f64_field("t_s")?,
                         interval_s: p.f64_field("interval_s")?,
                         local_access_ratio: p.opt_f64_field("local_access_ratio")?,
                         page_migrations: p.f64_field("page_migrations")?,
                         replications: p.f64_field("replications")?,
+                        pages_per_node: match p.opt("pages_per_node") {
+                            None => None,
+                            Some(n) => Some(n.f64_list()?),
+                        },
+                        apps,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?,
@@ -515,7 +623,65 @@ fn profile(root: &Cursor) -> Result<Profile> {
             samples.push(ProfileSample { t_ms: s.f64_field("t_ms")?, events, node_bytes, vmstat });
         }
     }
-    Ok(Profile { label, interval_ms, samples })
+    Ok(Profile { label, interval_ms, samples, imc: imc_counts(root)? })
+}
+
+/// `imc.read[c]` / `imc.write[c]` of `events[]` (the scaled value of a multiplexed one), with
+/// each controller's node from `environment.imc`.
+fn imc_counts(root: &Cursor) -> Result<Option<Vec<ImcCount>>> {
+    let Some(events) = root.opt("events") else { return Ok(None) };
+    let mut counts: Vec<ImcCount> = Vec::new();
+    let mut complete = true;
+    for e in events.items()? {
+        let name = e.str_field("name")?;
+        let (write, rest) = match (name.strip_prefix("imc.read["), name.strip_prefix("imc.write[")) {
+            (Some(r), _) => (false, r),
+            (_, Some(w)) => (true, w),
+            _ => continue,
+        };
+        let Some(c) = rest.strip_suffix(']').and_then(|c| c.parse::<u32>().ok()) else {
+            return Err(e.get("name")?.wrong("an event name such as imc.read[0]"));
+        };
+        if e.str_field("status")? != "ok" {
+            complete = false;
+            continue;
+        }
+        let v = match e.opt_f64_field("scaled_value")? {
+            Some(x) => x,
+            None => e.f64_field("value")?,
+        };
+        let k = match counts.iter().position(|x| x.controller == c) {
+            Some(k) => k,
+            None => {
+                counts.push(ImcCount { controller: c, node: None, reads: f64::NAN, writes: f64::NAN });
+                counts.len() - 1
+            }
+        };
+        if write {
+            counts[k].writes = v;
+        } else {
+            counts[k].reads = v;
+        }
+    }
+    // Both directions of every controller, or no share at all.
+    if !complete || counts.is_empty() || counts.iter().any(|x| x.reads.is_nan() || x.writes.is_nan()) {
+        return Ok(None);
+    }
+    if let Some(list) = root.opt("environment").and_then(|e| e.opt("imc")) {
+        for m in list.items()? {
+            let c = m.get("controller")?;
+            let c = c.value.as_u64().ok_or_else(|| c.wrong("a controller number"))?;
+            let node = match m.opt("node") {
+                Some(n) => Some(n.value.as_u64().ok_or_else(|| n.wrong("a node number"))?),
+                None => None,
+            };
+            if let Some(x) = counts.iter_mut().find(|x| x.controller as u64 == c) {
+                x.node = node;
+            }
+        }
+    }
+    counts.sort_by_key(|x| x.controller);
+    Ok(Some(counts))
 }
 
 fn mva_point(p: &Cursor) -> Result<MvaPoint> {

@@ -115,3 +115,49 @@ fn the_same_cell_twice() {
     let e = err_of(&[f.clone(), f]);
     assert!(e.ends_with("both hold linux on master-slave / server-a-4n; report them separately"), "{e}");
 }
+
+/// The tiering fixture, changed by `f`, parsed as "bad.json".
+fn tiering_mutated(f: impl FnOnce(&mut Value)) -> Result<input::Input, ReportError> {
+    let mut v: Value = serde_json::from_str(&common::read("tiering.json")).unwrap();
+    f(&mut v);
+    input::parse("bad.json", &v.to_string())
+}
+
+#[test]
+fn bad_application_points_and_machines_name_the_field() {
+    assert_eq!(
+        msg(tiering_mutated(|v| {
+            v["results"][1]["runs"][0]["timeline"][2]["apps"][3].as_object_mut().unwrap().remove("gflops");
+        })),
+        "bad.json: field results[1].runs[0].timeline[2].apps[3].gflops is missing"
+    );
+    assert_eq!(
+        msg(tiering_mutated(|v| v["results"][0]["runs"][0]["timeline"][0]["pages_per_node"][1] = "many".into())),
+        "bad.json: field results[0].runs[0].timeline[0].pages_per_node[1] is not a finite number"
+    );
+    // The roofline needs the machine as numalab reads machines.
+    let e = msg(tiering_mutated(|v| v["results"][0]["config"]["machine"]["nodes"][1]["tier"] = "tape".into()));
+    assert!(e.starts_with("bad.json: field results[0].config.machine is not a numalab machine: unknown variant `tape`"), "{e}");
+    // Without a compute ceiling there is no roofline, and no error: the other charts stay.
+    let ok = tiering_mutated(|v| {
+        for r in v["results"].as_array_mut().unwrap() {
+            r["config"]["machine"].as_object_mut().unwrap().remove("peak_gflops_dp");
+        }
+    })
+    .unwrap();
+    let report = Report::new(vec![ok]).unwrap();
+    assert!(report.charts.iter().all(|c| !c.id.starts_with("app-roofline")));
+    assert!(report.charts.iter().any(|c| c.id.starts_with("tier-pages-over-time")));
+}
+
+#[test]
+fn controller_events_that_are_not_all_counted_draw_no_share() {
+    let mut v: Value = serde_json::from_str(&common::read("profile-imc.json")).unwrap();
+    let e = v["events"].as_array_mut().unwrap().iter_mut().find(|e| e["name"] == "imc.write[3]").unwrap();
+    e["status"] = "denied".into();
+    e["value"] = Value::Null;
+    let report = Report::new(vec![input::parse("p.json", &v.to_string()).unwrap()]).unwrap();
+    assert!(report.charts.iter().all(|c| !c.id.ends_with("imc-share")), "a share over part of the controllers");
+    v["events"][1]["name"] = "imc.read[x]".into();
+    assert_eq!(msg(input::parse("p.json", &v.to_string())), "p.json: field events[1].name is not an event name such as imc.read[0]");
+}

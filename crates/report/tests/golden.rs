@@ -79,3 +79,16 @@ fn profile_charts() {
 fn timeline_charts() {
     check_case("timeline", &["timeline.json"]);
 }
+
+#[test]
+fn tiering_charts() {
+    // A two-tier machine with a 16-program mix: pages per node and per tier over time, and the
+    // roofline with every application's points per interval.
+    check_case("tiering", &["tiering.json"]);
+}
+
+#[test]
+fn profile_imc_charts() {
+    // Hand-made profile with memory-controller counts (tests/profile_imc_fixture.rs builds it).
+    check_case("profile-imc", &["profile-imc.json"]);
+}

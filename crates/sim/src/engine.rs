@@ -1005,6 +1005,7 @@ impl World<'_> {
             hint_faults: c.numa_hint_faults - c0.numa_hint_faults,
             thread_migrations: cross - self.interval_cross_node_moves,
             pages_per_node: self.mem.resident_per_node(),
+            apps: self.space_counters.take_timeline(&self.spaces, &self.mem, self.p, self.m, len / 1e9),
         });
         self.interval_counters = c;
         self.interval_cross_node_moves = cross;

@@ -74,6 +74,32 @@ pub struct TimelinePoint {
     pub thread_migrations: u64,
     /// Resident pages on each node at the end of the interval (homes and replicas).
     pub pages_per_node: Vec<u64>,
+    /// Per application (address space) of a multi-program workload, in member order; empty
+    /// (and absent from the JSON) for a single program (docs/metrics.md, "Timeline").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppPoint>,
+}
+
+/// One application's interval of the timeline (docs/metrics.md, "Per application"): its
+/// work and where its pages are, for the roofline with application points over time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppPoint {
+    /// The mix member, `<PROG>.<k>` (e.g. `cg-like.0`).
+    pub app: String,
+    /// Floating-point operations of the interval (references × the step's flops per reference).
+    pub flops: f64,
+    /// Memory references of the interval.
+    pub mem_refs: u64,
+    /// `mem_refs × access_bytes` (the bytes one reference moves).
+    pub bytes: f64,
+    /// `flops / bytes`, flop/byte; null when the interval has no reference.
+    pub ai_flop_per_byte: Option<f64>,
+    /// `flops / interval_s / 1e9`.
+    pub gflops: f64,
+    /// The application's pages (home copies) on each node at the interval's end.
+    pub pages_per_node: Vec<u64>,
+    /// The same summed per memory tier (`machine.nodes[].tier`), by tier name.
+    pub pages_per_tier: std::collections::BTreeMap<String, u64>,
 }
 
 /// Everything measured in one run. Field names are the `numalab.sim/2` JSON contract.

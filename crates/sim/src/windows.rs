@@ -9,7 +9,11 @@
 
 use crate::engine::Space;
 use crate::memory::{Memory, NODE_MASK, UNPLACED};
+use crate::metrics::AppPoint;
+use numalab_core::Machine;
 use numalab_policy::{SpaceId, SpaceWindow};
+use numalab_workload::Program;
+use std::collections::BTreeMap;
 
 /// Running deltas per space since the last tick.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +22,10 @@ pub(crate) struct SpaceCounters {
     refs: Vec<u64>,
     /// Placed pages per space at the last tick (the fault count is the growth since).
     placed: Vec<u64>,
+    /// The same flops and references since the last timeline point; kept only for a workload
+    /// of several programs (the timeline's per-application points, docs/metrics.md), so a
+    /// single program pays nothing.
+    timeline: Option<(Vec<f64>, Vec<u64>)>,
 }
 
 /// Pages of `sp` per node (home copies), and their sum.
@@ -42,13 +50,54 @@ impl SpaceCounters {
             flops: vec![0.0; spaces.len()],
             refs: vec![0; spaces.len()],
             placed: spaces.iter().map(|sp| residency(sp, mem, nodes).1).collect(),
+            timeline: (spaces.len() > 1).then(|| (vec![0.0; spaces.len()], vec![0; spaces.len()])),
         }
     }
 
     /// One thread's references of an epoch, with its step's flops per reference.
     pub(crate) fn record(&mut self, space: usize, refs: u64, flops_per_ref: f64) {
+        let flops = refs as f64 * flops_per_ref;
         self.refs[space] += refs;
-        self.flops[space] += refs as f64 * flops_per_ref;
+        self.flops[space] += flops;
+        if let Some((f, r)) = &mut self.timeline {
+            f[space] += flops;
+            r[space] += refs;
+        }
+    }
+
+    /// Close a timeline interval of `interval_s` seconds: per space of a multi-program
+    /// workload its flops and references since the previous point and where its pages are now
+    /// (docs/metrics.md, "Per application"); empty for a single program.
+    pub(crate) fn take_timeline(&mut self, spaces: &[Space], mem: &Memory, p: &Program, m: &Machine, interval_s: f64) -> Vec<AppPoint> {
+        let Some((flops, refs)) = &mut self.timeline else { return Vec::new() };
+        let nodes = m.nodes.len();
+        let out = spaces
+            .iter()
+            .enumerate()
+            .map(|(s, sp)| {
+                let (pages_per_node, _) = residency(sp, mem, nodes);
+                let mut pages_per_tier = BTreeMap::new();
+                for (node, &k) in m.nodes.iter().zip(&pages_per_node) {
+                    if node.mem_bytes > 0 {
+                        *pages_per_tier.entry(node.tier.as_str().to_string()).or_insert(0) += k;
+                    }
+                }
+                let bytes = refs[s] as f64 * p.access_bytes as f64;
+                AppPoint {
+                    app: p.members.get(s).map_or_else(|| format!("space {s}"), |mb| mb.name.clone()),
+                    flops: flops[s],
+                    mem_refs: refs[s],
+                    bytes,
+                    ai_flop_per_byte: (bytes > 0.0).then(|| flops[s] / bytes),
+                    gflops: if interval_s > 0.0 { flops[s] / interval_s / 1e9 } else { 0.0 },
+                    pages_per_node,
+                    pages_per_tier,
+                }
+            })
+            .collect();
+        flops.iter_mut().for_each(|x| *x = 0.0);
+        refs.iter_mut().for_each(|x| *x = 0);
+        out
     }
 
     /// Close the window: every space's counters since the last call, then start anew.

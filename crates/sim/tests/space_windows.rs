@@ -118,3 +118,52 @@ fn move_space_moves_one_space_and_stalls_it_at_the_copy_rate() {
     let got = r_slow.exec_time_s - r.exec_time_s;
     assert!(got > 0.5 * extra_s && got < 1.1 * extra_s, "run longer by {got} s, stall difference {extra_s} s");
 }
+
+/// The timeline's per-application points (docs/metrics.md, "Per application"): one per space
+/// and interval, their references add up to the interval's accesses and their pages to the
+/// homes on each node; a single program's points carry none.
+#[test]
+fn timeline_points_carry_each_application() {
+    let mut s = scenario(5.0);
+    s.sim.metrics_interval_ms = 2.0;
+    let (r, _) = run(&s, false);
+    assert!(r.timeline.len() >= 3, "{} points", r.timeline.len());
+    let page_bytes = s.program.page_bytes as f64;
+    let mut flops = 0.0;
+    for p in &r.timeline {
+        let names: Vec<&str> = p.apps.iter().map(|a| a.app.as_str()).collect();
+        assert_eq!(names, ["cg-like.0", "cg-like.1"]);
+        assert_eq!(p.apps.iter().map(|a| a.mem_refs).sum::<u64>(), p.accesses);
+        for j in 0..2 {
+            // No replicas here: the homes are every resident page.
+            assert_eq!(p.apps.iter().map(|a| a.pages_per_node[j]).sum::<u64>(), p.pages_per_node[j]);
+        }
+        for a in &p.apps {
+            assert_eq!(a.pages_per_tier["dram"], a.pages_per_node[0]);
+            assert_eq!(a.pages_per_tier["mcdram"], a.pages_per_node[1]);
+            assert_eq!(a.bytes, a.mem_refs as f64 * s.program.access_bytes as f64);
+            match a.ai_flop_per_byte {
+                Some(ai) => assert!((ai - a.flops / a.bytes).abs() <= 1e-12 * ai && ai <= 8.2 / s.program.access_bytes as f64 + 1e-12),
+                None => assert_eq!(a.mem_refs, 0),
+            }
+            assert!((a.gflops - a.flops / p.interval_s / 1e9).abs() <= 1e-9 * a.gflops.max(1.0));
+            assert!(a.pages_per_node.iter().sum::<u64>() as f64 * page_bytes <= s.program.footprint_bytes() as f64);
+            flops += a.flops;
+        }
+    }
+    assert!(flops > 0.0);
+
+    // One program: no per-application points, so its JSON is what it was.
+    let m = s.machine.clone();
+    let single = compile_spec(
+        &WorkloadSpec::Single(wp::load("cg-like").unwrap()),
+        "cg-like",
+        &m,
+        &CompileOptions { threads: Some(4), scale: 0.0005 },
+    )
+    .unwrap();
+    let one = Scenario { program: Arc::new(single), ..s };
+    let (r1, _) = run(&one, false);
+    assert!(r1.timeline.len() >= 2 && r1.timeline.iter().all(|p| p.apps.is_empty()));
+    assert!(!serde_json::to_string(&r1).unwrap().contains("\"apps\""));
+}

@@ -82,8 +82,8 @@ pub struct ProfileArgs {
     pub command: Vec<String>,
 }
 
-/// Resolve names to catalogue IDs; unknown names are errors, `imc.read[c]`-style open
-/// catalogue names pass through (the backend reports what it cannot count).
+/// Resolve names to catalogue IDs; unknown names are errors, `imc` and `imc.read[c]`-style
+/// open catalogue names pass through (the backend reports what it cannot count).
 pub fn resolve_events(a: &ProfileArgs) -> Result<Vec<String>> {
     let names: Vec<String> = match (&a.group, a.events.is_empty()) {
         (Some(g), _) => profile::group(g)
@@ -100,7 +100,9 @@ pub fn resolve_events(a: &ProfileArgs) -> Result<Vec<String>> {
     for n in names {
         let id = match profile::lookup(n.trim()) {
             Some(d) => d.id.to_string(),
-            None if n.starts_with("imc.read[") || n.starts_with("imc.write[") => n.trim().to_string(),
+            // Memory controllers: `imc` (every one) or one controller's reads or writes; the
+            // session finds the controllers (docs/profile.md, "Memory controllers").
+            None if numalab_linux::session::is_imc(n.trim()) => n.trim().to_string(),
             None => bail!("unknown event `{n}`; see `numalab profile events`"),
         };
         if !out.contains(&id) {

@@ -19,3 +19,12 @@ rm -rf study.cache
 "$numalab" compare --machine server-a-4n --workload master-slave --scale 0.02 --threads 16 --runs 2 \
   --policies first-touch,first-touch+carrefour --set sim.metrics_interval_ms=20 --set sim.tick_ms=10 \
   --set policy.first-touch+carrefour.interval_ms=10 --format json --out timeline.json
+# Tiering (knl-7250-flat, DDR4 + MCDRAM) with a 16-program mix, 200 ms points: pages per node and
+# tier over time, and the roofline with per-application points (runs[].timeline[].apps).
+# Settings as studies/hydm-knl-short.toml.
+"$numalab" compare --machine knl-7250-flat --workload hydm-npb-mix --scale 0.002 --runs 1 \
+  --policies tier-static,hydm --set sim.tick_ms=100 --set 'machine.nodes[1].mem_bytes=34357248' \
+  --set sim.metrics_interval_ms=200 --format json --out tiering.json
+# profile-imc.json is hand-made, not measured (no host here has an uncore IMC PMU): it is
+# written by ../profile_imc_fixture.rs as numalab's own profile type,
+#   NUMALAB_UPDATE_GOLDEN=1 cargo test -p numalab-report --test profile_imc_fixture
