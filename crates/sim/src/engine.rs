@@ -922,6 +922,10 @@ impl World<'_> {
         for t in 0..self.threads.len() {
             let i = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
             let th = &mut self.threads[t];
+            // The next demand takes the fast engine's expected counts, not their integer
+            // rounding: the rounding is bookkeeping, and its epoch-to-epoch jitter would
+            // defeat the reuse of contention solves (docs/simulator.md, "The fast engine").
+            let expected = th.fast.expected_shares(&th.acc, &th.wr, &mut th.frac);
             th.fast.flush(&mut th.acc, &mut th.wr);
             let total: u64 = th.acc.iter().sum();
             if total == 0 {
@@ -936,10 +940,14 @@ impl World<'_> {
             for j in 0..n {
                 let a = th.acc[j];
                 if a == 0 {
-                    th.frac[j] = 0.0;
+                    if expected.is_none() {
+                        th.frac[j] = 0.0;
+                    }
                     continue;
                 }
-                th.frac[j] = a as f64 / total as f64;
+                if expected.is_none() {
+                    th.frac[j] = a as f64 / total as f64;
+                }
                 self.access_matrix[i * n + j] += a;
                 self.tick_matrix[i * n + j] += a;
                 let w = th.wr[j];
@@ -952,7 +960,7 @@ impl World<'_> {
                     self.link_bytes_interval[l as usize] += w as f64 * ab;
                 }
             }
-            th.write_frac = writes as f64 / total as f64;
+            th.write_frac = expected.unwrap_or(writes as f64 / total as f64);
             th.acc.iter_mut().for_each(|x| *x = 0);
             th.wr.iter_mut().for_each(|x| *x = 0);
         }

@@ -396,6 +396,22 @@ impl FastState {
     /// Turn the expected counts charged since the last flush into integer accesses and
     /// writes per node (every reference exactly once, writes within accesses), carrying the
     /// rounding to the next flush.
+    /// With references pending (charged by expectation since the last flush): each node's
+    /// share of the epoch's expected accesses (`acc` and `wr` hold what was charged as
+    /// integers) into `frac`, and the expected write fraction returned. `None`, `frac`
+    /// untouched, when nothing is pending.
+    pub fn expected_shares(&self, acc: &[u64], wr: &[u64], frac: &mut [f64]) -> Option<f64> {
+        if self.pending_refs == 0 {
+            return None;
+        }
+        let total = acc.iter().sum::<u64>() as f64 + self.pending_refs as f64;
+        let writes = wr.iter().sum::<u64>() as f64 + self.pending_writes as f64;
+        for ((f, &a), &p) in frac.iter_mut().zip(acc).zip(&self.pending_acc) {
+            *f = (a as f64 + p) / total;
+        }
+        Some(writes / total)
+    }
+
     pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
         if self.pending_refs == 0 {
             return;
@@ -705,6 +721,21 @@ mod tests {
         assert_eq!((ends, nodes), (vec![6], vec![0]));
         let home = [0u8, 1, crate::memory::UNPLACED, 0];
         assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, None), (false, false));
+    }
+
+    #[test]
+    fn expected_shares_count_what_is_pending_before_rounding() {
+        let mut fs = FastState::default();
+        fs.reset(2);
+        let mut frac = [9.0, 9.0];
+        assert_eq!(fs.expected_shares(&[3, 1], &[0, 0], &mut frac), None, "nothing pending");
+        assert_eq!(frac, [9.0, 9.0]);
+        // 4 integer accesses (3 on node 0, 1 write on node 1) and 6 pending split 1/3 : 2/3
+        // with 3 writes: node 0 expects 3 + 2 of 10, node 1 expects 1 + 4.
+        fs.add_pending(6, 3, &[1.0 / 3.0, 2.0 / 3.0]);
+        let w = fs.expected_shares(&[3, 1], &[0, 1], &mut frac).unwrap();
+        assert!((frac[0] - 0.5).abs() < 1e-12 && (frac[1] - 0.5).abs() < 1e-12, "{frac:?}");
+        assert!((w - 0.4).abs() < 1e-12);
     }
 
     #[test]
