@@ -240,18 +240,28 @@ pub fn chase(words: &[u64], start: usize, loads: u64) -> (usize, Duration) {
     (black_box(p), took)
 }
 
-/// Sum of the words (a streaming read); the caller times it.
+/// Sum of the words (a streaming read); the caller times it. Every word is a volatile load
+/// (four independent sums, so loads overlap): the compiler can neither drop nor merge them.
 pub fn read(words: &[u64]) -> u64 {
+    let p = words.as_ptr();
+    let n = words.len();
     let mut s = [0u64; 4];
-    let chunks = words.chunks_exact(4);
-    let rest: u64 = chunks.remainder().iter().fold(0, |a, &w| a.wrapping_add(w));
-    for c in chunks {
-        s[0] = s[0].wrapping_add(c[0]);
-        s[1] = s[1].wrapping_add(c[1]);
-        s[2] = s[2].wrapping_add(c[2]);
-        s[3] = s[3].wrapping_add(c[3]);
+    let mut i = 0;
+    // SAFETY: every index read is below `n`, the slice's length.
+    unsafe {
+        while i + 4 <= n {
+            s[0] = s[0].wrapping_add(std::ptr::read_volatile(p.add(i)));
+            s[1] = s[1].wrapping_add(std::ptr::read_volatile(p.add(i + 1)));
+            s[2] = s[2].wrapping_add(std::ptr::read_volatile(p.add(i + 2)));
+            s[3] = s[3].wrapping_add(std::ptr::read_volatile(p.add(i + 3)));
+            i += 4;
+        }
+        while i < n {
+            s[0] = s[0].wrapping_add(std::ptr::read_volatile(p.add(i)));
+            i += 1;
+        }
     }
-    black_box(s[0].wrapping_add(s[1]).wrapping_add(s[2]).wrapping_add(s[3]).wrapping_add(rest))
+    black_box(s[0].wrapping_add(s[1]).wrapping_add(s[2]).wrapping_add(s[3]))
 }
 
 /// STREAM triad `a[i] = b[i] + scalar * c[i]`.

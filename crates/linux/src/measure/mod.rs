@@ -382,8 +382,9 @@ impl TeamResult {
 
 /// Streaming read (when `with_read`) and triad: thread `k` pinned to `team[k].0` with its
 /// three arrays on node `team[k].1`, `sizes.array_bytes / team.len()` bytes each. Every
-/// timed pass starts and ends at a barrier of all threads; bandwidth is the team's bytes
-/// over the best pass.
+/// timed pass starts and ends at a barrier of all threads; a pass lasts from the first
+/// thread's start to the last thread's end, and bandwidth is the team's bytes over the best
+/// pass.
 fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamResult, MeasureError> {
     let n = team.len();
     let per_thread = ((sizes.array_bytes as usize / n) / 4096).max(1) * 4096;
@@ -393,9 +394,11 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
     let placed: Mutex<(Backing, Vec<u32>, u64, u64)> = Mutex::new((Backing::HugeTlb, Vec::new(), 0, 0));
     let phases = if with_read { 2 } else { 1 };
     let mut best = [Duration::MAX; 2];
+    // (trial, phase, start, end) of every thread's timed pass.
+    let times: Mutex<Vec<(usize, usize, Instant, Instant)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for &(cpu, node) in team {
-            let (barrier, abort, failure, placed) = (&barrier, &abort, &failure, &placed);
+            let (barrier, abort, failure, placed, times) = (&barrier, &abort, &failure, &placed, &times);
             s.spawn(move || {
                 let setup = (|| -> Result<[Buffer; 3], MeasureError> {
                     kernels::pin_to_cpu(cpu)?;
@@ -432,16 +435,22 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
                     return;
                 }
                 let [a, b, c] = &mut arrays;
-                for _ in 0..sizes.bw_trials {
+                let mut mine = Vec::with_capacity(sizes.bw_trials * phases);
+                for trial in 0..sizes.bw_trials {
                     if with_read {
                         barrier.wait();
+                        let t = Instant::now();
                         kernels::read(b.words());
+                        mine.push((trial, 0, t, Instant::now()));
                         barrier.wait();
                     }
                     barrier.wait();
+                    let t = Instant::now();
                     kernels::triad(a.f64s_mut(), b.f64s(), c.f64s(), 3.0);
+                    mine.push((trial, phases - 1, t, Instant::now()));
                     barrier.wait();
                 }
+                times.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
                 let mut p = placed.lock().unwrap_or_else(|e| e.into_inner());
                 p.1.extend(kernels::current_cpu());
             });
@@ -450,16 +459,21 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
         if abort.load(Ordering::SeqCst) {
             return;
         }
-        for _ in 0..sizes.bw_trials {
-            for (phase, slot) in best.iter_mut().enumerate().take(phases) {
-                let _ = phase;
-                barrier.wait();
-                let t = Instant::now();
-                barrier.wait();
-                *slot = (*slot).min(t.elapsed());
-            }
+        // The threads time themselves: this thread may not run between two barriers when
+        // the team has every CPU.
+        for _ in 0..sizes.bw_trials * phases {
+            barrier.wait();
+            barrier.wait();
         }
     });
+    let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
+    for trial in 0..sizes.bw_trials {
+        for (phase, slot) in best.iter_mut().enumerate().take(phases) {
+            let pass = times.iter().filter(|t| t.0 == trial && t.1 == phase);
+            let (Some(first), Some(last)) = (pass.clone().map(|t| t.2).min(), pass.map(|t| t.3).max()) else { continue };
+            *slot = (*slot).min(last - first);
+        }
+    }
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
