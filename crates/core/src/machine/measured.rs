@@ -76,11 +76,15 @@ pub struct PinCheck {
     pub cpus_pinned: Vec<u32>,
     /// Linux CPU ids the threads reported running on.
     pub cpus_seen: Vec<u32>,
-    /// Linux node id the memory was bound to.
+    /// Linux node id the memory was bound to (a team on several nodes: the first thread's;
+    /// each thread's pages are counted against its own node).
     pub mem_node: u32,
     pub pages_checked: u64,
     /// Sampled pages the kernel reported on `mem_node`.
     pub pages_on_node: u64,
+    /// What the kernel reported for the other sampled pages: a node id, or a negative errno.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pages_elsewhere: Vec<i32>,
 }
 
 impl PinCheck {

@@ -355,6 +355,7 @@ mod tests {
             mem_node: 1,
             pages_checked: 32,
             pages_on_node: 32,
+            pages_elsewhere: vec![],
         }];
         r
     }

@@ -126,6 +126,31 @@ impl Buffer {
         Ok(Buffer { ptr: p as *mut u8, len, backing: if thp { Backing::Thp } else { Backing::Base } })
     }
 
+    /// [`Buffer::map`], then the range bound to `node` with `mbind(MPOL_BIND)`: its pages
+    /// are placed there when first touched and stay there (NUMA balancing does not move
+    /// pages of a range bound without `MPOL_F_NUMA_BALANCING`), whichever thread touches them.
+    pub fn map_on(len: usize, hugetlb: bool, node: u32) -> Result<Buffer, KernelCallError> {
+        let b = Buffer::map(len, hugetlb)?;
+        let k = KernelMempolicy { mode: MempolicyMode::Bind, nodes: vec![node], caveat: None };
+        let (mask, maxnode) = k.mask_and_maxnode();
+        // SAFETY: the range is the mapping just created; the mask outlives the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                b.ptr as libc::c_long,
+                b.len as libc::c_ulong,
+                MPOL_BIND as libc::c_long,
+                mask.as_ptr(),
+                maxnode as libc::c_ulong,
+                0 as libc::c_uint,
+            )
+        };
+        if r != 0 {
+            return Err(refused("mbind", format!("node {node}"), std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        }
+        Ok(b)
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -328,6 +353,10 @@ mod tests {
             let nodes = b.page_nodes(16).unwrap();
             assert_eq!(nodes, vec![0; 16]);
             assert_eq!(read(b.words()), (4 << 20) / 8);
+            // mbind on the range alone, the thread's policy left at its default.
+            let mut b = Buffer::map_on(2 << 20, false, 0).unwrap();
+            b.words_mut().fill(2);
+            assert_eq!(b.page_nodes(8).unwrap(), vec![0; 8]);
         })
         .join()
         .unwrap();

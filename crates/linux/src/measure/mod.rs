@@ -1,6 +1,6 @@
 //! `numalab machine measure`: idle latency, bandwidth and loaded latency of this host's node
 //! pairs, measured with threads pinned by `sched_setaffinity` and memory bound by
-//! `set_mempolicy` (docs/calibration.md, "Measuring your own machine").
+//! `set_mempolicy` and `mbind` (docs/calibration.md, "Measuring your own machine").
 //!
 //! * [`kernels`]: buffers, the pointer chase, the streaming read, the triad, pinning.
 //! * [`build`]: the pure part: raw measurements and the imported topology into a machine file.
@@ -20,7 +20,7 @@ const MIB: u64 = 1 << 20;
 /// Pages sampled per buffer by the placement check.
 const PAGE_SAMPLES: usize = 32;
 /// Seed of the chase permutation: the same buffer size gives the same walk.
-const CHASE_SEED: u64 = 0x6e75_6d61_6c61_62;
+const CHASE_SEED: u64 = 0x006e_756d_616c_6162;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
@@ -248,17 +248,23 @@ pub fn run(nodes: &[NodeSpec], sizes: &Sizes, progress: &mut dyn FnMut(usize, &S
                 drop(chase_buffer.take()); // unmap the previous node's buffer first
                 let buf = build_chase_buffer(ids[mem], sizes)?;
                 raw.backing = raw.backing.max(buf.backing);
-                let on = count_on(&buf.page_nodes(PAGE_SAMPLES)?, ids[mem]);
+                let mut chased = Vec::new();
                 for (i, node) in nodes.iter().enumerate().filter(|(_, n)| n.has_cpus()) {
                     let (ns, seen) = chase_from(node.cpus[0], &buf, sizes)?;
                     raw.chase_ns[i][mem] = ns;
+                    chased.push((i, node.cpus[0], seen));
+                }
+                // Where the pages are after every node chased them.
+                let on = count_on(&buf.page_nodes(PAGE_SAMPLES)?, ids[mem]);
+                for (i, cpu, seen) in chased {
                     raw.pinning.push(PinCheck {
                         what: format!("chase {i}->{mem}"),
-                        cpus_pinned: vec![node.cpus[0]],
+                        cpus_pinned: vec![cpu],
                         cpus_seen: seen,
                         mem_node: ids[mem],
                         pages_checked: on.0,
                         pages_on_node: on.1,
+                        pages_elsewhere: on.2.clone(),
                     });
                 }
                 chase_buffer = Some((mem, buf));
@@ -311,9 +317,10 @@ pub fn run(nodes: &[NodeSpec], sizes: &Sizes, progress: &mut dyn FnMut(usize, &S
     Ok(raw)
 }
 
-/// (pages checked, pages on `node`).
-fn count_on(status: &[i32], node: u32) -> (u64, u64) {
-    (status.len() as u64, status.iter().filter(|&&s| s == node as i32).count() as u64)
+/// (pages checked, pages on `node`, the status of the others).
+fn count_on(status: &[i32], node: u32) -> (u64, u64, Vec<i32>) {
+    let elsewhere: Vec<i32> = status.iter().copied().filter(|&s| s != node as i32).collect();
+    (status.len() as u64, (status.len() - elsewhere.len()) as u64, elsewhere)
 }
 
 /// A chase buffer whose pages are all on `node`: mapped and first touched by a thread bound
@@ -323,7 +330,7 @@ fn build_chase_buffer(node: u32, sizes: &Sizes) -> Result<Buffer, MeasureError> 
     let hugetlb = sizes.hugetlb;
     std::thread::spawn(move || -> Result<Buffer, MeasureError> {
         kernels::bind_memory(Some(node))?;
-        let mut buf = Buffer::map(bytes, hugetlb)?;
+        let mut buf = Buffer::map_on(bytes, hugetlb, node)?;
         kernels::build_chase(buf.words_mut(), CHASE_SEED);
         Ok(buf)
     })
@@ -357,6 +364,10 @@ fn chase_from(cpu: u32, buf: &Buffer, sizes: &Sizes) -> Result<(f64, Vec<u32>), 
     })
 }
 
+/// What a team's threads report: the weakest backing, the CPUs they ran on, pages checked,
+/// pages on their node, the status of the others.
+type Placed = (Backing, Vec<u32>, u64, u64, Vec<i32>);
+
 /// Result of one team of bandwidth threads.
 struct TeamResult {
     read_gbps: f64,
@@ -365,6 +376,7 @@ struct TeamResult {
     cpus_seen: Vec<u32>,
     pages_checked: u64,
     pages_on_node: u64,
+    pages_elsewhere: Vec<i32>,
 }
 
 impl TeamResult {
@@ -376,6 +388,7 @@ impl TeamResult {
             mem_node,
             pages_checked: self.pages_checked,
             pages_on_node: self.pages_on_node,
+            pages_elsewhere: self.pages_elsewhere.clone(),
         }
     }
 }
@@ -391,7 +404,7 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
     let barrier = Barrier::new(n + 1);
     let abort = AtomicBool::new(false);
     let failure: Mutex<Option<MeasureError>> = Mutex::new(None);
-    let placed: Mutex<(Backing, Vec<u32>, u64, u64)> = Mutex::new((Backing::HugeTlb, Vec::new(), 0, 0));
+    let placed: Mutex<Placed> = Mutex::new((Backing::HugeTlb, Vec::new(), 0, 0, Vec::new()));
     let phases = if with_read { 2 } else { 1 };
     let mut best = [Duration::MAX; 2];
     // (trial, phase, start, end) of every thread's timed pass.
@@ -410,14 +423,6 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
                     ];
                     for (k, a) in arrays.iter_mut().enumerate() {
                         a.f64s_mut().fill([0.0, 1.0, 2.0][k]);
-                    }
-                    kernels::bind_memory(None)?;
-                    let mut p = placed.lock().unwrap_or_else(|e| e.into_inner());
-                    for a in &arrays {
-                        let (checked, on) = count_on(&a.page_nodes(PAGE_SAMPLES / 3 + 1)?, node);
-                        p.0 = p.0.max(a.backing);
-                        p.2 += checked;
-                        p.3 += on;
                     }
                     Ok(arrays)
                 })();
@@ -451,8 +456,21 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
                     barrier.wait();
                 }
                 times.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+                // Where the pages are after the passes.
                 let mut p = placed.lock().unwrap_or_else(|e| e.into_inner());
                 p.1.extend(kernels::current_cpu());
+                for a in &arrays {
+                    match a.page_nodes(PAGE_SAMPLES / 3 + 1) {
+                        Ok(status) => {
+                            let (checked, on, elsewhere) = count_on(&status, node);
+                            p.0 = p.0.max(a.backing);
+                            p.2 += checked;
+                            p.3 += on;
+                            p.4.extend(elsewhere);
+                        }
+                        Err(e) => *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.into()),
+                    }
+                }
             });
         }
         barrier.wait();
@@ -477,13 +495,21 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    let (backing, mut seen, checked, on) = placed.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (backing, mut seen, checked, on, elsewhere) = placed.into_inner().unwrap_or_else(|e| e.into_inner());
     seen.sort_unstable();
     seen.dedup();
     let bytes = (per_thread * n) as u64;
     let (read_gbps, triad_gbps) =
         if with_read { (gbps(bytes, best[0]), gbps(3 * bytes, best[1])) } else { (0.0, gbps(3 * bytes, best[0])) };
-    Ok(TeamResult { read_gbps, triad_gbps, backing, cpus_seen: seen, pages_checked: checked, pages_on_node: on })
+    Ok(TeamResult {
+        read_gbps,
+        triad_gbps,
+        backing,
+        cpus_seen: seen,
+        pages_checked: checked,
+        pages_on_node: on,
+        pages_elsewhere: elsewhere,
+    })
 }
 
 const STOP: u32 = u32::MAX;
@@ -510,7 +536,7 @@ fn loaded_curve(index: usize, node: &NodeSpec, buf: &Buffer, sizes: &Sizes) -> R
                 let setup = (|| -> Result<Buffer, MeasureError> {
                     kernels::pin_to_cpu(cpu)?;
                     kernels::bind_memory(Some(kernel_node))?;
-                    let mut b = Buffer::map(per_thread, sizes.hugetlb)?;
+                    let mut b = Buffer::map_on(per_thread, sizes.hugetlb, kernel_node)?;
                     b.words_mut().fill(1);
                     Ok(b)
                 })();
@@ -591,7 +617,7 @@ fn loaded_curve(index: usize, node: &NodeSpec, buf: &Buffer, sizes: &Sizes) -> R
     let mut seen = seen.into_inner().unwrap_or_else(|e| e.into_inner());
     seen.sort_unstable();
     seen.dedup();
-    let (checked, on) = count_on(&buf.page_nodes(PAGE_SAMPLES)?, node.kernel_id);
+    let (checked, on, elsewhere) = count_on(&buf.page_nodes(PAGE_SAMPLES)?, node.kernel_id);
     let mut pinned = vec![node.cpus[0]];
     pinned.extend(&load_cpus);
     let check = PinCheck {
@@ -601,6 +627,7 @@ fn loaded_curve(index: usize, node: &NodeSpec, buf: &Buffer, sizes: &Sizes) -> R
         mem_node: node.kernel_id,
         pages_checked: checked,
         pages_on_node: on,
+        pages_elsewhere: elsewhere,
     };
     Ok((points, check))
 }
