@@ -417,9 +417,9 @@ fn run_team(team: &[(u32, u32)], sizes: &Sizes, with_read: bool) -> Result<TeamR
                     kernels::pin_to_cpu(cpu)?;
                     kernels::bind_memory(Some(node))?;
                     let mut arrays = [
-                        Buffer::map(per_thread, sizes.hugetlb)?,
-                        Buffer::map(per_thread, sizes.hugetlb)?,
-                        Buffer::map(per_thread, sizes.hugetlb)?,
+                        Buffer::map_on(per_thread, sizes.hugetlb, node)?,
+                        Buffer::map_on(per_thread, sizes.hugetlb, node)?,
+                        Buffer::map_on(per_thread, sizes.hugetlb, node)?,
                     ];
                     for (k, a) in arrays.iter_mut().enumerate() {
                         a.f64s_mut().fill([0.0, 1.0, 2.0][k]);
