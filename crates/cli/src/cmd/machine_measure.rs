@@ -64,7 +64,6 @@ fn node_specs(topo: &Topology, machine: &numalab_core::machine::Machine) -> Resu
             socket: machine.nodes[i].socket,
             cpus: cores,
             chase_siblings,
-            all_cpus: all,
             mem_bytes: node.mem_total_bytes,
         });
     }

@@ -39,8 +39,6 @@ pub struct NodeSpec {
     pub cpus: Vec<u32>,
     /// SMT siblings of `cpus[0]` (the chase CPU), which the loaded-latency curve leaves idle.
     pub chase_siblings: Vec<u32>,
-    /// All CPUs of the node allowed to this process (load threads of the loaded curve).
-    pub all_cpus: Vec<u32>,
     pub mem_bytes: u64,
 }
 
@@ -637,7 +635,7 @@ mod tests {
     use super::*;
 
     fn node(id: u32, socket: u32, cpus: &[u32], mem: u64) -> NodeSpec {
-        NodeSpec { kernel_id: id, socket, cpus: cpus.to_vec(), chase_siblings: vec![], all_cpus: cpus.to_vec(), mem_bytes: mem }
+        NodeSpec { kernel_id: id, socket, cpus: cpus.to_vec(), chase_siblings: vec![], mem_bytes: mem }
     }
 
     #[test]
