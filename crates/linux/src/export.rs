@@ -234,6 +234,7 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         auto_migration: false,
         os_costs: OsCosts::default(),
         published: None,
+        measured: None,
         nodes,
     };
     machine.validate().map_err(|e| format!("imported machine is invalid: {e}"))?;

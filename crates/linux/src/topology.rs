@@ -77,8 +77,54 @@ impl Topology {
         self.cpus.iter().find(|c| c.cpu == id)
     }
 
+    /// The topology of some of the online nodes only (`machine measure --nodes`): their
+    /// distances among themselves, their CPUs, their tiers. `None` if an id is not online.
+    pub fn restrict(&self, ids: &[u32]) -> Option<Topology> {
+        let keep: Vec<usize> = ids.iter().map(|id| self.nodes.iter().position(|n| n.id == *id)).collect::<Option<_>>()?;
+        let mut keep_sorted = keep.clone();
+        keep_sorted.sort_unstable();
+        keep_sorted.dedup();
+        let nodes: Vec<NodeInfo> = keep_sorted
+            .iter()
+            .map(|&k| {
+                let mut n = self.nodes[k].clone();
+                n.distances = keep_sorted.iter().map(|&j| self.nodes[k].distances[j]).collect();
+                n
+            })
+            .collect();
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id).collect();
+        let cpus = self.cpus.iter().filter(|c| nodes.iter().any(|n| n.cpus.contains(&c.cpu))).cloned().collect();
+        let retain = |v: &Vec<u32>| v.iter().copied().filter(|x| ids.contains(x)).collect::<Vec<u32>>();
+        let lists = NodeLists {
+            online: ids.clone(),
+            possible: retain(&self.lists.possible),
+            has_cpu: retain(&self.lists.has_cpu),
+            has_memory: retain(&self.lists.has_memory),
+        };
+        Some(Topology { lists, nodes, tiers: self.tiers.clone(), cpus, huge_page_bytes: self.huge_page_bytes.clone() })
+    }
+
     /// Node of a CPU.
     pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
         self.nodes.iter().find(|n| n.cpus.contains(&cpu)).map(|n| n.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restricted_topology_keeps_the_chosen_nodes_and_their_distances() {
+        let root = FsRoot::at(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/guest-4n"));
+        let t = Topology::read(&root).unwrap();
+        let r = t.restrict(&[2, 0]).unwrap();
+        assert_eq!(r.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(r.nodes[0].distances, vec![10, 20]);
+        assert_eq!(r.nodes[1].distances, vec![20, 10]);
+        assert_eq!(r.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>(), vec![0, 1, 3]);
+        assert_eq!(r.lists.online, vec![0, 2]);
+        assert!(crate::export::to_machine(&r, &Default::default()).is_ok());
+        assert!(t.restrict(&[7]).is_none(), "node 7 is not online");
     }
 }

@@ -1,4 +1,4 @@
-//! `numalab machine show|import`.
+//! `numalab machine show|import|measure`.
 
 use crate::output::{write_text, Format, OutputOpts};
 use crate::scenario::load_machine;
@@ -10,6 +10,8 @@ pub enum MachineCmd {
     Show(ShowArgs),
     /// Import this host's topology from sysfs as a machine TOML.
     Import(super::machine_import::ImportArgs),
+    /// Measure this host's latencies and bandwidths per node pair into a machine TOML.
+    Measure(super::machine_measure::MeasureArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -30,5 +32,6 @@ pub fn run(cmd: &MachineCmd, out: &OutputOpts) -> Result<()> {
             write_text(out.out.as_deref(), &text)
         }
         MachineCmd::Import(a) => super::machine_import::run(a, out),
+        MachineCmd::Measure(a) => super::machine_measure::run(a, out),
     }
 }

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod list;
 pub mod machine;
 pub mod machine_import;
+pub mod machine_measure;
 pub mod model;
 pub mod profile;
 pub mod report;

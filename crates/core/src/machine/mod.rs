@@ -7,6 +7,7 @@
 
 mod error;
 mod interconnect;
+mod measured;
 pub mod presets;
 mod published;
 mod validate;
@@ -14,6 +15,7 @@ pub use validate::{limits, short as validate_short};
 
 pub use error::MachineError;
 pub use interconnect::{Interconnect, LinkId, LinkInfo};
+pub use measured::{LoadedPoint, Measured, PinCheck};
 pub use published::{Figure, Published};
 
 use crate::ids::{CpuId, NodeId};
@@ -185,6 +187,9 @@ pub struct Machine {
     /// Published measurements of the modelled hardware (`numalab calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<Published>,
+    /// Provenance and raw data of a measured machine (`numalab machine measure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
     pub nodes: Vec<Node>,
 }
 

@@ -59,6 +59,9 @@ impl Machine {
         if let Some(p) = &self.published {
             p.check()?;
         }
+        if let Some(m) = &self.measured {
+            m.check(n)?;
+        }
         if self.sockets == 0 {
             return Err("`sockets` must be at least 1".into());
         }
