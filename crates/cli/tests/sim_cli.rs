@@ -566,8 +566,8 @@ fn set_errors_name_the_index_and_the_syntax() {
     assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 µs: must be a finite number in [1, 1000000]");
     assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): invalid type: string \"x\", expected f64");
     assert_eq!(
-        sim("sim.memory.solve_reuse_tolerance=2"),
-        "error: invalid simulator setting: sim.memory.solve_reuse_tolerance = 2 : must be a finite number in [0, 1]"
+        sim("sim.memory.demand_tolerance=2"),
+        "error: invalid simulator setting: sim.memory.demand_tolerance = 2 : must be a finite number in [0, 1]"
     );
 }
 

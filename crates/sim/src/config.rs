@@ -79,14 +79,17 @@ pub struct MemoryConfig {
     pub solver_iterations: u32,
     /// A solve stops when no thread's throughput changes by more than this share [ours].
     pub solver_tolerance: f64,
-    /// The fast engine skips a solve while no thread's demand moved by more than this
-    /// (absolute on access and write fractions, relative on the rest) since the last one [ours].
-    pub solve_reuse_tolerance: f64,
+    /// Demands within this of each other count as the same on the fast engine (absolute on
+    /// access and write fractions, relative on the rest): a solve is skipped while no thread's
+    /// demand moved by more than this since the last one, and threads whose demands are this
+    /// close share one class of the solve [ours]. The exact engine merges only identical
+    /// demands and never skips a solve.
+    pub demand_tolerance: f64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.78, solver_iterations: 200, solver_tolerance: 1e-4, solve_reuse_tolerance: 1e-3 }
+        MemoryConfig { random_efficiency: 0.78, solver_iterations: 200, solver_tolerance: 1e-4, demand_tolerance: 1e-3 }
     }
 }
 
@@ -182,7 +185,7 @@ impl SimConfig {
         range("sched.noise_mean_us", self.sched.noise_mean_us, 0.0, 1e6, "µs")?;
         range("sched.intra_node_refill_share", self.sched.intra_node_refill_share, 0.0, 1.0, "")?;
         range("memory.solver_tolerance", self.memory.solver_tolerance, 0.0, 1.0, "")?;
-        range("memory.solve_reuse_tolerance", self.memory.solve_reuse_tolerance, 0.0, 1.0, "")?;
+        range("memory.demand_tolerance", self.memory.demand_tolerance, 0.0, 1.0, "")?;
         if self.memory.solver_iterations > 100_000 {
             return Err(format!("sim.memory.solver_iterations = {}: at most 100000", self.memory.solver_iterations));
         }

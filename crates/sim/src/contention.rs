@@ -85,7 +85,21 @@ pub struct Contention {
     /// thread reaches few of them (its node's controller, the controllers it reads remotely
     /// and the links on the way), so iterating only these is most of the solve's saving.
     used_t: Vec<Vec<u32>>,
+    /// Classes of a solve (docs/simulator.md, "Contention"): threads whose demands are within
+    /// the merge tolerance of a class's first thread share one customer class. `class_of[t]`
+    /// is thread t's class (`NO_CLASS` when it is not running), `leader[c]` the thread whose
+    /// demand stands for class c.
+    class_of: Vec<u32>,
+    leader: Vec<usize>,
+    /// Per class: population (sum of its threads'), throughput, and queue length at each
+    /// station (`q_c[c * k + s]`).
+    pop_c: Vec<f64>,
+    x_c: Vec<f64>,
+    q_c: Vec<f64>,
 }
+
+/// `class_of` of a thread that is not running this epoch.
+const NO_CLASS: u32 = u32::MAX;
 
 impl Contention {
     pub fn new(m: &Machine, ic: &Interconnect, access_bytes: u64, threads: usize) -> Contention {
@@ -127,6 +141,11 @@ impl Contention {
             z: Vec::with_capacity(threads),
             pop: Vec::with_capacity(threads),
             used_t: vec![Vec::new(); threads],
+            class_of: Vec::with_capacity(threads),
+            leader: Vec::with_capacity(threads),
+            pop_c: Vec::with_capacity(threads),
+            x_c: Vec::with_capacity(threads),
+            q_c: Vec::with_capacity(threads * k),
         }
     }
 
@@ -152,6 +171,11 @@ impl Contention {
         self.x_t[t]
     }
 
+    /// Customer classes of the last solve (threads merged by demand, running threads only).
+    pub fn classes(&self) -> usize {
+        self.leader.len()
+    }
+
     /// Utilisation of station k (controller j = station j) implied by the last solve.
     pub fn utilisation(&self, station: usize) -> f64 {
         (0..self.x_t.len()).map(|t| self.x_t[t] * self.d_t[t * self.k + station]).sum()
@@ -159,8 +183,12 @@ impl Contention {
 
     /// Schweitzer steps for these demands, warm-started from the last solve, until no class's
     /// throughput changes by more than `tolerance` (relative) or `max_iterations` are done.
+    /// Threads whose demands are within `merge_tolerance` of each other ([`Demand::close_to`]:
+    /// same node and CPU share; `None`: never merged) are one customer class of their summed population, which is
+    /// exact for identical demands under Schweitzer's approximation: each of `c` identical
+    /// classes sees `Q - Q_t/N_t`, and the merged one `Q - c·Q_t/(c·N_t)`, the same queue.
     /// Returns the iterations used.
-    pub fn solve(&mut self, demands: &[Demand], max_iterations: u32, tolerance: f64) -> u32 {
+    pub fn solve(&mut self, demands: &[Demand], max_iterations: u32, tolerance: f64, merge_tolerance: Option<f64>) -> u32 {
         let (n, k) = (self.n, self.k);
         // Service demand per access at every station, and the pure delay per access.
         let (mut z, mut pop) = (std::mem::take(&mut self.z), std::mem::take(&mut self.pop));
@@ -169,15 +197,21 @@ impl Contention {
         pop.clear();
         pop.resize(demands.len(), 0.0);
         for (t, d) in demands.iter().enumerate() {
-            let dt = &mut self.d_t[t * k..(t + 1) * k];
-            dt.iter_mut().for_each(|x| *x = 0.0);
             if d.share <= 0.0 {
                 self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
+                self.d_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
                 self.used_t[t].clear();
                 continue;
             }
+            pop[t] = (1.0 / d.inv_mlp.max(1e-9)) * d.share;
+        }
+        self.group(demands, &pop, merge_tolerance);
+        // Service demands of each class, from its leader's demand.
+        for &t in &self.leader {
+            let d = &demands[t];
+            let dt = &mut self.d_t[t * k..(t + 1) * k];
+            dt.iter_mut().for_each(|x| *x = 0.0);
             let m = 1.0 / d.inv_mlp.max(1e-9);
-            pop[t] = m * d.share;
             let i = d.node;
             let mut delay = m * d.compute_ns;
             for (j, &f) in d.frac.iter().enumerate() {
@@ -199,67 +233,121 @@ impl Contention {
                 delay += f * (self.l0[i * n + j] - served).max(0.0);
             }
             z[t] = delay;
-            // A station the thread no longer loads holds none of its queue at the fixed point:
-            // start it there instead of letting the damped iteration halve it away.
             let used = &mut self.used_t[t];
             used.clear();
-            let qt = &mut self.q_t[t * k..(t + 1) * k];
-            for s in 0..k {
-                if dt[s] > 0.0 {
+            for (s, &ds) in dt.iter().enumerate() {
+                if ds > 0.0 {
                     used.push(s as u32);
-                } else {
-                    qt[s] = 0.0;
                 }
+            }
+        }
+        // A class's queues start from the sum of its threads' last queues (the warm start), on
+        // the stations it loads: one it no longer loads holds none of its queue at the fixed
+        // point, so it starts there instead of letting the damped iteration halve it away.
+        let classes = self.leader.len();
+        self.pop_c.clear();
+        self.pop_c.resize(classes, 0.0);
+        self.x_c.clear();
+        self.x_c.resize(classes, 0.0);
+        self.q_c.clear();
+        self.q_c.resize(classes * k, 0.0);
+        for t in 0..demands.len() {
+            let c = self.class_of[t];
+            if c == NO_CLASS {
+                continue;
+            }
+            let c = c as usize;
+            self.pop_c[c] += pop[t];
+            self.x_c[c] += self.x_t[t];
+            let lead = self.leader[c];
+            for &s in &self.used_t[lead] {
+                let s = s as usize;
+                self.q_c[c * k + s] += self.q_t[t * k + s];
+            }
+        }
+        self.q.iter_mut().for_each(|x| *x = 0.0);
+        for c in 0..classes {
+            for &s in &self.used_t[self.leader[c]] {
+                self.q[s as usize] += self.q_c[c * k + s as usize];
             }
         }
         let mut used = 0;
         while used < max_iterations {
             used += 1;
             let mut change: f64 = 0.0;
-            for t in 0..demands.len() {
-                if pop[t] == 0.0 {
-                    self.x_t[t] = 0.0;
-                    continue;
-                }
-                let (dt, qt) = (&self.d_t[t * k..(t + 1) * k], &self.q_t[t * k..(t + 1) * k]);
+            for c in 0..classes {
+                let lead = self.leader[c];
+                let (dt, qc) = (&self.d_t[lead * k..(lead + 1) * k], &self.q_c[c * k..(c + 1) * k]);
                 // Multiplying by the reciprocal: a division per station and iteration was
                 // most of an iteration's cost.
-                let inv_pop = 1.0 / pop[t];
+                let inv_pop = 1.0 / self.pop_c[c];
                 let mut r_sum = 0.0;
-                for &s in &self.used_t[t] {
+                for &s in &self.used_t[lead] {
                     let s = s as usize;
-                    r_sum += dt[s] * (1.0 + (self.q[s] - qt[s] * inv_pop).max(0.0));
+                    r_sum += dt[s] * (1.0 + (self.q[s] - qc[s] * inv_pop).max(0.0));
                 }
-                let x = pop[t] / (z[t] + r_sum).max(1e-12);
-                change = change.max((x - self.x_t[t]).abs() / x);
-                self.x_t[t] = x;
+                let x = self.pop_c[c] / (z[lead] + r_sum).max(1e-12);
+                change = change.max((x - self.x_c[c]).abs() / x);
+                self.x_c[c] = x;
             }
             // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
             // overshoot together and oscillate.
-            // Stations a thread does not load keep a zero queue (set up above).
-            for (t, &pop_t) in pop.iter().enumerate() {
-                let x = self.x_t[t];
-                let inv_pop = 1.0 / pop_t.max(1e-12);
-                for &s in &self.used_t[t] {
+            // Stations a class does not load keep a zero queue (set up above).
+            for c in 0..classes {
+                let lead = self.leader[c];
+                let x = self.x_c[c];
+                let inv_pop = 1.0 / self.pop_c[c].max(1e-12);
+                for &s in &self.used_t[lead] {
                     let s = s as usize;
-                    let d = self.d_t[t * k + s];
-                    let cur = self.q_t[t * k + s];
+                    let d = self.d_t[lead * k + s];
+                    let cur = self.q_c[c * k + s];
                     let target = x * d * (1.0 + (self.q[s] - cur * inv_pop).max(0.0));
-                    self.q_t[t * k + s] = 0.5 * cur + 0.5 * target;
+                    self.q_c[c * k + s] = 0.5 * cur + 0.5 * target;
                 }
             }
             self.q.iter_mut().for_each(|x| *x = 0.0);
-            for t in 0..demands.len() {
-                for &s in &self.used_t[t] {
-                    self.q[s as usize] += self.q_t[t * k + s as usize];
+            for c in 0..classes {
+                for &s in &self.used_t[self.leader[c]] {
+                    self.q[s as usize] += self.q_c[c * k + s as usize];
                 }
             }
             if change <= tolerance {
                 break;
             }
         }
+        // Each thread takes its population's part of its class's throughput and queues, and
+        // loads the stations of its class's demand.
+        for t in 0..demands.len() {
+            let c = self.class_of[t];
+            if c == NO_CLASS {
+                self.x_t[t] = 0.0;
+                continue;
+            }
+            let c = c as usize;
+            let part = pop[t] / self.pop_c[c];
+            self.x_t[t] = self.x_c[c] * part;
+            let lead = self.leader[c];
+            self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
+            if lead != t {
+                let (used_lead, used_t) = (std::mem::take(&mut self.used_t[lead]), &mut self.used_t[t]);
+                used_t.clone_from(&used_lead);
+                self.used_t[lead] = used_lead;
+                self.d_t.copy_within(lead * k..(lead + 1) * k, t * k);
+            }
+            for &s in &self.used_t[lead] {
+                let s = s as usize;
+                self.q_t[t * k + s] = self.q_c[c * k + s] * part;
+            }
+        }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
+        // A class's threads see the same queues: they take the leader's latencies.
         for (t, d) in demands.iter().enumerate() {
+            let c = self.class_of[t];
+            if c != NO_CLASS && self.leader[c as usize] != t {
+                let lead = self.leader[c as usize];
+                self.lat_t.copy_within(lead * n..(lead + 1) * n, t * n);
+                continue;
+            }
             let i = d.node;
             for j in 0..n {
                 let mut w = 0.0;
@@ -281,6 +369,25 @@ impl Contention {
         }
         (self.z, self.pop) = (z, pop);
         used
+    }
+
+    /// Sort the running threads into classes: each joins the first class whose leader's
+    /// demand it is close to, in thread order (deterministic), or leads a new one.
+    fn group(&mut self, demands: &[Demand], pop: &[f64], merge_tolerance: Option<f64>) {
+        self.class_of.clear();
+        self.leader.clear();
+        for (t, d) in demands.iter().enumerate() {
+            if pop[t] == 0.0 {
+                self.class_of.push(NO_CLASS);
+                continue;
+            }
+            let found = merge_tolerance.and_then(|tol| self.leader.iter().position(|&l| demands[l].close_to(d, tol)));
+            let c = found.unwrap_or_else(|| {
+                self.leader.push(t);
+                self.leader.len() - 1
+            });
+            self.class_of.push(c as u32);
+        }
     }
 }
 
@@ -336,7 +443,7 @@ mod tests {
 
     fn solved(m: &Machine, d: &[Demand], iters: u32) -> Contention {
         let mut c = Contention::new(m, &m.interconnect(), 64, d.len());
-        c.solve(d, iters, 0.0);
+        c.solve(d, iters, 0.0, None);
         c
     }
 
@@ -434,5 +541,61 @@ mod tests {
         // which is not the bottleneck here (41.6 GB/s for at most 25 GB/s).
         let link = c.utilisation(m.node_count());
         assert!(link < 1.0);
+    }
+    /// Threads of the same node chasing the same memory are one class, and merging them is
+    /// exact: the merged solve gives every thread the throughput and latencies of the solve
+    /// with one class per thread (docs/simulator.md, "Contention").
+    #[test]
+    fn identical_demands_merge_into_one_class_per_node_without_changing_the_solution() {
+        let m = presets::load("amd48").unwrap();
+        let d = chase_demands(&m, 48, 0);
+        let apart = solved(&m, &d, 2000);
+        assert_eq!(apart.classes(), 48);
+        let mut merged = Contention::new(&m, &m.interconnect(), 64, d.len());
+        merged.solve(&d, 2000, 0.0, Some(0.0));
+        assert_eq!(merged.classes(), 8, "48 threads on 8 nodes, one class per node");
+        for t in 0..48 {
+            let (a, b) = (apart.rate(t), merged.rate(t));
+            assert!((a - b).abs() <= 1e-9 * a, "thread {t}: rate {a} apart, {b} merged");
+            for j in 0..8 {
+                let (a, b) = (apart.latency(t)[j], merged.latency(t)[j]);
+                assert!((a - b).abs() <= 1e-9 * a, "thread {t} to node {j}: latency {a} apart, {b} merged");
+            }
+        }
+        for s in 0..8 {
+            let (a, b) = (apart.utilisation(s), merged.utilisation(s));
+            assert!((a - b).abs() <= 1e-9, "controller {s}: utilisation {a} apart, {b} merged");
+        }
+    }
+
+    /// Demands that differ by less than the tolerance share a class and take the first
+    /// thread's demand: the solution moves by about the tolerance, no more; demands further
+    /// apart, or of other nodes or CPU shares, stay apart.
+    #[test]
+    fn close_demands_merge_within_the_tolerance_and_distant_ones_do_not() {
+        let m = presets::load("amd48").unwrap();
+        let mut d = chase_demands(&m, 12, 0); // nodes 0 and 1, six threads each
+        for (t, dm) in d.iter_mut().enumerate() {
+            let nudge = 4e-4 * (t % 3) as f64; // within 1e-3 of the first thread of its node
+            dm.frac = vec![0.0; 8];
+            dm.frac[0] = 0.5 - nudge;
+            dm.frac[1] = 0.5 + nudge;
+        }
+        let apart = solved(&m, &d, 2000);
+        let mut merged = Contention::new(&m, &m.interconnect(), 64, d.len());
+        merged.solve(&d, 2000, 0.0, Some(1e-3));
+        assert_eq!(merged.classes(), 2, "one class per node");
+        for t in 0..12 {
+            let (a, b) = (apart.rate(t), merged.rate(t));
+            assert!((a - b).abs() <= 2e-3 * a, "thread {t}: rate {a} apart, {b} merged");
+        }
+        // Past the tolerance, another CPU share, no merging: classes split.
+        d[1].frac[0] = 0.49;
+        d[1].frac[1] = 0.51;
+        d[2].share = 0.5;
+        merged.solve(&d, 2000, 0.0, Some(1e-3));
+        assert_eq!(merged.classes(), 4, "threads 1 and 2 lead classes of their own");
+        merged.solve(&d, 2000, 0.0, None);
+        assert_eq!(merged.classes(), 12);
     }
 }

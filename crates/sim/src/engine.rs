@@ -509,19 +509,22 @@ impl World<'_> {
             d.write_frac = th.write_frac;
         }
         // The fast engine reuses the last solve while every thread's demand stays within
-        // `memory.solve_reuse_tolerance` of the demand it was solved for (docs/simulator.md,
+        // `memory.demand_tolerance` of the demand it was solved for (docs/simulator.md,
         // "Contention"): the loaded latencies would move by about as much as the solve's own
         // tolerance, far less than the sampling noise of the demand estimate itself.
         let reuse = self.cfg.engine == EngineKind::Fast
             && self.solved_for.len() == self.demands.len()
             && self.share == self.solved_share
-            && self.demands.iter().zip(&self.solved_for).all(|(a, b)| a.close_to(b, self.cfg.memory.solve_reuse_tolerance));
+            && self.demands.iter().zip(&self.solved_for).all(|(a, b)| a.close_to(b, self.cfg.memory.demand_tolerance));
         if reuse {
             return;
         }
         self.solved_for.clone_from(&self.demands);
         self.solved_share.clone_from(&self.share);
-        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance);
+        // Threads with the same demand are one class of the solve; the fast engine merges
+        // demands within the tolerance it reuses solves by, the exact engine only identical ones.
+        let merge_tolerance = Some(if self.cfg.engine == EngineKind::Fast { self.cfg.memory.demand_tolerance } else { 0.0 });
+        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance);
         for t in 0..self.threads.len() {
             let share = self.share[t].max(1e-3);
             let compute = self.compute_ns(t, &self.threads[t]);

@@ -99,16 +99,16 @@ fn owner_escapes_and_strided_sweeps_match_the_exact_engine() {
     check("server-b-8n", "sp-like", 16, 0.01, "round-4k", &[7]);
 }
 
-/// Reusing a contention solve while demands stay within `solve_reuse_tolerance` (docs/
+/// Reusing a contention solve while demands stay within `demand_tolerance` (docs/
 /// simulator.md, "The fast engine") moves a run by about the solver's own precision, far less
 /// than the 2 % the fast engine promises against the exact one.
 #[test]
 fn reused_solves_move_a_run_by_the_solvers_precision() {
     for (machine, workload, policy) in [("server-a-4n", "mg-like", "first-touch"), ("amd48", "bt-like", "round-4k")] {
         let mut never = scenario(machine, workload, 16, 0.01, policy, EngineKind::Fast);
-        never.sim.memory.solve_reuse_tolerance = 0.0;
+        never.sim.memory.demand_tolerance = 0.0;
         let reuse = scenario(machine, workload, 16, 0.01, policy, EngineKind::Fast);
-        assert_eq!(reuse.sim.memory.solve_reuse_tolerance, 1e-3, "the documented default");
+        assert_eq!(reuse.sim.memory.demand_tolerance, 1e-3, "the documented default");
         let (a, b) = (run_one(&never, 7).unwrap(), run_one(&reuse, 7).unwrap());
         within(&format!("{workload} on {machine}: run time"), a.exec_time_s, b.exec_time_s, 0.002, 0.0);
         assert_eq!(a.accesses, b.accesses);
