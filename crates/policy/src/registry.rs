@@ -7,8 +7,8 @@ use crate::hydm::Hydm;
 use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
-use crate::tiering::LinuxTiering;
 use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, TierStatic, WeightedInterleave};
+use crate::tiering::LinuxTiering;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyKind {

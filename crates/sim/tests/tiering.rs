@@ -54,3 +54,36 @@ fn promotes_demotes_and_keeps_to_capacity() {
     assert_eq!(r.numa.numa_hint_faults_local, r.numa.numa_hint_faults, "CPUs are on node 0 only");
     assert_eq!(r, run_one(&s, 7).unwrap(), "same seed, same run");
 }
+
+#[test]
+fn on_a_cxl_machine_kswapd_demotes_and_hot_pages_come_back() {
+    // DRAM nodes cut to 1024 pages each, watermarks 10% apart (low 102, high 204, promo 306
+    // pages); the mix overflows into the CXL expanders.
+    let mut m = presets::load("cxl-expander").unwrap();
+    for n in [0, 1] {
+        m.nodes[n].mem_bytes = 1024 * 4096;
+    }
+    let m = Arc::new(m);
+    let spec = WorkloadSpec::parse(SMALL_MIX, "mix").unwrap();
+    let program = compile_spec(&spec, "mix", &m, &CompileOptions { threads: None, scale: 0.002 }).unwrap();
+    let mut policy_config = toml::Table::new();
+    for (k, v) in [("scan_delay_ms", 5), ("scan_period_min_ms", 10), ("scan_period_max_ms", 200), ("watermark_scale_factor", 1000)] {
+        policy_config.insert(k.into(), toml::Value::Integer(v));
+    }
+    let s = Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find("linux-tiering").unwrap(),
+        policy_config,
+        sim: SimConfig { tick_ms: 100.0, ..SimConfig::default() },
+    };
+    let r = run_one(&s, 3).unwrap();
+    assert!(r.pages_per_node[0] <= 1024 && r.pages_per_node[1] <= 1024);
+    let (promoted, demoted) = (counter(&r, "pgpromote_success"), counter(&r, "pgdemote_kswapd"));
+    assert!(r.pages_per_node[2] + r.pages_per_node[3] > 0, "the mix must overflow into CXL: {:?}", r.pages_per_node);
+    assert!(demoted > 0 && counter(&r, "kswapd_runs") > 0, "{:?}", r.policy_counters);
+    assert!(promoted > 0, "{:?}", r.policy_counters);
+    assert_eq!(r.page_migrations, promoted + demoted);
+    // Promotions target the faulting CPU's DRAM node: no fault was on a DRAM page.
+    assert_eq!(r.numa.numa_hint_faults_local, 0);
+}

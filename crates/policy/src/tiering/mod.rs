@@ -13,7 +13,9 @@ mod tests;
 
 pub use config::{LinuxTieringConfig, TopTier};
 
-use crate::decision::{AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated};
+use crate::decision::{
+    AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated,
+};
 use crate::dynamic::autonuma::period;
 use crate::error::{OutOfMemory, PolicyError};
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
