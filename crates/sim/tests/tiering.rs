@@ -1,8 +1,7 @@
 //! `linux-tiering` in the engine (docs/policies/linux-tiering.md) on knl-7250-flat with a
 //! shrunken MCDRAM and on cxl-expander with shrunken DRAM: slow-tier pages are promoted, kswapd
-//! demotes (CXL), the fast nodes never hold
-//! more than its capacity, the policy's counters add up with the engine's, runs are
-//! deterministic.
+//! demotes (CXL), the fast nodes never hold more than their capacity, the policy's counters add
+//! up with the engine's, runs are deterministic.
 
 use numalab_core::machine::presets;
 use numalab_sim::{run_one, RunMetrics, Scenario, SimConfig};

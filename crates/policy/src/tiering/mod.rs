@@ -551,7 +551,7 @@ impl Policy for LinuxTiering {
     }
 
     fn sample_period_ns(&self) -> Option<f64> {
-        (self.config.lru_sample_period_us > 0).then(|| self.config.lru_sample_period_us as f64 * 1e3)
+        (self.config.lru_sample_period_us > 0).then_some(self.config.lru_sample_period_us as f64 * 1e3)
     }
 
     /// A sampled access refreshes the page's LRU age (the referenced bit reclaim would find).
