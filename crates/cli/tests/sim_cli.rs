@@ -44,7 +44,7 @@ const WORKLOADS: [&str; 15] = [
     "hydm-npb-mix",
 ];
 
-const POLICIES: [&str; 15] = [
+const POLICIES: [&str; 16] = [
     "first-touch",
     "round-4k",
     "round-1g",
@@ -60,6 +60,7 @@ const POLICIES: [&str; 15] = [
     "first-touch+carrefour",
     "round-4k+carrefour",
     "hydm",
+    "linux-tiering",
 ];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.

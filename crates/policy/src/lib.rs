@@ -20,6 +20,7 @@ pub mod registry;
 pub mod stable_numa;
 pub mod statics;
 pub mod testing;
+pub mod tiering;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,

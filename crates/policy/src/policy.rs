@@ -129,8 +129,8 @@ pub trait Policy: Send + Sized + 'static {
         Ok(None)
     }
 
-    /// Selective profiling: may a scan step make this page inaccessible?
-    fn should_unmap(&mut self, _space: SpaceId, _page: PageIdx) -> bool {
+    /// Selective profiling: may a scan step make this page (now on `node`) inaccessible?
+    fn should_unmap(&mut self, _space: SpaceId, _page: PageIdx, _node: NodeId) -> bool {
         true
     }
 
@@ -169,6 +169,12 @@ pub trait Policy: Send + Sized + 'static {
     fn mempolicy(&self) -> Option<MempolicyIntent> {
         None
     }
+
+    /// The policy's own event counters, by name, for the run's `policy_counters`
+    /// (docs/metrics.md); none by default.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Object-safe face of [`Policy`], implemented for every policy.
@@ -178,7 +184,7 @@ pub trait DynPolicy: Send {
     fn config_toml(&self) -> toml::Table;
     fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory>;
     fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory>;
-    fn should_unmap(&mut self, space: SpaceId, page: PageIdx) -> bool;
+    fn should_unmap(&mut self, space: SpaceId, page: PageIdx, node: NodeId) -> bool;
     fn on_hint_fault(&mut self, fault: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn on_scan_step(&mut self, step: &ScanStepDone, view: &dyn SystemView, out: &mut Vec<Decision>);
     fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>);
@@ -188,6 +194,7 @@ pub trait DynPolicy: Send {
     fn on_sample(&mut self, sample: &AccessSample);
     fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]);
     fn mempolicy(&self) -> Option<MempolicyIntent>;
+    fn counters(&self) -> Vec<(&'static str, u64)>;
 }
 
 impl<P: Policy> DynPolicy for P {
@@ -206,8 +213,8 @@ impl<P: Policy> DynPolicy for P {
     fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
         Policy::layout(self, space, mem)
     }
-    fn should_unmap(&mut self, space: SpaceId, page: PageIdx) -> bool {
-        Policy::should_unmap(self, space, page)
+    fn should_unmap(&mut self, space: SpaceId, page: PageIdx, node: NodeId) -> bool {
+        Policy::should_unmap(self, space, page, node)
     }
     fn on_hint_fault(&mut self, fault: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>) {
         Policy::on_hint_fault(self, fault, view, out)
@@ -235,5 +242,8 @@ impl<P: Policy> DynPolicy for P {
     }
     fn mempolicy(&self) -> Option<MempolicyIntent> {
         Policy::mempolicy(self)
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Policy::counters(self)
     }
 }

@@ -8,6 +8,7 @@ use crate::kmaf::Kmaf;
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
 use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, TierStatic, WeightedInterleave};
+use crate::tiering::LinuxTiering;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -74,6 +75,7 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<FirstTouchCarrefour>(PolicyKind::Dynamic),
     entry::<Round4kCarrefour>(PolicyKind::Dynamic),
     entry::<Hydm>(PolicyKind::Dynamic),
+    entry::<LinuxTiering>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

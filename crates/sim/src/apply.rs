@@ -184,7 +184,7 @@ impl World<'_> {
         space: SpaceId,
         thread: ThreadId,
         pages: u64,
-        should_unmap: &mut dyn FnMut(SpaceId, u64) -> bool,
+        should_unmap: &mut dyn FnMut(SpaceId, u64, NodeId) -> bool,
     ) -> Result<(), Refusal> {
         crate::driver::check_thread(self.p.threads, thread)?;
         let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
@@ -210,7 +210,7 @@ impl World<'_> {
                 if h & NODE_MASK == UNPLACED || h & ARMED != 0 || (single_user && h & NODE_MASK == here) {
                     continue;
                 }
-                if should_unmap(space, local) {
+                if should_unmap(space, local, (h & NODE_MASK) as NodeId) {
                     self.mem.arm(page);
                     changed += 1;
                 }

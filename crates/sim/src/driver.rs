@@ -120,7 +120,7 @@ impl<'l> Driver<'l> {
     /// it the policy's `should_unmap`.
     fn scan_step(&mut self, w: &mut World, space: u32, thread: u32, pages: u64) -> Outcome {
         let policy = self.policy.as_mut();
-        match w.scan_step(space, thread, pages, &mut |s, p| policy.should_unmap(s, p)) {
+        match w.scan_step(space, thread, pages, &mut |s, p, n| policy.should_unmap(s, p, n)) {
             Ok(()) => Outcome::Applied,
             Err(r) => Outcome::Refused(r),
         }

@@ -387,8 +387,9 @@ impl<'a, 'l> Engine<'a, 'l> {
                 return Err(SimError::Internal(format!("every thread is blocked at {} ns", w.now)));
             }
         }
+        let policy_counters = drv.policy_mut().counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         drv.finish()?;
-        Ok(w.finish(seed))
+        Ok(RunMetrics { policy_counters, ..w.finish(seed) })
     }
 }
 
@@ -1129,6 +1130,7 @@ impl World<'_> {
             replica_collapses: c.replica_collapses,
             access_samples: c.access_samples,
             refused_decisions: c.refused_decisions,
+            policy_counters: Default::default(),
             timeline: std::mem::take(&mut self.timeline),
         }
     }

@@ -161,6 +161,10 @@ pub struct RunMetrics {
     pub access_samples: u64,
     /// Decisions the simulator could not carry out (e.g. migrating to a full node).
     pub refused_decisions: u64,
+    /// The policy's own counters by name (docs/metrics.md, "Policy counters"); empty (and
+    /// absent from the JSON) for policies that keep none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub policy_counters: std::collections::BTreeMap<String, u64>,
     /// The run interval by interval, every `sim.metrics_interval_ms`.
     #[serde(default)]
     pub timeline: Vec<TimelinePoint>,

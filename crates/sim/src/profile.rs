@@ -115,6 +115,7 @@ mod tests {
             replications: 0,
             replica_collapses: 0,
             access_samples: 0,
+            policy_counters: Default::default(),
             timeline: Vec::new(),
             refused_decisions: 0,
         };

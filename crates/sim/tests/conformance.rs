@@ -202,6 +202,7 @@ conformance! {
     first_touch_carrefour => "first-touch+carrefour",
     round_4k_carrefour => "round-4k+carrefour",
     hydm => "hydm",
+    linux_tiering => "linux-tiering",
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -362,7 +362,7 @@ impl Policy for StableNuma {
         self.first_touch.place(req, mem)
     }
 
-    fn should_unmap(&mut self, space: SpaceId, page: PageIdx) -> bool {
+    fn should_unmap(&mut self, space: SpaceId, page: PageIdx, _node: NodeId) -> bool {
         let (meta, seq) = self.spaces.get(&space).map_or((Meta::FRESH, 0), |s| (s.meta(page), s.seq));
         let due = unmap_due(meta, seq);
         if !due {

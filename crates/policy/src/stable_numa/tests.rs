@@ -193,9 +193,9 @@ fn bypass_follows_the_sequence_in_progress() {
         let step = ScanStepDone { space: 0, thread: 0, pte_updates: 0, cpu_ns: 0, sequence: seq, pass_completed: false, time_ns: 0 };
         p.on_scan_step(&step, &s, &mut out);
         assert_eq!(p.sequence(0), seq);
-        due.push(p.should_unmap(0, 0));
-        assert!(p.should_unmap(0, 1), "an IT page is always unmapped");
-        assert!(p.should_unmap(0, 2), "a fresh (UN) page is always unmapped");
+        due.push(p.should_unmap(0, 0, 0));
+        assert!(p.should_unmap(0, 1, 0), "an IT page is always unmapped");
+        assert!(p.should_unmap(0, 2, 0), "a fresh (UN) page is always unmapped");
     }
     assert_eq!(due, [true, false, false, false, true, false, false, false, true]);
     assert_eq!(p.stats().bypasses, 6);

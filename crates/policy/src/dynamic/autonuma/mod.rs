@@ -5,7 +5,7 @@
 
 mod config;
 mod filter;
-mod period;
+pub(crate) mod period;
 mod placement;
 mod stats;
 
