@@ -24,6 +24,9 @@ fn scenario(fast_pages: u64, cfg: &[(&str, i64)]) -> Scenario {
     for (k, v) in cfg {
         policy_config.insert((*k).into(), toml::Value::Integer(*v));
     }
+    // On knl the DDR node holds the CPUs, so under Linux's rule (the default) both tiers are
+    // top tier and nothing would be promoted; the what-if rule makes DDR the slow tier.
+    policy_config.insert("top_tier".into(), toml::Value::String("fastest".into()));
     Scenario {
         machine: m,
         program: Arc::new(program),

@@ -7,11 +7,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TopTier {
-    /// Only the nodes of the fastest tier present (HBM/MCDRAM, else DRAM, else CXL) [ours]:
+    /// Only the nodes of the fastest tier present (HBM/MCDRAM, else DRAM, else CXL) [ours], a
+    /// what-if Linux has no setting for:
     /// slower nodes are scanned and their hot pages promoted, also on machines whose fast
     /// tier has no CPUs. Promotions go to the top-tier node nearest the faulting CPU.
     Fastest,
-    /// Linux's rule (`mm/memory-tiers.c`, `establish_demotion_targets`): every tier up to and
+    /// Linux's rule, the default (`mm/memory-tiers.c`, `establish_demotion_targets`): every tier up to and
     /// including the slowest one that holds a node with CPUs is top tier. Promotions go to the
     /// faulting CPU's node, as `mpol_misplaced` targets it.
     CpuTiers,
@@ -59,7 +60,7 @@ impl Default for LinuxTieringConfig {
             min_free_kbytes: None,
             watermark_scale_factor: 10,
             lru_sample_period_us: 500,
-            top_tier: TopTier::Fastest,
+            top_tier: TopTier::CpuTiers,
         }
     }
 }

@@ -11,6 +11,13 @@ const MS: u64 = 1_000_000;
 /// KNL flat with node 0 (68 cores, DDR) cut to 4096 pages and node 1 (MCDRAM, no CPUs) to
 /// 1024 pages; `min_free_kbytes = 160` gives node 1 min/low/high/promo = 8/10/12/14 pages and
 /// node 0 32/40/48/56. Threads 0..4 run on node 0; one space of 64 pages.
+/// The worked examples run on a machine whose fast tier has no CPUs, with `top_tier =
+/// "fastest"` so that its DDR node is the slow tier (the default, Linux's rule, makes both
+/// top tier: `a_fast_tier_page_is_never_scanned`).
+fn fastest() -> LinuxTieringConfig {
+    LinuxTieringConfig { top_tier: TopTier::Fastest, ..LinuxTieringConfig::default() }
+}
+
 fn setup(cfg: LinuxTieringConfig) -> (LinuxTiering, FakeSystem) {
     let mut m = presets::load("knl-7250-flat").unwrap();
     m.nodes[0].mem_bytes = 4096 * 4096;
@@ -54,22 +61,24 @@ fn watermarks_follow_the_kernel_formulas() {
     assert_eq!(watermarks(1024, 5120, 160, 4096, 10), Watermarks { min: 8, low: 10, high: 12, promo: 14 });
     // A larger scale factor widens the gap: 1024 * 1000 / 10000 = 102.
     assert_eq!(watermarks(1024, 5120, 160, 4096, 1000), Watermarks { min: 8, low: 110, high: 212, promo: 314 });
-    let (p, _) = setup(LinuxTieringConfig::default());
+    let (p, _) = setup(fastest());
     assert_eq!(p.watermarks_of(1), Watermarks { min: 8, low: 10, high: 12, promo: 14 });
     assert_eq!(p.watermarks_of(0), Watermarks { min: 32, low: 40, high: 48, promo: 56 });
 }
 
 #[test]
 fn a_fast_tier_page_is_never_scanned() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     put(&mut sys, 1, 1);
     put(&mut sys, 2, 0);
     assert!(!scan(&mut p, &sys, 1, 5000), "MCDRAM is the top tier");
     assert!(scan(&mut p, &sys, 2, 5000), "DDR is the slow tier");
     assert_eq!(p.mms[0].scan_ns[2], 5000 * MS, "the scan stamps the page");
     assert_eq!(p.mms[0].scan_ns[1], NONE);
-    // Linux's rule: DDR holds the CPUs, so both tiers are top tier and nothing is scanned.
-    let (mut p, mut sys) = setup(LinuxTieringConfig { top_tier: TopTier::CpuTiers, ..LinuxTieringConfig::default() });
+    // Linux's rule, the default: DDR holds the CPUs, so both tiers are top tier and nothing
+    // is scanned.
+    assert_eq!(LinuxTieringConfig::default().top_tier, TopTier::CpuTiers);
+    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
     put(&mut sys, 1, 1);
     put(&mut sys, 2, 0);
     assert!(!scan(&mut p, &sys, 1, 5000));
@@ -79,7 +88,7 @@ fn a_fast_tier_page_is_never_scanned() {
 
 #[test]
 fn a_fault_under_the_hot_threshold_promotes_and_one_at_it_does_not() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     for page in [5, 6] {
         put(&mut sys, page, 0);
         assert!(scan(&mut p, &sys, page, 10_000));
@@ -104,7 +113,7 @@ fn a_fault_under_the_hot_threshold_promotes_and_one_at_it_does_not() {
 
 #[test]
 fn a_promotion_needs_room_above_the_high_watermark_and_wakes_kswapd_otherwise() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     put(&mut sys, 5, 0);
     scan(&mut p, &sys, 5, 10_000);
     // high = 12: the move must leave more than 12 pages free, so 13 free is not enough.
@@ -120,7 +129,7 @@ fn a_promotion_needs_room_above_the_high_watermark_and_wakes_kswapd_otherwise() 
 
 #[test]
 fn plenty_of_room_promotes_whatever_the_latency_and_resets_the_threshold() {
-    let (mut p, _) = setup(LinuxTieringConfig::default());
+    let (mut p, _) = setup(fastest());
     p.pgdat[1].threshold_ms = 500;
     // enough = max(1 GiB, node / 16) = 262144 pages above promo (14).
     assert_eq!(p.should_promote(1, 262_158, 90_000, 5_000), Verdict::Cold);
@@ -133,7 +142,7 @@ fn plenty_of_room_promotes_whatever_the_latency_and_resets_the_threshold() {
 #[test]
 fn the_rate_limit_refuses_the_candidate_that_reaches_it() {
     // 1 MB/s = 256 pages of 4 KiB per one-second window.
-    let (mut p, _) = setup(LinuxTieringConfig { promote_rate_limit_mbps: 1, ..LinuxTieringConfig::default() });
+    let (mut p, _) = setup(LinuxTieringConfig { promote_rate_limit_mbps: 1, ..fastest() });
     let free = 500;
     // The first candidate opens the window (its count is the window's base): 256 pass.
     for k in 0..256 {
@@ -155,7 +164,7 @@ fn the_rate_limit_refuses_the_candidate_that_reaches_it() {
 fn the_threshold_adjustment_moves_both_ways() {
     // Rate limit 1 MB/s = 256 pages/s, period 10 s: the reference is 2560 candidates a period,
     // with a dead band from 2304 to 2816; one step is 2 x 1000 / 16 = 125 ms.
-    let cfg = LinuxTieringConfig { promote_rate_limit_mbps: 1, scan_period_max_ms: 10_000, ..LinuxTieringConfig::default() };
+    let cfg = LinuxTieringConfig { promote_rate_limit_mbps: 1, scan_period_max_ms: 10_000, ..fastest() };
     let (mut p, _) = setup(cfg);
     // Too many candidates in the first period: the threshold drops to 875 ms.
     p.pgdat[1].candidates = 2817;
@@ -197,7 +206,7 @@ fn tick(p: &mut LinuxTiering, sys: &FakeSystem) -> Vec<Decision> {
 
 #[test]
 fn demotion_starts_at_the_low_watermark_and_takes_the_coldest_pages() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     // Eight MCDRAM pages with known last accesses (page 3 the coldest, then 7, 0, 5, 1, ...).
     let last = [30, 50, 90, 10, 80, 40, 70, 20];
     p.mm(0).grow(64);
@@ -218,7 +227,7 @@ fn demotion_starts_at_the_low_watermark_and_takes_the_coldest_pages() {
     assert_eq!((p.counters().pgdemote_kswapd, p.counters().demote_fail), (1, 1));
     // A promotion that failed for want of room wakes kswapd above the low watermark: at 12
     // free it demotes 3 pages (to 15 free).
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     p.mm(0).grow(64);
     for (page, t) in last.iter().enumerate() {
         put(&mut sys, page as u64, 1);
@@ -231,7 +240,7 @@ fn demotion_starts_at_the_low_watermark_and_takes_the_coldest_pages() {
     assert_eq!(tick(&mut p, &sys), vec![demote(3), demote(7), demote(0)]);
     assert!(!p.kswapd_wake[1]);
     // With demotion disabled nothing moves.
-    let (mut p, mut sys) = setup(LinuxTieringConfig { demotion_enabled: false, ..LinuxTieringConfig::default() });
+    let (mut p, mut sys) = setup(LinuxTieringConfig { demotion_enabled: false, ..fastest() });
     put(&mut sys, 0, 1);
     sys.mem.free[1] = 5;
     assert_eq!(tick(&mut p, &sys), vec![]);
@@ -239,7 +248,7 @@ fn demotion_starts_at_the_low_watermark_and_takes_the_coldest_pages() {
 
 #[test]
 fn sampled_accesses_and_placements_age_pages() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig::default());
+    let (mut p, mut sys) = setup(fastest());
     sys.now_ns = 7 * MS;
     tick(&mut p, &sys);
     let req = PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node: 0, page: 9 };
@@ -263,7 +272,7 @@ fn sampled_accesses_and_placements_age_pages() {
 
 #[test]
 fn scan_steps_wait_for_the_delay_and_run_once_per_scan_start() {
-    let (mut p, mut sys) = setup(LinuxTieringConfig { scan_delay_ms: 10, scan_period_min_ms: 10, ..LinuxTieringConfig::default() });
+    let (mut p, mut sys) = setup(LinuxTieringConfig { scan_delay_ms: 10, scan_period_min_ms: 10, ..fastest() });
     let mut steps = Vec::new();
     for ms in 0..300u64 {
         sys.now_ns = ms * MS;
@@ -283,11 +292,11 @@ fn scan_steps_wait_for_the_delay_and_run_once_per_scan_start() {
 #[test]
 fn bad_settings_are_refused_by_name() {
     let env = PolicyEnv::new(Arc::new(presets::load("knl-7250-flat").unwrap()));
-    let e = LinuxTiering::new(LinuxTieringConfig { scan_size_mb: 0, ..LinuxTieringConfig::default() }, &env).err().unwrap();
+    let e = LinuxTiering::new(LinuxTieringConfig { scan_size_mb: 0, ..fastest() }, &env).err().unwrap();
     assert!(e.to_string().starts_with("policy 'linux-tiering': scan_size_mb = 0 must be between 1"), "{e}");
-    let e = LinuxTiering::new(LinuxTieringConfig { watermark_scale_factor: 0, ..LinuxTieringConfig::default() }, &env).err().unwrap();
+    let e = LinuxTiering::new(LinuxTieringConfig { watermark_scale_factor: 0, ..fastest() }, &env).err().unwrap();
     assert_eq!(e.to_string(), "policy 'linux-tiering': watermark_scale_factor = 0 must be between 1 and 3000");
-    let e = LinuxTiering::new(LinuxTieringConfig { hot_threshold_ms: 0, ..LinuxTieringConfig::default() }, &env).err().unwrap();
+    let e = LinuxTiering::new(LinuxTieringConfig { hot_threshold_ms: 0, ..fastest() }, &env).err().unwrap();
     assert!(e.to_string().contains("hot_threshold_ms = 0"), "{e}");
     let bad: toml::Table = toml::from_str("top_tier = \"slowest\"").unwrap();
     assert!(crate::build("linux-tiering", bad, &env).is_err());
