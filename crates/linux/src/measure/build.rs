@@ -465,7 +465,11 @@ mod tests {
         assert_eq!(m.core, None);
         let meas = m.measured.as_ref().unwrap();
         assert!(!meas.fields.iter().any(|f| f == "core.mlp_stream"));
-        assert!(meas.estimates.iter().any(|e| e.starts_with("core.mlp_stream: not derived") && e.contains("gives 0.719 lines")), "{:?}", meas.estimates);
+        assert!(
+            meas.estimates.iter().any(|e| e.starts_with("core.mlp_stream: not derived") && e.contains("gives 0.719 lines")),
+            "{:?}",
+            meas.estimates
+        );
         assert!(text.contains("# estimate: core.mlp_stream: not derived"));
     }
 
