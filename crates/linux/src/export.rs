@@ -233,6 +233,7 @@ pub fn to_machine(topo: &Topology, opts: &ExportOptions) -> Result<Exported, Str
         costs_ms: None,
         auto_migration: false,
         os_costs: OsCosts::default(),
+        core: None,
         published: None,
         measured: None,
         nodes,

@@ -215,7 +215,11 @@ pub fn loaded_point(
 ) -> Result<LoadedPoint, SimError> {
     let s = seconds_per_ref(machine, cpus, opts, |refs| loaded_text(probe_sizes(machine).0, cpus.len(), mem_node, gap_ns, refs))?;
     let t_ns = s * 1e9;
-    Ok(LoadedPoint { gap_ns, bandwidth_gbps: cpus.len() as f64 * 64.0 / t_ns, latency_ns: opts.sim.core.mlp_stream * (t_ns - gap_ns) })
+    Ok(LoadedPoint {
+        gap_ns,
+        bandwidth_gbps: cpus.len() as f64 * 64.0 / t_ns,
+        latency_ns: opts.sim.core.mlp_stream_on(machine) * (t_ns - gap_ns),
+    })
 }
 
 fn compare(figure: &'static str, simulated: f64, published: Option<&Figure>, probe: String) -> Comparison {

@@ -52,7 +52,8 @@ impl Default for SimConfig {
 pub struct CoreConfig {
     /// Sustained double-precision flops per cycle per core [A: a quarter of a 2-FMA AVX2 peak].
     pub flops_per_cycle: f64,
-    /// Misses in flight for sequential-like streams (hardware prefetch) [A].
+    /// Misses in flight for sequential-like streams (hardware prefetch) [A]; a machine file's
+    /// `[core] mlp_stream` replaces it on that machine (docs/simulator.md, "The core model").
     pub mlp_stream: f64,
     /// Misses in flight for independent random accesses (line-fill buffers) [A].
     pub mlp_random: f64,
@@ -60,6 +61,15 @@ pub struct CoreConfig {
     pub mlp_dependent: f64,
     /// Compute throughput of each of two busy SMT siblings, relative to a core alone [A].
     pub smt_share: f64,
+}
+
+impl CoreConfig {
+    /// Streaming lines in flight per thread on `machine`: the machine's own `[core]
+    /// mlp_stream` when its file states one (derived from that hardware's single-thread
+    /// bandwidth and latency, docs/machines.md, "Core parameters"), else `mlp_stream`.
+    pub fn mlp_stream_on(&self, machine: &numalab_core::Machine) -> f64 {
+        machine.mlp_stream().unwrap_or(self.mlp_stream)
+    }
 }
 
 impl Default for CoreConfig {

@@ -319,7 +319,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             node_of_cpu: cpus.node_of_cpu.clone(),
             memory_nodes,
             ns_per_flop: 1.0 / (m.clock_ghz * cfg.core.flops_per_cycle),
-            mlp: [cfg.core.mlp_stream, cfg.core.mlp_random, cfg.core.mlp_dependent],
+            mlp: [cfg.core.mlp_stream_on(m), cfg.core.mlp_random, cfg.core.mlp_dependent],
             svc_mult: [1.0, 1.0 / eff, 1.0 / eff],
             now: 0.0,
             p2p_done,

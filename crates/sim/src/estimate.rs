@@ -48,7 +48,7 @@ impl Estimate {
         let mem_bw: f64 = m.nodes.iter().map(|n| n.mem_bw_gbps).sum::<f64>().max(1e-3);
         let busy = threads.min(m.total_cpus().max(1)) as f64;
         // Latency-bound time with streaming overlap, or bandwidth-bound time, whichever is longer.
-        let mem_ns = refs as f64 * local_ns / s.sim.core.mlp_stream.max(1e-3) / busy;
+        let mem_ns = refs as f64 * local_ns / s.sim.core.mlp_stream_on(m).max(1e-3) / busy;
         let bw_ns = refs as f64 * p.access_bytes as f64 / mem_bw;
         let compute_ns = (flops / (s.sim.core.flops_per_cycle * m.clock_ghz).max(1e-9) + gap_ns) / busy;
         let sim_seconds = (mem_ns.max(bw_ns) + compute_ns) * 1e-9;

@@ -602,7 +602,11 @@ struct SimCase {
 
 fn simulate(machine: &Machine, file: &numalab_workload::WorkloadFile, origin: &str, a: &ValidateArgs) -> Result<SimCase> {
     use std::sync::Arc;
-    let machine = Arc::new(machine.clone());
+    // The comparison runs the simulator at the model's one MLP (`--mlp`), so a machine's own
+    // streaming MLP (`[core] mlp_stream`, docs/machines.md) is set aside.
+    let mut machine = machine.clone();
+    machine.core = None;
+    let machine = Arc::new(machine);
     let program = numalab_workload::compile(file, origin, &machine, &Default::default())
         .with_context(|| format!("compiling {origin} for {}", machine.name))?;
     let threads = program.threads as f64;

@@ -141,6 +141,51 @@ impl Default for OsCosts {
     }
 }
 
+/// Per-machine parameters of the simulator's core model (docs/machines.md, "Core
+/// parameters"; docs/simulator.md, "The core model"). Every field is optional: absent, the
+/// simulator's `[sim.core]` value applies.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreParams {
+    /// Lines a thread keeps in flight for streaming (sequential) accesses: the core's
+    /// line-fill buffers plus the lines the L2 hardware prefetcher has requested ahead of the
+    /// demand stream. Derived by Little's law from a single-thread bandwidth and the idle
+    /// latency: `bandwidth × latency / line size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_stream: Option<f64>,
+    /// Where `mlp_stream` comes from (the published or measured figures it is derived from).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mlp_stream_source: String,
+}
+
+impl CoreParams {
+    /// Lines in flight a thread may keep, at most [ours]: above any core's miss buffers and
+    /// prefetch streams combined, and keeps the core model's costs finite.
+    pub const MAX_MLP_STREAM: f64 = 256.0;
+
+    /// `mlp_stream` by Little's law: lines in flight = bandwidth × latency / line size, from a
+    /// single-thread streaming bandwidth (GB/s) and the idle latency (ns) of the same memory.
+    pub fn mlp_from_littles_law(bandwidth_gbps: f64, latency_ns: f64, line_bytes: f64) -> f64 {
+        bandwidth_gbps * latency_ns / line_bytes
+    }
+
+    /// Problems with the values, for the machine validator.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(v) = self.mlp_stream {
+            if !(v.is_finite() && (1.0..=Self::MAX_MLP_STREAM).contains(&v)) {
+                return Err(format!(
+                    "core.mlp_stream = {}: lines in flight per thread must be a finite number in [1, {}]",
+                    validate::short(v),
+                    Self::MAX_MLP_STREAM
+                ));
+            }
+        } else if !self.mlp_stream_source.is_empty() {
+            return Err("core.mlp_stream_source is set but core.mlp_stream is not: give the value it is the source of".into());
+        }
+        Ok(())
+    }
+}
+
 /// A machine description, as loaded from TOML (a preset or a user file).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -184,6 +229,10 @@ pub struct Machine {
     pub auto_migration: bool,
     #[serde(default)]
     pub os_costs: OsCosts,
+    /// Per-machine parameters of the simulator's core model (docs/machines.md, "Core
+    /// parameters"); each one absent falls back to the `[sim.core]` value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<CoreParams>,
     /// Published measurements of the modelled hardware (`numalab calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<Published>,
@@ -296,6 +345,12 @@ impl Machine {
             core_base += node.cores;
         }
         CpuTable { node_of_cpu, first_cpu_of_node, core_of_cpu }
+    }
+
+    /// The machine's own streaming lines in flight per thread (`[core] mlp_stream`), if it
+    /// states one; the simulator uses its `[sim.core]` value otherwise.
+    pub fn mlp_stream(&self) -> Option<f64> {
+        self.core.as_ref().and_then(|c| c.mlp_stream)
     }
 
     /// Base page size in bytes (the smallest listed).

@@ -104,3 +104,55 @@ fn hops_must_be_shortest_paths() {
     let e = Machine::from_toml_str(&text, "x").unwrap_err().to_string();
     assert!(e.contains("symmetric") || e.contains("shortest path"), "{e}");
 }
+
+/// `[core] mlp_stream` (docs/machines.md, "Core parameters"): parsed, round-tripped, and
+/// absent unless the machine states it.
+#[test]
+fn core_mlp_stream_parses_and_round_trips() {
+    let base = presets::text("server-a-2n").unwrap();
+    let m = Machine::from_toml_str(base, "t").unwrap();
+    assert_eq!(m.mlp_stream(), None, "server-a-2n is synthetic: the simulator's value applies");
+    let text = base.replacen("[[nodes]]", "[core]\nmlp_stream = 12.5\nmlp_stream_source = \"a test\"\n\n[[nodes]]", 1);
+    let m = Machine::from_toml_str(&text, "t").unwrap();
+    assert_eq!(m.mlp_stream(), Some(12.5));
+    assert_eq!(m.core.as_ref().unwrap().mlp_stream_source, "a test");
+    let again = Machine::from_toml_str(&m.to_toml_string(), "roundtrip").unwrap();
+    assert_eq!(again, m);
+}
+
+#[test]
+fn core_mlp_stream_out_of_range_is_refused_with_the_key() {
+    let base = presets::text("server-a-2n").unwrap();
+    let with = |core: &str| base.replacen("[[nodes]]", &format!("[core]\n{core}\n\n[[nodes]]"), 1);
+    for (core, want) in [
+        ("mlp_stream = 0.5", "core.mlp_stream = 0.5: lines in flight per thread must be a finite number in [1, 256]"),
+        ("mlp_stream = 300.0", "core.mlp_stream = 300: lines in flight per thread must be a finite number in [1, 256]"),
+        ("mlp_stream = nan", "core.mlp_stream = NaN"),
+        ("mlp_stream_source = \"x\"", "core.mlp_stream_source is set but core.mlp_stream is not"),
+    ] {
+        let e = Machine::from_toml_str(&with(core), "f.toml").unwrap_err().to_string();
+        assert!(e.contains(want), "{core}: {e}");
+    }
+    let e = Machine::from_toml_str(&with("mlp_random = 4.0"), "f.toml").unwrap_err().to_string();
+    assert!(e.contains("unknown field `mlp_random`"), "{e}");
+}
+
+/// Every preset that states `[core] mlp_stream` names its source, and the value is Little's
+/// law on the published single-thread triad and local latency it cites.
+#[test]
+fn preset_mlp_stream_is_littles_law_on_its_published_figures() {
+    let mut stated = 0;
+    for name in presets::names() {
+        let m = presets::load(name).unwrap();
+        let Some(core) = &m.core else { continue };
+        let mlp = core.mlp_stream.unwrap();
+        assert!(!core.mlp_stream_source.trim().is_empty(), "{name}: no source");
+        let p = m.published.as_ref().unwrap_or_else(|| panic!("{name}: mlp_stream without published figures"));
+        let thread = p.stream_triad_thread_gbps.as_ref().unwrap().value;
+        let first = m.cpu_nodes()[0] as usize;
+        let want = CoreParams::mlp_from_littles_law(thread, m.latency_ns[first][first], 64.0);
+        assert!((mlp - want).abs() < 0.01, "{name}: mlp_stream {mlp}, Little's law gives {want}");
+        stated += 1;
+    }
+    assert!(stated >= 1, "knl-7250-flat states its mlp_stream");
+}

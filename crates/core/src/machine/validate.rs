@@ -56,6 +56,9 @@ impl Machine {
             return Err(format!("{n} nodes: at most 255 are supported"));
         }
         self.check_ranges()?;
+        if let Some(c) = &self.core {
+            c.check()?;
+        }
         if let Some(p) = &self.published {
             p.check()?;
         }

@@ -14,12 +14,16 @@
 //!   below [`LINK_LIMITED`] of the memory node's local read (the link, not the memory, is the
 //!   limit): the largest such remote read. Otherwise the link is not the bottleneck and only a
 //!   lower bound is known (kept as an estimate).
+//! * `core.mlp_stream`: Little's law on the single-thread triad and the local latency.
 //! * `[published]`: the measured figures the simulator's calibration probes reproduce, with the
 //!   host and date as their source.
 
 use super::{Raw, Sizes};
-use numalab_core::machine::{Figure, Machine, Measured, Published, Tier};
+use numalab_core::machine::{CoreParams, Figure, Machine, Measured, Published, Tier};
 
+/// Bytes of one cache line: what one load of the kernels brings in, and the unit of the
+/// lines-in-flight count (docs/machines.md, "Core parameters").
+pub const LINE_BYTES: f64 = 64.0;
 /// A remote read below this fraction of the memory node's local read is taken as link-limited.
 pub const LINK_LIMITED: f64 = 0.9;
 /// `[published].tolerance_pct` of a measured file [A]: about the run-to-run spread of these
@@ -251,6 +255,28 @@ pub fn build(
             fields.push(format!("published.{name}"));
         }
     }
+    // Streaming lines in flight per thread, by Little's law on the single-thread triad and the
+    // local idle latency (docs/machines.md, "Core parameters"), so that the simulated
+    // single-thread triad is compared with the measured one like with like.
+    if let (Some(thread), Some(local), Some(&first)) = (p.stream_triad_thread_gbps.as_ref(), local, own.first()) {
+        let mlp = r3(CoreParams::mlp_from_littles_law(thread.value, local, LINE_BYTES));
+        if (1.0..=CoreParams::MAX_MLP_STREAM).contains(&mlp) {
+            m.core = Some(CoreParams {
+                mlp_stream: Some(mlp),
+                mlp_stream_source: format!(
+                    "Little's law: single-thread STREAM triad on node {first} ({} GB/s) x local idle latency ({local} ns) / {LINE_BYTES} B; {source}",
+                    thread.value
+                ),
+            });
+            fields.push("core.mlp_stream".to_string());
+        } else {
+            kept.push(format!(
+                "core.mlp_stream: not derived: Little's law on the single-thread triad ({} GB/s x {local} ns / {LINE_BYTES} B) gives {mlp} lines in flight, outside [1, {}] (below 1: the thread was not memory-bound); the simulator's sim.core.mlp_stream applies",
+                thread.value,
+                CoreParams::MAX_MLP_STREAM
+            ));
+        }
+    }
     m.published = Some(p);
 
     let round = |mm: &Vec<Vec<f64>>| mm.iter().map(|r| r.iter().map(|&v| r3(v)).collect()).collect();
@@ -400,6 +426,11 @@ mod tests {
         assert_eq!(p.stream_triad_socket_gbps.as_ref().unwrap().value, 58.0);
         assert_eq!(m2.published.as_ref().unwrap().stream_triad_socket_gbps.as_ref().unwrap().value, 30.0);
         assert_eq!(p.stream_triad_thread_gbps.as_ref().unwrap().value, 11.0);
+        // Little's law: 11 GB/s x 92 ns / 64 B = 15.8125 lines in flight, tagged measured.
+        let core = m.core.as_ref().unwrap();
+        assert_eq!(core.mlp_stream, Some(15.813));
+        assert!(core.mlp_stream_source.starts_with("Little's law: single-thread STREAM triad on node 0 (11 GB/s) x local idle latency (92 ns) / 64 B; measured 2026-11-25 on host box"), "{}", core.mlp_stream_source);
+        assert!(meas.fields.iter().any(|f| f == "core.mlp_stream"), "{:?}", meas.fields);
         let src = &p.latency_local_ns.as_ref().unwrap().source;
         assert!(src.starts_with("measured 2026-11-25 on host box (Test CPU 9000; Linux 6.1.0)"), "{src}");
         // The text loads back to the same machine, and says what it is.
@@ -421,6 +452,25 @@ mod tests {
         assert!(meas.estimates.iter().any(|e| e.starts_with("link_bw_gbps: 39 GB/s, a lower bound")), "{:?}", meas.estimates);
         assert!(meas.quick && text.contains("QUICK measurement"));
         assert!(m.published.as_ref().unwrap().latency_local_ns.as_ref().unwrap().note.contains("200000 loads"));
+    }
+
+    #[test]
+    fn a_thread_that_was_not_memory_bound_leaves_the_simulators_mlp() {
+        // Under emulation (qemu TCG) a thread streams far below what its latency allows:
+        // 0.5 GB/s x 92 ns / 64 B = 0.72 lines in flight, not a memory-level parallelism.
+        let (imported, estimates) = guest2();
+        let mut r = raw2();
+        r.triad_thread_gbps = Some(0.5);
+        let (m, text) = build(&imported, &estimates, &[0, 1], &r, &host(), &sizes(1 << 20, 1 << 30, true, true)).unwrap();
+        assert_eq!(m.core, None);
+        let meas = m.measured.as_ref().unwrap();
+        assert!(!meas.fields.iter().any(|f| f == "core.mlp_stream"));
+        assert!(
+            meas.estimates.iter().any(|e| e.starts_with("core.mlp_stream: not derived") && e.contains("gives 0.719 lines")),
+            "{:?}",
+            meas.estimates
+        );
+        assert!(text.contains("# estimate: core.mlp_stream: not derived"));
     }
 
     #[test]
