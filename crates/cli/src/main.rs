@@ -95,7 +95,8 @@ fn main() -> ExitCode {
 }
 
 /// 2 for usage errors (bad flags, values, files or settings: the user can fix the command),
-/// 1 for runtime failures (I/O, the kernel, perf, the simulator itself). An error is a
+/// 1 for runtime failures (I/O, the kernel, perf, the simulator itself) and a failed
+/// `calibrate --check`. An error is a
 /// runtime failure when its chain holds one of those; everything else the commands reject
 /// is a usage error.
 fn exit_code(e: &anyhow::Error) -> u8 {
@@ -104,6 +105,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     }
     let runtime = e.chain().any(|c| {
         c.is::<std::io::Error>()
+            || c.is::<cmd::calibrate::CheckFailed>()
             || c.is::<numalab_linux::session::SessionError>()
             || c.is::<numalab_linux::act::pages::MoveError>()
             || matches!(c.downcast_ref::<numalab_linux::LinuxError>(), Some(numalab_linux::LinuxError::Io { .. }))

@@ -6,6 +6,18 @@ use crate::output::{emit, OutputOpts, Table};
 use anyhow::Result;
 use numalab_sim::calibrate::{calibrate, ProbeOptions};
 
+/// `--check` found a figure beyond the tolerance: a result, not a usage error (exit status 1).
+#[derive(Debug)]
+pub struct CheckFailed(String);
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CheckFailed {}
+
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
     /// A machine preset (`numalab list machines`) or a machine TOML file.
@@ -81,12 +93,13 @@ pub fn run(a: &CalibrateArgs, out: &OutputOpts) -> Result<()> {
     emit(out, &serde_json::to_value(&report)?, &t)?;
     if a.check && !bad.is_empty() {
         let names: Vec<&str> = bad.iter().map(|c| c.figure).collect();
-        anyhow::bail!(
+        return Err(CheckFailed(format!(
             "machine '{}' is off its published figures beyond {}%: {}",
             report.machine,
             report.tolerance_pct.unwrap_or(0.0),
             names.join(", ")
-        );
+        ))
+        .into());
     }
     Ok(())
 }
