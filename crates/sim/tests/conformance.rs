@@ -287,8 +287,12 @@ fn every_decision_path_of_the_engine_runs() {
     let s = scenario("first-touch", "master-slave", 2);
     let (r, records) = logged(&s, 11, Some(chaos(&s)));
     check_pages(&r, &s);
-    let applied: BTreeSet<String> =
-        records.iter().filter(|r| r["outcome"] == "applied").map(|r| r["decision"]["kind"].as_str().unwrap().to_string()).collect();
+    // A whole-space move the target's capacity cut short (`partial`) ran its path too.
+    let applied: BTreeSet<String> = records
+        .iter()
+        .filter(|r| r["outcome"] == "applied" || r["outcome"] == "partial")
+        .map(|r| r["decision"]["kind"].as_str().unwrap().to_string())
+        .collect();
     for kind in [
         "migrate_page",
         "replicate",
