@@ -283,6 +283,9 @@ pub enum Refusal {
     Pinned,
     /// This driver does not implement the decision at all (e.g. replication on live Linux).
     Unsupported,
+    /// The address space's program exited and its memory was freed (docs/simulator.md,
+    /// "Program exit"): nothing of it is left to move, copy, unmap or scan.
+    SpaceExited,
 }
 
 impl Refusal {
@@ -295,6 +298,7 @@ impl Refusal {
             Refusal::Replicated => "replicated",
             Refusal::Pinned => "pinned",
             Refusal::Unsupported => "unsupported",
+            Refusal::SpaceExited => "space_exited",
         }
     }
 }
@@ -304,7 +308,21 @@ impl Refusal {
 #[serde(tag = "outcome", content = "reason", rename_all = "snake_case")]
 pub enum Outcome {
     Applied,
+    /// Carried out in part: a whole-space move ([`Decision::MoveSpace`]) that the target's
+    /// free pages cut short. `moved_pages` moved; `left_pages` of the space's placed pages
+    /// are still elsewhere than the target.
+    Partial {
+        moved_pages: u64,
+        left_pages: u64,
+    },
     Refused(Refusal),
+}
+
+impl Outcome {
+    /// The decision took effect, wholly or in part.
+    pub fn took_effect(&self) -> bool {
+        !matches!(self, Outcome::Refused(_))
+    }
 }
 
 /// How a static policy is realised with Linux `set_mempolicy(2)`/`mbind(2)`

@@ -12,6 +12,7 @@ impl World<'_> {
     /// A space's page as a global page index, if the decision names an existing one.
     fn global_page(&self, space: SpaceId, page: u64) -> Result<u64, Refusal> {
         match self.spaces.get(space as usize) {
+            Some(s) if s.exited => Err(Refusal::SpaceExited),
             Some(s) if page < s.pages => Ok(s.first_page + page),
             _ => Err(Refusal::NoSuchTarget),
         }
@@ -21,7 +22,7 @@ impl World<'_> {
     /// actor. Costs: docs/simulator.md, "Policies and decisions".
     pub(crate) fn apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> (Outcome, f64) {
         match self.try_apply(d, actor, in_fault) {
-            Ok(ns) => (Outcome::Applied, ns),
+            Ok((ns, outcome)) => (outcome, ns),
             Err(r) => {
                 if r == Refusal::NodeFull && matches!(d, Decision::MigratePage { .. }) {
                     self.counters.pgmigrate_fail += 1;
@@ -39,7 +40,7 @@ impl World<'_> {
         }
     }
 
-    fn try_apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> Result<f64, Refusal> {
+    fn try_apply(&mut self, d: &Decision, actor: usize, in_fault: bool) -> Result<(f64, Outcome), Refusal> {
         let costs = &self.m.os_costs;
         let page_bytes = self.p.page_bytes as f64;
         match *d {
@@ -60,7 +61,7 @@ impl World<'_> {
                 self.counters.numa_pages_migrated += u64::from(in_fault);
                 self.counters.tlb_shootdowns += 1;
                 let bw = self.m.nodes[to as usize].mem_bw_gbps.min(self.m.nodes[from as usize].mem_bw_gbps);
-                Ok(costs.migrate_fixed_ns + page_bytes / bw + costs.tlb_shootdown_ns)
+                Ok((costs.migrate_fixed_ns + page_bytes / bw + costs.tlb_shootdown_ns, Outcome::Applied))
             }
             Decision::Replicate { space, page, to } => {
                 let g = self.global_page(space, page)?;
@@ -73,7 +74,7 @@ impl World<'_> {
                     return Err(Refusal::NodeFull);
                 }
                 self.counters.replications += 1;
-                Ok(costs.migrate_fixed_ns + page_bytes / self.m.nodes[to as usize].mem_bw_gbps)
+                Ok((costs.migrate_fixed_ns + page_bytes / self.m.nodes[to as usize].mem_bw_gbps, Outcome::Applied))
             }
             Decision::CollapseReplicas { space, page, keep } => {
                 let g = self.global_page(space, page)?;
@@ -85,7 +86,7 @@ impl World<'_> {
                 }
                 self.counters.replica_collapses += 1;
                 self.counters.tlb_shootdowns += u64::from(freed);
-                Ok(f64::from(freed) * costs.tlb_shootdown_ns)
+                Ok((f64::from(freed) * costs.tlb_shootdown_ns, Outcome::Applied))
             }
             Decision::Unmap { space, page } => {
                 let g = self.global_page(space, page)?;
@@ -95,7 +96,7 @@ impl World<'_> {
                 }
                 self.mem.arm(g);
                 self.counters.numa_pte_updates += 1;
-                Ok(costs.scan_unmap_ns)
+                Ok((costs.scan_unmap_ns, Outcome::Applied))
             }
             Decision::ScanStep { .. } => unreachable!("the driver carries out scan steps"),
             Decision::MoveThread { thread, to, cpu, cause } => {
@@ -107,7 +108,7 @@ impl World<'_> {
                 let mv = self.sched.move_thread(thread, to, cpu, cause, &self.states, at)?;
                 self.counters.sched_move_numa += u64::from(cause == MoveCause::NumaMove);
                 self.note_moves(&[mv]);
-                Ok(0.0)
+                Ok((0.0, Outcome::Applied))
             }
             Decision::SwapThreads { a, b, cause } => {
                 crate::driver::check_thread(self.p.threads, a)?;
@@ -119,7 +120,7 @@ impl World<'_> {
                 let (ma, mb) = self.sched.swap(a, b, cause, at)?;
                 self.counters.sched_swap_numa += u64::from(cause == MoveCause::NumaSwap);
                 self.note_moves(&[ma, mb]);
-                Ok(0.0)
+                Ok((0.0, Outcome::Applied))
             }
             Decision::SetPreferredNode { thread, node } => {
                 crate::driver::check_thread(self.p.threads, thread)?;
@@ -127,11 +128,14 @@ impl World<'_> {
                     self.node_ok(n)?;
                 }
                 self.sched.set_preferred(thread, node);
-                Ok(0.0)
+                Ok((0.0, Outcome::Applied))
             }
             Decision::MoveSpace { space, to } => {
                 self.node_ok(to)?;
                 let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
+                if sp.exited {
+                    return Err(Refusal::SpaceExited);
+                }
                 // docs/simulator.md, "Whole-space moves": per page a batched fixed cost and
                 // the copy at min(move_space_copy_gbps, source, target bandwidth); the time
                 // stalls every thread of the moved space, not the mover.
@@ -169,7 +173,16 @@ impl World<'_> {
                 for t in sp.threads.clone() {
                     self.charge_thread(t as usize, stall_ns);
                 }
-                Ok(0.0)
+                // A move the target's capacity cut short says how far it got, so that the
+                // policy's books follow the pages that moved (docs/policies/README.md,
+                // "Decisions").
+                let outcome = if full {
+                    let left = (sp.first_page..sp.first_page + sp.pages).filter(|&g| self.mem.node_of(g).is_some_and(|n| n != to)).count();
+                    Outcome::Partial { moved_pages: moved, left_pages: left as u64 }
+                } else {
+                    Outcome::Applied
+                };
+                Ok((0.0, outcome))
             }
         }
     }
@@ -188,6 +201,9 @@ impl World<'_> {
     ) -> Result<(), Refusal> {
         crate::driver::check_thread(self.p.threads, thread)?;
         let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
+        if sp.exited {
+            return Err(Refusal::SpaceExited);
+        }
         if pages == 0 || sp.pages == 0 {
             return Err(Refusal::NoSuchTarget);
         }

@@ -12,7 +12,7 @@ use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot, Tally};
-use crate::memory::{Memory, ARMED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
+use crate::memory::{Memory, ARMED, FREED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics, TimelinePoint};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
@@ -90,6 +90,9 @@ pub(crate) struct Space {
     pub first_page: u64,
     pub pages: u64,
     pub threads: std::ops::Range<ThreadId>,
+    /// Every thread of the space finished and its pages were freed (docs/simulator.md,
+    /// "Program exit"): decisions naming it are refused with `Refusal::SpaceExited`.
+    pub exited: bool,
 }
 
 /// Where a space's hinting scanner resumes, and how many passes it completed.
@@ -178,7 +181,7 @@ fn task_state(th: &Thread, at: f64, spin_ns: f64) -> TaskState {
 /// The address spaces of a program: one per process.
 fn spaces_of(p: &Program) -> Vec<Space> {
     if p.members.is_empty() {
-        return vec![Space { first_page: 0, pages: p.total_pages, threads: 0..p.threads }];
+        return vec![Space { first_page: 0, pages: p.total_pages, threads: 0..p.threads, exited: false }];
     }
     p.members
         .iter()
@@ -186,6 +189,7 @@ fn spaces_of(p: &Program) -> Vec<Space> {
             first_page: m.first_page,
             pages: m.program.total_pages,
             threads: m.first_thread..m.first_thread + m.program.threads,
+            exited: false,
         })
         .collect()
 }
@@ -639,11 +643,33 @@ impl World<'_> {
     fn advance(&mut self, t: usize, next: usize) {
         if next >= self.p.steps_of(t as u32).len() {
             self.threads[t].state = State::Done;
+            self.exit_if_last(t);
             return;
         }
         self.threads[t].step = next;
         self.threads[t].state = State::Run;
         self.load_step(t);
+    }
+
+    /// Thread `t` just finished. If it was the last thread of its address space and other
+    /// threads of the run still have work, the program exits and its memory is freed
+    /// (docs/simulator.md, "Program exit"): every placed page of the space returns its home
+    /// copy and its replicas to their nodes and becomes `FREED`; pages never touched stay
+    /// unplaced. The run's last program is not freed: the run ends with its exit, and the
+    /// end-of-run residency (`pages_per_node`) is taken at that moment.
+    fn exit_if_last(&mut self, t: usize) {
+        if self.threads.iter().all(|th| th.state == State::Done) {
+            return;
+        }
+        let space = self.p.process_of(t as ThreadId);
+        let sp = &self.spaces[space];
+        if sp.exited || sp.threads.clone().any(|u| self.threads[u as usize].state != State::Done) {
+            return;
+        }
+        for g in sp.first_page..sp.first_page + sp.pages {
+            self.mem.release(g);
+        }
+        self.spaces[space].exited = true;
     }
 
     /// p2p: may thread t start its next stage? Updates its clock and state.
@@ -842,6 +868,11 @@ impl World<'_> {
         let space = self.p.process_of(t as u32);
         let local_page = page - self.spaces[space].first_page;
         let mut h = self.mem.home()[page as usize];
+        if h == FREED {
+            // Only threads of a space access its pages, and a space is freed once all of them
+            // finished: a freed page reached here is a simulator bug, not a user error.
+            return Err(SimError::Internal(format!("thread {t} touched page {page}, freed when its program exited")));
+        }
         let mut extra = 0.0;
         if h == UNPLACED {
             let req = PlaceRequest { space: space as SpaceId, thread: t as ThreadId, cpu, cpu_node, page: local_page };
@@ -1126,6 +1157,8 @@ impl World<'_> {
             pages_per_node: self.mem.resident_per_node(),
             placed_pages: self.mem.home().iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64,
             replica_pages: self.mem.replica_copies(),
+            unplaced_pages: self.mem.unplaced_pages(),
+            pages_freed_at_exit: self.mem.freed_pages(),
             replications: c.replications,
             replica_collapses: c.replica_collapses,
             access_samples: c.access_samples,

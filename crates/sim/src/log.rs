@@ -3,7 +3,7 @@
 //! `numalab.decisions/1`). The live agent's audit log uses the same record.
 
 use crate::SimError;
-use numalab_policy::{Decision, EventRef, Outcome};
+use numalab_policy::{Decision, EventRef, Outcome, Refusal};
 use serde::Serialize;
 use std::io::Write;
 
@@ -14,11 +14,17 @@ pub struct DecisionRecord<'a> {
     pub time_ns: u64,
     pub cause: &'a EventRef,
     pub decision: &'a Decision,
-    /// `applied` or `refused`.
+    /// `applied`, `partial` or `refused`.
     pub outcome: &'static str,
-    /// Why a refused decision was refused (`node_full`, `pinned`, …).
+    /// Why a refused decision was refused (`node_full`, `pinned`, …), or why a partial one
+    /// stopped (`node_full`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// Of a partial whole-space move: the pages that moved, and the placed pages left behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_pages: Option<u64>,
 }
 
 /// Writes records to any writer; the first write error is kept and reported at the end, so a
@@ -40,11 +46,14 @@ impl<'w> DecisionLog<'w> {
         if self.error.is_some() {
             return;
         }
-        let (outcome, reason) = match outcome {
-            Outcome::Applied => ("applied", None),
-            Outcome::Refused(r) => ("refused", Some(r.as_str())),
+        let (outcome, reason, moved_pages, left_pages) = match *outcome {
+            Outcome::Applied => ("applied", None, None, None),
+            Outcome::Partial { moved_pages, left_pages } => {
+                ("partial", Some(Refusal::NodeFull.as_str()), Some(moved_pages), Some(left_pages))
+            }
+            Outcome::Refused(r) => ("refused", Some(r.as_str()), None, None),
         };
-        let rec = DecisionRecord { run: self.run, time_ns, cause, decision, outcome, reason };
+        let rec = DecisionRecord { run: self.run, time_ns, cause, decision, outcome, reason, moved_pages, left_pages };
         let res = serde_json::to_writer(&mut self.out, &rec).map_err(std::io::Error::from).and_then(|_| self.out.write_all(b"\n"));
         if let Err(e) = res {
             self.error = Some(e);
@@ -78,6 +87,12 @@ mod tests {
                 &Decision::MoveThread { thread: 1, to: 1, cpu: Some(5), cause: MoveCause::NumaMove },
                 &Outcome::Refused(Refusal::Pinned),
             );
+            log.record(
+                1700,
+                &EventRef::Tick,
+                &Decision::MoveSpace { space: 2, to: 1 },
+                &Outcome::Partial { moved_pages: 5, left_pages: 3 },
+            );
             log.finish().unwrap();
         }
         let text = String::from_utf8(buf).unwrap();
@@ -89,6 +104,10 @@ mod tests {
         assert_eq!(
             lines[1],
             r#"{"run":3,"time_ns":1600,"cause":{"event":"task_tick","thread":1},"decision":{"kind":"move_thread","thread":1,"to":1,"cpu":5,"cause":"numa_move"},"outcome":"refused","reason":"pinned"}"#
+        );
+        assert_eq!(
+            lines[2],
+            r#"{"run":3,"time_ns":1700,"cause":{"event":"tick"},"decision":{"kind":"move_space","space":2,"to":1},"outcome":"partial","reason":"node_full","moved_pages":5,"left_pages":3}"#
         );
     }
 

@@ -12,6 +12,10 @@ pub const MAX_NODES: usize = 63;
 pub const UNPLACED: u8 = 0x3F;
 /// The page has read-only copies on other nodes (see `replicas`).
 pub const REPLICATED: u8 = 0x40;
+/// The page was freed when its program exited (docs/simulator.md, "Program exit"): it holds
+/// no memory and is never placed again. `UNPLACED | REPLICATED`, a value no live page can
+/// have (a replicated page always has a home).
+pub const FREED: u8 = UNPLACED | REPLICATED;
 /// The scanner unmapped the page: its next access is a hinting fault.
 pub const ARMED: u8 = 0x80;
 /// Any page byte at or above this value needs the slow path.
@@ -31,6 +35,8 @@ pub struct Memory {
     replicas: Vec<u64>,
     /// Extra copies alive.
     replica_copies: u64,
+    /// Pages in the `FREED` state.
+    freed_pages: u64,
 }
 
 impl Memory {
@@ -42,6 +48,7 @@ impl Memory {
             capacity,
             replicas: Vec::new(),
             replica_copies: 0,
+            freed_pages: 0,
         }
     }
 
@@ -161,6 +168,38 @@ impl Memory {
         }
     }
 
+    /// Free a placed page at its program's exit: its home copy and every replica return to
+    /// their nodes' free pages and the page becomes `FREED`. An unplaced page held no memory
+    /// and stays unplaced. Returns the copies returned (0 for an unplaced or freed page).
+    pub fn release(&mut self, page: u64) -> u32 {
+        let Some(home) = self.node_of(page) else { return 0 };
+        let mask = self.replica_mask(page);
+        if mask != 0 {
+            self.replicas[page as usize] = 0;
+            self.replica_copies -= u64::from(mask.count_ones());
+        }
+        let all = mask | (1 << home);
+        for n in 0..MAX_NODES {
+            if all & (1 << n) != 0 {
+                self.free[n] += 1;
+            }
+        }
+        self.home[page as usize] = FREED;
+        self.freed_pages += 1;
+        self.generation += 1;
+        all.count_ones()
+    }
+
+    /// Pages freed at their program's exit.
+    pub fn freed_pages(&self) -> u64 {
+        self.freed_pages
+    }
+
+    /// Pages no one has touched yet (freed pages not included).
+    pub fn unplaced_pages(&self) -> u64 {
+        self.home.iter().filter(|&&h| h == UNPLACED).count() as u64
+    }
+
     pub fn copies(&self) -> u64 {
         self.home.iter().filter(|&&h| h & NODE_MASK != UNPLACED).count() as u64 + self.replica_copies
     }
@@ -262,6 +301,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Program exit (docs/simulator.md, "Program exit"): a released page gives back its home
+    /// copy and its replicas, is never placed or moved again, and pages stay conserved as
+    /// placed + unplaced + freed.
+    #[test]
+    fn released_pages_return_every_copy_and_stay_freed() {
+        let mut m = Memory::new(4, vec![3, 3, 3]);
+        m.place(0, 0);
+        m.place(1, 1);
+        assert!(m.replicate(1, 2));
+        m.arm(0);
+        assert_eq!(m.free, vec![2, 2, 2]);
+        assert_eq!(m.release(0), 1);
+        assert_eq!(m.release(1), 2, "the home and the replica");
+        assert_eq!(m.release(2), 0, "an unplaced page held nothing");
+        assert_eq!(m.release(0), 0, "freed once");
+        assert_eq!(m.free, vec![3, 3, 3]);
+        assert_eq!((m.home()[0], m.home()[1], m.home()[2]), (FREED, FREED, UNPLACED));
+        assert_eq!(m.replica_copies(), 0);
+        assert_eq!(m.replica_mask(1), 0);
+        assert_eq!((m.node_of(0), m.copies()), (None, 0));
+        assert!(!m.migrate(0, 1) && !m.replicate(0, 1) && m.collapse(1, 1) == 0);
+        const { assert!(FREED >= SLOW, "a freed page never takes the hot path") };
+        let placed = (0..4).filter(|&p| m.node_of(p).is_some()).count() as u64;
+        assert_eq!(placed + m.unplaced_pages() + m.freed_pages(), 4);
     }
 
     #[test]

@@ -154,6 +154,14 @@ pub struct RunMetrics {
     pub placed_pages: u64,
     /// Extra read-only copies alive at the end of the run.
     pub replica_pages: u64,
+    /// Pages no one touched, at the end of the run (pages freed at exit not included);
+    /// `placed_pages + unplaced_pages + pages_freed_at_exit` is the program's page count.
+    #[serde(default)]
+    pub unplaced_pages: u64,
+    /// Pages released when their program exited while others still ran (docs/simulator.md,
+    /// "Program exit"): each held a home copy, which returned to its node's free memory.
+    #[serde(default)]
+    pub pages_freed_at_exit: u64,
     pub replications: u64,
     pub replica_collapses: u64,
     /// Access samples handed to the policy (only policies that sample have any).

@@ -110,6 +110,8 @@ mod tests {
             numa: NumaCounters { numa_hint_faults: 3, numa_hint_faults_local: 1, numa_pte_updates: 9, ..NumaCounters::default() },
             placed_pages: 11,
             replica_pages: 0,
+            unplaced_pages: 0,
+            pages_freed_at_exit: 0,
             thread_busy_s: BusySummary { mean: 0.25, min: 0.2, max: 0.3 },
             pages_per_node: vec![5, 6],
             replications: 0,

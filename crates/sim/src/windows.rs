@@ -128,7 +128,10 @@ mod tests {
     use super::*;
 
     fn two_spaces() -> (Vec<Space>, Memory) {
-        let spaces = vec![Space { first_page: 0, pages: 4, threads: 0..1 }, Space { first_page: 4, pages: 2, threads: 1..2 }];
+        let spaces = vec![
+            Space { first_page: 0, pages: 4, threads: 0..1, exited: false },
+            Space { first_page: 4, pages: 2, threads: 1..2, exited: false },
+        ];
         (spaces, Memory::new(6, vec![10, 10]))
     }
 

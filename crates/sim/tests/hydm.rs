@@ -6,7 +6,9 @@
 use numalab_core::machine::presets;
 use numalab_core::NodeId;
 use numalab_policy::hydm::{Hydm, HydmConfig, LoopState};
-use numalab_policy::{Decision, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SpaceWindow, SystemView, Tick};
+use numalab_policy::{
+    Decision, EventRef, MemoryState, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError, SpaceWindow, SystemView, Tick,
+};
 use numalab_sim::{run_with_policy, RunMetrics, Scenario, SimConfig};
 use numalab_workload::{compile_spec, presets as wp, CompileOptions, WorkloadSpec};
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,9 @@ impl Policy for Traced {
         let seen =
             Seen { time_ns: tick.time_ns, spaces: tick.spaces.clone(), before, after: self.inner.state().clone(), out: out[n..].to_vec() };
         self.trace.lock().unwrap().push(seen);
+    }
+    fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
+        self.inner.on_outcomes(cause, decisions, outcomes);
     }
 }
 

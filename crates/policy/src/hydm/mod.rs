@@ -15,9 +15,9 @@ pub mod state;
 mod tests;
 
 pub use config::HydmConfig;
-pub use state::{LoopState, Record, Step};
+pub use state::{LoopState, Pending, Record, Step};
 
-use crate::decision::{Decision, PlaceRequest, SpaceId, Tick};
+use crate::decision::{Decision, EventRef, Outcome, PlaceRequest, SpaceId, Tick};
 use crate::error::{OutOfMemory, PolicyError};
 use crate::fallback::first_fit;
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
@@ -50,6 +50,10 @@ pub struct Hydm {
     partial: BTreeMap<SpaceId, Partial>,
     /// Every step taken, with its window index (for tests and inspection).
     steps: Vec<(u64, Step)>,
+    /// The step whose move was just handed to the driver, until its outcome comes back.
+    pending: Option<Pending>,
+    /// Every settled move: window index, step, outcome (for tests and inspection).
+    outcomes: Vec<(u64, Step, Outcome)>,
 }
 
 /// The allowed nodes of the tier with the highest bandwidth (a tier's bandwidth: the best of
@@ -73,6 +77,11 @@ impl Hydm {
 
     pub fn state(&self) -> &LoopState {
         &self.state
+    }
+
+    /// Every move whose outcome came back: (window index, step, outcome).
+    pub fn outcomes(&self) -> &[(u64, Step, Outcome)] {
+        &self.outcomes
     }
 
     fn check_nodes(&self, nodes: &[NodeId], env: &PolicyEnv) -> Result<(), PolicyError> {
@@ -142,7 +151,9 @@ impl Hydm {
         let b = self.state.select(self.config.bytes_per_ref, self.max_intensity);
         let used = self.bytes_on(&self.fast, view, true);
         let capacity = self.bytes_on(&self.fast, view, false);
+        let fast_before = self.state.fast.clone();
         let step = self.state.migrate_step(b, used, capacity, self.config.threshold, self.config.rollback_rel_eps);
+        self.pending = self.state.pending(step, &fast_before);
         match step {
             Step::Migrate(a) => out.push(Decision::MoveSpace { space: a, to: self.fast_target(view) }),
             Step::Rollback { back, .. } => out.push(Decision::MoveSpace { space: back, to: self.slow_target(back, view) }),
@@ -175,6 +186,8 @@ impl Policy for Hydm {
             window_ns: 0,
             partial: BTreeMap::new(),
             steps: Vec::new(),
+            pending: None,
+            outcomes: Vec::new(),
         };
         h.check_nodes(&config.fast_nodes, env)?;
         h.check_nodes(&config.slow_nodes, env)?;
@@ -240,5 +253,24 @@ impl Policy for Hydm {
         }
         self.window_ns = 0;
         self.iterate(tick, view, out);
+    }
+
+    /// The outcome of the window's move: `F`, `V` and the moved bytes follow what was
+    /// actually moved (docs/policies/hydm.md, "Outcomes").
+    fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
+        if !matches!(cause, EventRef::Tick) {
+            return;
+        }
+        let Some(pending) = self.pending.take() else { return };
+        let space = match pending.step {
+            Step::Migrate(a) => a,
+            Step::Rollback { back, .. } => back,
+            Step::Idle | Step::Blocked { .. } => return,
+        };
+        let found = decisions.iter().zip(outcomes).find(|(d, _)| matches!(d, Decision::MoveSpace { space: s, .. } if *s == space));
+        if let Some((_, &outcome)) = found {
+            self.state.settle(pending, outcome, self.page_bytes);
+            self.outcomes.push((self.state.g, pending.step, outcome));
+        }
     }
 }

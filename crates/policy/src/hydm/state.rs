@@ -6,7 +6,7 @@
 //! Nothing here knows the simulator: records come in, a [`Step`] goes out.
 
 use super::roofline::{intensity, predict};
-use crate::decision::SpaceId;
+use crate::decision::{Outcome, Refusal, SpaceId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What one application did in one window (deltas), and where its memory was at its end.
@@ -59,12 +59,30 @@ pub struct LoopState {
     pub fast: BTreeMap<SpaceId, u64>,
     /// `V`: applications whose move brought no improvement; never selected again.
     pub mispredicted: BTreeSet<SpaceId>,
+    /// Per application in `F`: the bytes HyDM's own moves put on the fast tier, as the
+    /// outcomes reported them (docs/policies/hydm.md, "Outcomes").
+    pub moved_bytes: BTreeMap<SpaceId, u64>,
     history: usize,
+}
+
+/// A move HyDM decided whose outcome it has not seen yet: the step, and for a rollback the
+/// window index the application had in `F` before the step took it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub step: Step,
+    pub fast_since: Option<u64>,
 }
 
 impl LoopState {
     pub fn new(history: u32) -> LoopState {
-        LoopState { g: 0, windows: VecDeque::new(), fast: BTreeMap::new(), mispredicted: BTreeSet::new(), history: history.max(1) as usize }
+        LoopState {
+            g: 0,
+            windows: VecDeque::new(),
+            fast: BTreeMap::new(),
+            mispredicted: BTreeSet::new(),
+            moved_bytes: BTreeMap::new(),
+            history: history.max(1) as usize,
+        }
     }
 
     /// Monitoring: the records of the window just ended, one per running application. An
@@ -72,6 +90,7 @@ impl LoopState {
     pub fn push_window(&mut self, apps: BTreeMap<SpaceId, Record>) {
         self.g += 1;
         self.fast.retain(|a, _| apps.contains_key(a));
+        self.moved_bytes.retain(|a, _| apps.contains_key(a));
         self.mispredicted.retain(|a| apps.contains_key(a));
         self.windows.push_front(Window { index: self.g, apps });
         self.windows.truncate(self.history);
@@ -152,6 +171,82 @@ impl LoopState {
             });
             !improved
         })
+    }
+
+    /// Bytes HyDM believes its moves put on the fast tier, over every application in `F`.
+    pub fn believed_fast_bytes(&self) -> u64 {
+        self.moved_bytes.values().sum()
+    }
+
+    /// The step [`LoopState::migrate_step`] just took, to settle once its move's outcome is
+    /// known (`None` for a step that moves nothing).
+    pub fn pending(&self, step: Step, fast_before: &BTreeMap<SpaceId, u64>) -> Option<Pending> {
+        match step {
+            Step::Migrate(_) => Some(Pending { step, fast_since: None }),
+            Step::Rollback { back, .. } => Some(Pending { step, fast_since: fast_before.get(&back).copied() }),
+            Step::Idle | Step::Blocked { .. } => None,
+        }
+    }
+
+    /// Bring `F`, `V` and the moved bytes in line with what a step's move actually did
+    /// (docs/policies/hydm.md, "Outcomes"). `migrate_step` recorded the step as if its move
+    /// had happened in full:
+    ///
+    /// - a migration applied in full moved the application's resident bytes not yet on the
+    ///   fast tier (from `W_0`); a partial one moved `moved_pages`, and the application stays
+    ///   in `F` with those; `already_there` (every placed page was on the fast tier) keeps it
+    ///   in `F` with nothing moved; any other refusal takes it out of `F`.
+    /// - a rollback applied in full stands. A partial one left pages on the fast tier: the
+    ///   application returns to `F` with its old window index (so a later rollback takes the
+    ///   rest) and its moved bytes less what came back. A refusal for lack of room returns it
+    ///   to `F` the same way; `already_there` (nothing on the fast tier) stands. It stays in
+    ///   `V` either way: the misprediction was judged.
+    /// - a space that exited is out of `F` and `V` (its memory is gone, its id may be reused).
+    pub fn settle(&mut self, pending: Pending, outcome: Outcome, page_bytes: u64) {
+        match pending.step {
+            Step::Migrate(a) => match outcome {
+                Outcome::Applied => {
+                    let moved = self.windows.front().and_then(|w| w.apps.get(&a)).map_or(0, |r| r.rss_bytes.saturating_sub(r.fast_bytes));
+                    self.moved_bytes.insert(a, moved);
+                }
+                Outcome::Partial { moved_pages, .. } => {
+                    self.moved_bytes.insert(a, moved_pages * page_bytes);
+                }
+                Outcome::Refused(Refusal::AlreadyThere) => {
+                    self.moved_bytes.insert(a, 0);
+                }
+                Outcome::Refused(r) => {
+                    self.fast.remove(&a);
+                    self.moved_bytes.remove(&a);
+                    if r == Refusal::SpaceExited {
+                        self.mispredicted.remove(&a);
+                    }
+                }
+            },
+            Step::Rollback { back, .. } => {
+                let restore = |s: &mut LoopState| {
+                    if let Some(k) = pending.fast_since {
+                        s.fast.insert(back, k);
+                    }
+                };
+                match outcome {
+                    Outcome::Applied | Outcome::Refused(Refusal::AlreadyThere) => {
+                        self.moved_bytes.remove(&back);
+                    }
+                    Outcome::Partial { moved_pages, .. } => {
+                        restore(self);
+                        let left = self.moved_bytes.get(&back).copied().unwrap_or(0).saturating_sub(moved_pages * page_bytes);
+                        self.moved_bytes.insert(back, left);
+                    }
+                    Outcome::Refused(Refusal::SpaceExited) => {
+                        self.mispredicted.remove(&back);
+                        self.moved_bytes.remove(&back);
+                    }
+                    Outcome::Refused(_) => restore(self),
+                }
+            }
+            Step::Idle | Step::Blocked { .. } => {}
+        }
     }
 
     /// The migration step for candidate `b`: move it if it fits under the threshold (and

@@ -3,7 +3,7 @@
 
 use super::state::{migration_possible, LoopState, Record, Step};
 use super::*;
-use crate::decision::SpaceWindow;
+use crate::decision::{Outcome, Refusal, SpaceWindow};
 use crate::testing::FakeSystem;
 use numalab_core::machine::presets;
 
@@ -344,4 +344,111 @@ fn config_errors_name_the_key() {
 fn memory_bound_filter_uses_the_slow_ridge() {
     let p = hydm(HydmConfig { require_memory_bound: true, ..HydmConfig::default() });
     assert!((p.max_intensity.unwrap() - 30.464).abs() < 1e-9);
+}
+
+// --- Outcomes: F, V and the moved bytes follow what was actually moved ----------------------
+
+const PAGE: u64 = 4096;
+
+fn settle(p: &mut Hydm, out: &[Decision], outcome: Outcome) {
+    p.on_outcomes(&EventRef::Tick, out, &vec![outcome; out.len()]);
+}
+
+/// A refused move leaves the space off `F`, HyDM's moved bytes unchanged, and the space is a
+/// candidate again next window (before, it stayed in `F` and the next space moved instead).
+#[test]
+fn outcome_refused_move_leaves_the_space_off_f() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let sys = system();
+    let w = || vec![sw(0, 0.5, 1000, 0, 300, 0), sw(1, 0.1, 1000, 0, 300, 0)];
+    let out = on_tick(&mut p, &sys, &tick(50, w()));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert!(p.state().fast.contains_key(&1), "recorded when decided");
+    settle(&mut p, &out, Outcome::Refused(Refusal::NodeFull));
+    assert!(p.state().fast.is_empty());
+    assert_eq!(p.state().believed_fast_bytes(), 0);
+    assert_eq!(p.outcomes(), &[(1, Step::Migrate(1), Outcome::Refused(Refusal::NodeFull))]);
+    // Nothing moved (the fast tier's use is unchanged): space 1 is still the best candidate.
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w())), vec![Decision::MoveSpace { space: 1, to: 1 }]);
+}
+
+/// A partial move counts only the pages that moved; a full one the resident bytes that were
+/// not yet on the fast tier.
+#[test]
+fn outcome_partial_move_counts_only_moved_pages() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    // Space 1: 500 pages, 20 of them already on the fast tier.
+    let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 100, 0), sw(1, 0.1, 1000, 0, 480, 20)]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    settle(&mut p, &out, Outcome::Partial { moved_pages: 200, left_pages: 280 });
+    assert_eq!(p.state().fast.get(&1), Some(&1), "partly on the fast tier: in F");
+    assert_eq!(p.state().moved_bytes.get(&1), Some(&(200 * PAGE)));
+    assert_eq!(p.state().believed_fast_bytes(), 200 * PAGE);
+    // Window 2: space 0 (100 pages) fits (220 + 100 ≤ 900) and moves in full: 100 pages.
+    sys.mem.take(1, 220);
+    let out = on_tick(&mut p, &sys, &tick(100, vec![sw(0, 0.5, 1000, 0, 100, 0), sw(1, 0.1, 1000, 0, 280, 220)]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    settle(&mut p, &out, Outcome::Applied);
+    assert_eq!(p.state().moved_bytes.get(&0), Some(&(100 * PAGE)));
+    assert_eq!(p.state().believed_fast_bytes(), 300 * PAGE);
+}
+
+/// A rollback cut short leaves the space in `F` with its old window index and what did not
+/// come back, so that a later rollback takes the rest; it stays in `V`. A refused rollback
+/// (the slow tier full) does the same with nothing subtracted; an applied one stands.
+#[test]
+fn outcome_partial_and_refused_rollbacks_keep_the_space_in_f() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 800, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    settle(&mut p, &out, Outcome::Applied);
+    assert_eq!(p.state().moved_bytes.get(&1), Some(&(500 * PAGE)));
+    sys.mem.take(1, 500);
+    // Window 2: space 0 (800 pages) does not fit; space 1's flops did not grow: roll back.
+    let w = || vec![sw(0, 0.5, 1000, 0, 800, 0), sw(1, 0.1, 1000, 0, 0, 500)];
+    let out = on_tick(&mut p, &sys, &tick(100, w()));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    settle(&mut p, &out, Outcome::Partial { moved_pages: 150, left_pages: 350 });
+    assert_eq!(p.state().fast.get(&1), Some(&1), "back in F with the window it moved in");
+    assert!(p.state().mispredicted.contains(&1));
+    assert_eq!(p.state().moved_bytes.get(&1), Some(&(350 * PAGE)));
+    // Window 3: still no room; space 1 is named again; this time the slow tier is full.
+    let out = on_tick(&mut p, &sys, &tick(150, w()));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    settle(&mut p, &out, Outcome::Refused(Refusal::NodeFull));
+    assert_eq!(p.state().fast.get(&1), Some(&1));
+    assert_eq!(p.state().moved_bytes.get(&1), Some(&(350 * PAGE)));
+    // Window 4: the rollback goes through.
+    let out = on_tick(&mut p, &sys, &tick(200, w()));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    settle(&mut p, &out, Outcome::Applied);
+    assert!(!p.state().fast.contains_key(&1) && p.state().mispredicted.contains(&1));
+    assert_eq!(p.state().believed_fast_bytes(), 0);
+}
+
+/// Every placed page already on the fast tier: the space counts as there, with nothing moved
+/// (it is not picked again). A space that exited is out of `F` and `V`.
+#[test]
+fn outcome_already_there_and_exited() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let sys = system();
+    let w = vec![sw(0, 0.5, 1000, 0, 10, 0), sw(1, 0.1, 1000, 0, 0, 10)];
+    let out = on_tick(&mut p, &sys, &tick(50, w.clone()));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    settle(&mut p, &out, Outcome::Refused(Refusal::AlreadyThere));
+    assert_eq!(p.state().moved_bytes.get(&1), Some(&0));
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w.clone())), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    let out = vec![Decision::MoveSpace { space: 0, to: 1 }];
+    settle(&mut p, &out, Outcome::Refused(Refusal::SpaceExited));
+    assert!(!p.state().fast.contains_key(&0) && !p.state().mispredicted.contains(&0));
+    // Outcomes of other events (a hint fault's) are not HyDM's: nothing changes.
+    let before = p.state().clone();
+    p.on_outcomes(&EventRef::TaskTick { thread: 0 }, &out, &[Outcome::Applied]);
+    assert_eq!(p.state(), &before);
 }
