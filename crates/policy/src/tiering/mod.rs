@@ -571,6 +571,9 @@ impl Policy for LinuxTiering {
                     (true, Outcome::Refused(_)) => self.counters.promote_fail_driver += 1,
                     (false, Outcome::Applied) => self.counters.pgdemote_kswapd += 1,
                     (false, Outcome::Refused(_)) => self.counters.demote_fail += 1,
+                    // Only a whole-space move is carried out in part; a page moves or not.
+                    (true, Outcome::Partial { moved_pages, .. }) => self.counters.pgpromote_success += moved_pages,
+                    (false, Outcome::Partial { moved_pages, .. }) => self.counters.pgdemote_kswapd += moved_pages,
                 }
             }
         }
