@@ -251,13 +251,13 @@ impl Contention {
         self.x_c.resize(classes, 0.0);
         self.q_c.clear();
         self.q_c.resize(classes * k, 0.0);
-        for t in 0..demands.len() {
+        for (t, &pop_t) in pop.iter().enumerate() {
             let c = self.class_of[t];
             if c == NO_CLASS {
                 continue;
             }
             let c = c as usize;
-            self.pop_c[c] += pop[t];
+            self.pop_c[c] += pop_t;
             self.x_c[c] += self.x_t[t];
             let lead = self.leader[c];
             for &s in &self.used_t[lead] {
@@ -317,14 +317,14 @@ impl Contention {
         }
         // Each thread takes its population's part of its class's throughput and queues, and
         // loads the stations of its class's demand.
-        for t in 0..demands.len() {
+        for (t, &pop_t) in pop.iter().enumerate() {
             let c = self.class_of[t];
             if c == NO_CLASS {
                 self.x_t[t] = 0.0;
                 continue;
             }
             let c = c as usize;
-            let part = pop[t] / self.pop_c[c];
+            let part = pop_t / self.pop_c[c];
             self.x_t[t] = self.x_c[c] * part;
             let lead = self.leader[c];
             self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
