@@ -68,26 +68,14 @@ impl Default for LinuxTieringConfig {
 impl LinuxTieringConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let err = |m: String| Err(PolicyError::Config { policy: "linux-tiering".into(), message: m });
-        const DAY_MS: u64 = 86_400_000;
-        for (k, v) in [
-            ("scan_delay_ms", self.scan_delay_ms),
-            ("scan_period_min_ms", self.scan_period_min_ms),
-            ("scan_period_max_ms", self.scan_period_max_ms),
-            ("hot_threshold_ms", self.hot_threshold_ms),
-        ] {
-            if v == 0 || v > DAY_MS {
-                return err(format!("{k} = {v} must be between 1 and {DAY_MS} ms"));
-            }
-        }
-        if self.scan_period_min_ms > self.scan_period_max_ms {
-            return err(format!(
-                "scan_period_min_ms = {} must not exceed scan_period_max_ms = {}",
-                self.scan_period_min_ms, self.scan_period_max_ms
-            ));
-        }
-        if self.scan_size_mb == 0 || self.scan_size_mb > 1 << 20 {
-            return err(format!("scan_size_mb = {} must be between 1 and {} MiB", self.scan_size_mb, 1u64 << 20));
-        }
+        crate::dynamic::validate_scan_times(
+            "linux-tiering",
+            self.scan_delay_ms,
+            self.scan_period_min_ms,
+            self.scan_period_max_ms,
+            self.scan_size_mb,
+            &[("hot_threshold_ms", self.hot_threshold_ms)],
+        )?;
         if self.promote_rate_limit_mbps > 1 << 30 {
             return err(format!("promote_rate_limit_mbps = {} must be at most {}", self.promote_rate_limit_mbps, 1u64 << 30));
         }

@@ -36,25 +36,14 @@ impl Default for AutoNumaConfig {
 impl AutoNumaConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let err = |m: String| Err(PolicyError::Config { policy: "autonuma".into(), message: m });
-        const DAY_MS: u64 = 86_400_000;
-        for (k, v) in [
-            ("scan_delay_ms", self.scan_delay_ms),
-            ("scan_period_min_ms", self.scan_period_min_ms),
-            ("scan_period_max_ms", self.scan_period_max_ms),
-        ] {
-            if v == 0 || v > DAY_MS {
-                return err(format!("{k} = {v} must be between 1 and {DAY_MS} ms"));
-            }
-        }
-        if self.scan_period_min_ms > self.scan_period_max_ms {
-            return err(format!(
-                "scan_period_min_ms = {} must not exceed scan_period_max_ms = {}",
-                self.scan_period_min_ms, self.scan_period_max_ms
-            ));
-        }
-        if self.scan_size_mb == 0 || self.scan_size_mb > 1 << 20 {
-            return err(format!("scan_size_mb = {} must be between 1 and {} MiB", self.scan_size_mb, 1u64 << 20));
-        }
+        crate::dynamic::validate_scan_times(
+            "autonuma",
+            self.scan_delay_ms,
+            self.scan_period_min_ms,
+            self.scan_period_max_ms,
+            self.scan_size_mb,
+            &[],
+        )?;
         if !(100..=1000).contains(&self.sd_imbalance_pct) {
             return err(format!("sd_imbalance_pct = {} must be between 100 and 1000", self.sd_imbalance_pct));
         }
