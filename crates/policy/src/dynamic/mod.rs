@@ -4,6 +4,11 @@ pub mod autonuma;
 
 use crate::error::PolicyError;
 
+/// Pages in `mb` MiB (a scan size or a rate limit given in MB, as Linux's sysctls are).
+pub(crate) fn pages_of_mb(mb: u64, page_bytes: u64) -> u64 {
+    (mb << 20) / page_bytes.max(1)
+}
+
 /// The NUMA-balancing scanner's timing tunables as Linux names them, shared by the policies
 /// that drive the hinting scanner (`autonuma`, `linux-tiering`): each time between 1 ms and a
 /// day, the minimum period not above the maximum, the scan size between 1 MiB and 1 TiB.

@@ -17,6 +17,7 @@ use crate::decision::{
     AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated,
 };
 use crate::dynamic::autonuma::period;
+use crate::dynamic::pages_of_mb;
 use crate::error::{OutOfMemory, PolicyError};
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
 use crate::statics::tier_rank;
@@ -166,10 +167,6 @@ pub struct LinuxTiering {
     /// Time of the scan step being carried out (stamped on the pages it unmaps).
     scan_now_ns: u64,
     counters: TieringCounters,
-}
-
-fn pages_of_mb(mb: u64, page_bytes: u64) -> u64 {
-    (mb << 20) / page_bytes.max(1)
 }
 
 impl LinuxTiering {

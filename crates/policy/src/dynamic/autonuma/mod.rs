@@ -12,6 +12,7 @@ mod stats;
 pub use config::AutoNumaConfig;
 
 use crate::decision::{Decision, HintFault, MoveCause, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated};
+use crate::dynamic::pages_of_mb;
 use crate::error::{OutOfMemory, PolicyError};
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
 use crate::statics::{FirstTouch, FirstTouchConfig, FtFallback};
@@ -68,10 +69,6 @@ pub struct AutoNuma {
     /// Groups in creation order (their index is the tie-break of equal-size joins).
     groups: Vec<Group>,
     tick_ns: u64,
-}
-
-fn pages_of_mb(mb: u64, page_bytes: u64) -> u64 {
-    (mb << 20) / page_bytes.max(1)
 }
 
 impl AutoNuma {
