@@ -58,11 +58,17 @@ pub fn exiting(root: &FsRoot, pid: u32) -> bool {
 }
 
 /// The process that started at `start` is gone: no such pid, a pid reused by a later process,
-/// or a process that has exited (zombie or dead) and so has no memory left to act on.
+/// a process that has exited (zombie or dead), or one that has begun to exit (`PF_EXITING`:
+/// the kernel's do_exit sets it before exit_mm releases the memory, so a task whose memory is
+/// already gone always shows it). Such a process has no memory left to act on.
 pub fn process_gone(root: &FsRoot, pid: u32, start: u64) -> bool {
     match root.read(&format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok((path, text)) => parse_start_time(&path, &text).map_or(true, |t| t != start) || exited(&path, &text),
+        Ok((path, text)) => {
+            parse_start_time(&path, &text).map_or(true, |t| t != start)
+                || exited(&path, &text)
+                || parse_flags(&path, &text).map_or(true, |f| f & PF_EXITING != 0)
+        }
     }
 }
 
@@ -95,6 +101,10 @@ mod tests {
         std::fs::write(dir.path().join("proc/42/stat"), stat("Z", 500)).unwrap();
         assert!(process_gone(&root, 42, 500), "exited, not yet reaped");
         assert!(process_gone(&root, 43, 500), "no such pid");
+        // Still running (state R) but past the start of do_exit: the move_pages EINVAL seen in
+        // CI when a target exited mid-move came from such a task, whose mm was already gone.
+        std::fs::write(dir.path().join("proc/42/stat"), stat("R", 500).replace(" 4194304 ", " 4194308 ")).unwrap();
+        assert!(process_gone(&root, 42, 500), "PF_EXITING set");
         assert_eq!(parse_state(Path::new("stat"), &stat("R", 1)).unwrap(), 'R');
         // Field 9 is 4194304 (PF_RANDOMIZE) in the sample: running, not exiting.
         std::fs::write(dir.path().join("proc/42/stat"), stat("S", 500)).unwrap();
