@@ -287,24 +287,24 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
         // The parts furthest behind their shares that have room get one more each, those
         // with a share first (a part with no share only if no other has room, which
         // rounding of the shares can cause); ties to the lowest index.
-        let mut order: [usize; crate::memory::MAX_NODES] = [0; crate::memory::MAX_NODES];
-        let order = &mut order[..share.len()];
-        order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
-        let key = |j: usize| (share[j] > 0.0, resid[j]);
-        order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
-        while sum < total {
-            let before = sum;
-            for &j in order.iter() {
-                if sum == total {
-                    break;
-                }
-                if out[j] < cap[j] {
-                    out[j] += 1;
-                    resid[j] -= 1.0;
-                    sum += 1;
-                }
+        let with_room = (0..share.len()).filter(|&j| out[j] < cap[j]).count() as u64;
+        if total - sum <= with_room {
+            let mut picked = 0u64;
+            while sum < total {
+                // Ahead: with a share, then the larger residual, then the lower index.
+                let key = |j: usize| (share[j] > 0.0, resid[j]);
+                let ahead = |a: usize, b: usize| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal).then(b.cmp(&a)).is_gt();
+                let best = (0..share.len())
+                    .filter(|&j| out[j] < cap[j] && picked & (1 << j) == 0)
+                    .reduce(|a, b| if ahead(b, a) { b } else { a })
+                    .expect("a part with room");
+                picked |= 1 << best;
+                out[best] += 1;
+                resid[best] -= 1.0;
+                sum += 1;
             }
-            assert!(sum > before, "the caps hold the total");
+        } else {
+            apportion_in_rounds(total, &mut sum, share, cap, resid, out);
         }
     }
     while sum > total {
@@ -318,6 +318,30 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
     }
     // A cap can hold a part back for long; its debt is not carried further than two units.
     resid.iter_mut().for_each(|r| *r = r.clamp(-2.0, 2.0));
+}
+
+/// The parts furthest behind their shares that have room get one more each, in rounds, until
+/// `sum` reaches `total`: what [`apportion`] does when more parts are short than have room.
+fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+    let key = |j: usize| (share[j] > 0.0, resid[j]);
+    let mut order: [usize; crate::memory::MAX_NODES] = [0; crate::memory::MAX_NODES];
+    let order = &mut order[..share.len()];
+    order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
+    order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    while *sum < total {
+        let before = *sum;
+        for &j in order.iter() {
+            if *sum == total {
+                break;
+            }
+            if out[j] < cap[j] {
+                out[j] += 1;
+                resid[j] -= 1.0;
+                *sum += 1;
+            }
+        }
+        assert!(*sum > before, "the caps hold the total");
+    }
 }
 
 /// The entry furthest behind its proportional target `floor((I+1)·refs/T)` after the next
@@ -675,6 +699,40 @@ mod tests {
         let total: u64 = sums.iter().sum();
         for j in 0..4 {
             assert!((sums[j] as f64 - share[j] * total as f64).abs() <= 1.0, "node {j}: {sums:?} of {total}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Picking the short parts one by one gives what a round over the sorted order gives.
+        #[test]
+        fn apportion_picks_as_the_rounds_do(
+            parts in proptest::collection::vec((0.0f64..1.0, -2.0f64..2.0, 0u64..4), 1..9),
+            total in 0u64..12,
+        ) {
+            let sum_share: f64 = parts.iter().map(|p| p.0).sum::<f64>().max(1e-9);
+            let share: Vec<f64> = parts.iter().map(|p| if p.2 == 0 { 0.0 } else { p.0 / sum_share }).collect();
+            let cap: Vec<u64> = parts.iter().map(|p| if p.2 == 3 { 1 } else { u64::MAX }).collect();
+            let resid0: Vec<f64> = parts.iter().map(|p| p.1).collect();
+            let n = parts.len();
+            proptest::prop_assume!(cap.iter().map(|&c| c.min(total)).sum::<u64>() >= total);
+            let (mut resid, mut out) = (resid0.clone(), vec![0u64; n]);
+            apportion(total, &share, &cap, &mut resid, &mut out);
+            // The reference: floor, then rounds over the sorted order.
+            let (mut r2, mut o2, mut sum) = (resid0.clone(), vec![0u64; n], 0u64);
+            for j in 0..n {
+                let x = r2[j] + total as f64 * share[j];
+                o2[j] = (x.floor().max(0.0) as u64).min(cap[j]);
+                r2[j] = x - o2[j] as f64;
+                sum += o2[j];
+            }
+            if sum < total {
+                apportion_in_rounds(total, &mut sum, &share, &cap, &mut r2, &mut o2);
+            }
+            if sum <= total {
+                r2.iter_mut().for_each(|r| *r = r.clamp(-2.0, 2.0));
+                proptest::prop_assert_eq!(out, o2);
+                proptest::prop_assert_eq!(resid, r2);
+            }
         }
     }
 

@@ -187,13 +187,16 @@ pub struct StridePasses {
     hi: u64,
     /// Per run: the pass's references before the run's end.
     upto: Vec<u64>,
+    /// Per label: a whole pass's references in that label's runs (a read-only entry's whole
+    /// pass is charged from these, in one step per label instead of one per run).
+    per_label: Vec<u64>,
 }
 
 impl StridePasses {
     /// Numbers for a pass from `s`, and the starts after `s` that share them: up to the
     /// first start congruent to a run's end modulo the stride, where one run gains a
     /// reference and the next loses one.
-    fn fill(&mut self, ends: &[u64], s: u64, stride: u64, key: u64) {
+    fn fill(&mut self, (ends, labels): (&[u64], &[u8]), label_count: usize, s: u64, stride: u64, key: u64) {
         self.upto.clear();
         let mut hi = u64::MAX;
         for &e in ends {
@@ -206,6 +209,13 @@ impl StridePasses {
             }
         }
         (self.key, self.stride, self.lo, self.hi) = (key, stride, s, hi);
+        self.per_label.clear();
+        self.per_label.resize(label_count, 0);
+        let mut before = 0;
+        for (&upto, &label) in self.upto.iter().zip(labels) {
+            self.per_label[label as usize] += upto - before;
+            before = upto;
+        }
     }
 }
 
@@ -372,13 +382,17 @@ impl Entry {
             // for each run, how many of them lie before the run's end.
             let s = *start;
             if !(cache.key == key && cache.stride == stride && cache.lo <= s && s < cache.hi) {
-                cache.fill(ends, s, stride, key);
+                cache.fill(runs, counts.len(), s, stride, key);
             }
             let upto = &cache.upto;
             let in_pass = *upto.last().expect("at least one run");
             let q0 = (*pos - s) / stride;
             let q1 = in_pass.min(q0 + left);
             let mut q = q0;
+            if w == 0 && q0 == 0 && q1 == in_pass {
+                counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += n);
+                q = q1;
+            }
             let mut r = upto.partition_point(|&u| u <= q);
             while q < q1 {
                 let here = upto[r].min(q1) - q;
