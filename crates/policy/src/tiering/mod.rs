@@ -17,13 +17,12 @@ use crate::decision::{
     AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated,
 };
 use crate::dynamic::autonuma::period;
-use crate::dynamic::pages_of_mb;
+use crate::dynamic::{pages_of_mb, ScanClock};
 use crate::error::{OutOfMemory, PolicyError};
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
 use crate::statics::tier_rank;
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{NodeId, PageIdx, ThreadId};
-use rand::Rng;
 
 /// No time recorded.
 const NONE: u64 = u64::MAX;
@@ -133,13 +132,8 @@ impl Mm {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Task {
-    period_ms: u64,
-    node_stamp_ns: u64,
-    stagger_ns: u64,
-    seen: bool,
-}
+/// A task's state: only its scan clock (tiering mode keeps no fault statistics).
+type Task = ScanClock;
 
 pub struct LinuxTiering {
     config: LinuxTieringConfig,
@@ -464,22 +458,11 @@ impl Policy for LinuxTiering {
         self.see(tick.time_ns);
         self.balance(view, out);
         let delay_ns = self.config.scan_delay_ms * 1_000_000;
-        let mm_next = *self.mm(tick.space).next_scan_ns.get_or_insert(tick.time_ns + delay_ns);
-        if !self.task(tick.thread).seen {
-            let period_ns = self.tasks[tick.thread as usize].period_ms * 1_000_000;
-            let stagger = self.rng.random_range(0..period_ns.max(1));
-            let p = &mut self.tasks[tick.thread as usize];
-            p.seen = true;
-            p.stagger_ns = stagger;
-        }
-        let p = self.tasks[tick.thread as usize];
-        let runtime = tick.runtime_ns + p.stagger_ns;
-        let period_ns = p.period_ms * 1_000_000;
-        if runtime <= p.node_stamp_ns + period_ns {
+        self.mm(tick.space).next_scan_ns.get_or_insert(tick.time_ns + delay_ns);
+        self.task(tick.thread);
+        let Some(first) = self.tasks[tick.thread as usize].runtime_due(tick.runtime_ns, &mut self.rng) else {
             return;
-        }
-        let first = p.node_stamp_ns == 0;
-        self.tasks[tick.thread as usize].node_stamp_ns += period_ns;
+        };
         if first {
             let scan_pages = pages_of_mb(self.config.scan_size_mb, self.page_bytes);
             let b = period::bounds(
@@ -492,13 +475,10 @@ impl Policy for LinuxTiering {
             );
             self.tasks[tick.thread as usize].period_ms = b.scan_start;
         }
-        if tick.time_ns < mm_next {
+        let mm_next = &mut self.mms[tick.space as usize].next_scan_ns;
+        if !self.tasks[tick.thread as usize].claim_scan(tick.time_ns, mm_next, TICK_NS) {
             return;
         }
-        let p = &mut self.tasks[tick.thread as usize];
-        let next = tick.time_ns + p.period_ms * 1_000_000;
-        p.node_stamp_ns += 2 * TICK_NS;
-        self.mm(tick.space).next_scan_ns = Some(next);
         self.scan_now_ns = tick.time_ns;
         out.push(Decision::ScanStep {
             space: tick.space,

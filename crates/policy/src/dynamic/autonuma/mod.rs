@@ -12,7 +12,7 @@ mod stats;
 pub use config::AutoNumaConfig;
 
 use crate::decision::{Decision, HintFault, MoveCause, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated};
-use crate::dynamic::pages_of_mb;
+use crate::dynamic::{pages_of_mb, ScanClock};
 use crate::error::{OutOfMemory, PolicyError};
 use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
 use crate::statics::{FirstTouch, FirstTouchConfig, FtFallback};
@@ -20,7 +20,6 @@ use filter::{Faulter, Last};
 use numalab_core::rng::{stream, StreamRng};
 use numalab_core::{CpuId, Machine, NodeId, ThreadId};
 use period::{Bounds, GroupShape, Locality};
-use rand::Rng;
 use stats::{Faults, Group, PRIVATE, SHARED};
 use std::sync::Arc;
 
@@ -38,10 +37,8 @@ struct Mm {
 /// Per task.
 #[derive(Clone, Debug)]
 struct Task {
-    period_ms: u64,
-    node_stamp_ns: u64,
-    /// Random start offset of the runtime clock [S].
-    stagger_ns: u64,
+    /// Scan period, period start and runtime stagger [S] (`task_tick_numa`).
+    clock: ScanClock,
     scan_seq: u64,
     mem: Faults,
     cpu: Faults,
@@ -54,7 +51,6 @@ struct Task {
     group: Option<usize>,
     last_runtime_ns: u64,
     last_wall_ns: u64,
-    seen: bool,
 }
 
 pub struct AutoNuma {
@@ -83,9 +79,7 @@ impl AutoNuma {
         while self.tasks.len() <= t as usize {
             let delay = self.config.scan_delay_ms;
             self.tasks.push(Task {
-                period_ms: delay,
-                node_stamp_ns: 0,
-                stagger_ns: 0,
+                clock: ScanClock { period_ms: delay, ..ScanClock::default() },
                 scan_seq: 0,
                 mem: stats::zeros(self.nodes),
                 cpu: stats::zeros(self.nodes),
@@ -98,7 +92,6 @@ impl AutoNuma {
                 group: None,
                 last_runtime_ns: 0,
                 last_wall_ns: 0,
-                seen: false,
             });
         }
         &mut self.tasks[t as usize]
@@ -237,8 +230,8 @@ impl AutoNuma {
         }
         let b = self.bounds(t, view);
         let p = &mut self.tasks[t as usize];
-        let (new_period, reset) = period::update(p.period_ms, &b, &p.locality, private_buf, shared_buf);
-        p.period_ms = new_period;
+        let (new_period, reset) = period::update(p.clock.period_ms, &b, &p.locality, private_buf, shared_buf);
+        p.clock.period_ms = new_period;
         if reset {
             p.locality = Locality::default();
         } else {
@@ -282,33 +275,19 @@ impl Policy for AutoNuma {
     /// `task_tick_numa` and `task_numa_work`.
     fn on_task_tick(&mut self, tick: &TaskTick, view: &dyn SystemView, out: &mut Vec<Decision>) {
         let delay_ns = self.config.scan_delay_ms * 1_000_000;
-        let mm_next = *self.mm(tick.space).next_scan_ns.get_or_insert(tick.time_ns + delay_ns);
-        if !self.task(tick.thread).seen {
-            let period_ns = self.tasks[tick.thread as usize].period_ms * 1_000_000;
-            let stagger = self.rng.random_range(0..period_ns.max(1));
-            let p = &mut self.tasks[tick.thread as usize];
-            p.seen = true;
-            p.stagger_ns = stagger;
-        }
-        let p = &mut self.tasks[tick.thread as usize];
-        let runtime = tick.runtime_ns + p.stagger_ns;
-        let period_ns = p.period_ms * 1_000_000;
-        if runtime <= p.node_stamp_ns + period_ns {
+        self.mm(tick.space).next_scan_ns.get_or_insert(tick.time_ns + delay_ns);
+        self.task(tick.thread);
+        let Some(first) = self.tasks[tick.thread as usize].clock.runtime_due(tick.runtime_ns, &mut self.rng) else {
             return;
-        }
-        let first = p.node_stamp_ns == 0;
-        p.node_stamp_ns += period_ns;
+        };
         if first {
             let b = self.bounds(tick.thread, view);
-            self.tasks[tick.thread as usize].period_ms = b.scan_start;
+            self.tasks[tick.thread as usize].clock.period_ms = b.scan_start;
         }
-        if tick.time_ns < mm_next {
+        let mm_next = &mut self.mms[tick.space as usize].next_scan_ns;
+        if !self.tasks[tick.thread as usize].clock.claim_scan(tick.time_ns, mm_next, self.tick_ns) {
             return;
         }
-        let p = &mut self.tasks[tick.thread as usize];
-        let next = tick.time_ns + p.period_ms * 1_000_000;
-        p.node_stamp_ns += 2 * self.tick_ns;
-        self.mm(tick.space).next_scan_ns = Some(next);
         out.push(Decision::ScanStep {
             space: tick.space,
             thread: tick.thread,
@@ -318,7 +297,7 @@ impl Policy for AutoNuma {
 
     fn on_scan_step(&mut self, step: &ScanStepDone, _view: &dyn SystemView, _out: &mut Vec<Decision>) {
         self.mm(step.space).scan_seq = step.sequence;
-        self.task(step.thread).node_stamp_ns += 32 * step.cpu_ns;
+        self.task(step.thread).clock.node_stamp_ns += 32 * step.cpu_ns;
     }
 
     /// The hinting-fault path: `do_numa_page`, `should_numa_migrate_memory`, `task_numa_fault`.
@@ -397,7 +376,7 @@ impl Policy for AutoNuma {
         let reset = p.scan_seq == 0 || (p.preferred != Some(m.to_node) && p.preferred.is_none_or(|pref| pref == m.from_node));
         if reset {
             let start = self.bounds(t, view).scan_start;
-            self.tasks[t as usize].period_ms = start;
+            self.tasks[t as usize].clock.period_ms = start;
         }
     }
 }
@@ -407,7 +386,7 @@ impl AutoNuma {
     fn migrate_preferred(&mut self, t: ThreadId, view: &dyn SystemView, out: &mut Vec<Decision>) {
         let Some(pref) = self.tasks[t as usize].preferred else { return };
         let p = &mut self.tasks[t as usize];
-        p.migrate_retry_ns = view.now_ns() + period::retry_ms(p.period_ms) * 1_000_000;
+        p.migrate_retry_ns = view.now_ns() + period::retry_ms(p.clock.period_ms) * 1_000_000;
         if view.node_of_thread(t) == pref || view.thread_pinned(t) {
             return;
         }
@@ -548,12 +527,12 @@ mod tests {
             let (mut p, sys) = setup(AutoNumaConfig { scan_period_min_ms: 250, ..AutoNumaConfig::default() });
             let t = p.task(0);
             t.total = 5;
-            t.period_ms = 4000;
+            t.clock.period_ms = 4000;
             t.scan_seq = seq;
             t.preferred = pref;
             let ev = ThreadMigrated { space: 0, thread: 0, from_node: from, to_node: to, cause: MoveCause::LoadBalance, time_ns: 0 };
             p.on_thread_migrated(&ev, &sys, &mut Vec::new());
-            p.tasks[0].period_ms
+            p.tasks[0].clock.period_ms
         };
         assert_eq!(moved(0, Some(0), 1, 0), 250);
         assert_eq!(moved(3, Some(0), 0, 1), 250);
