@@ -61,6 +61,9 @@ enum Command {
     Attach(cmd::attach::AttachArgs),
     /// Charts and a self-contained HTML report from numalab JSON results (docs/report.md).
     Report(cmd::report::ReportArgs),
+    /// VM churn run: VMs under hypervisor-level placement, guests that free and reuse frames
+    /// (docs/vm.md).
+    Vm(cmd::vm::VmArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a, &cli.output),
         Command::Attach(a) => cmd::attach::run(a, &cli.output),
         Command::Report(a) => cmd::report::run(a, &cli.output),
+        Command::Vm(a) => cmd::vm::run(a, &cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -21,6 +21,7 @@ pub mod stable_numa;
 pub mod statics;
 pub mod testing;
 pub mod tiering;
+pub mod vm;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,

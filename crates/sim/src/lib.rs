@@ -22,6 +22,7 @@ pub mod pingpong;
 pub mod profile;
 pub mod sched;
 mod view;
+pub mod vm;
 mod windows;
 
 pub use config::SimConfig;

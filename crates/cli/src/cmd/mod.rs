@@ -15,4 +15,5 @@ pub mod run;
 pub mod sim;
 pub mod study;
 pub mod topo;
+pub mod vm;
 pub mod workload;

@@ -21,6 +21,39 @@ const MIB2: u64 = 2 << 20;
 pub struct Round1GConfig {
     /// Home nodes; empty = every node with memory.
     pub nodes: Vec<NodeId>,
+    /// Guest-physical holes (`r1g_holes` of static-policies.md §10): pages that overlap one
+    /// are never backed and not counted (docs/vm.md, "Round-1G with holes"). Left out of
+    /// result files when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holes: Vec<Hole>,
+}
+
+/// A guest-physical range `[start_bytes, end_bytes)` that is not RAM (BIOS, I/O).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hole {
+    pub start_bytes: u64,
+    pub end_bytes: u64,
+}
+
+impl Hole {
+    /// Does the hole overlap pages `[first, first + pages)` of `page_bytes` each?
+    pub fn overlaps(&self, first: u64, pages: u64, page_bytes: u64) -> bool {
+        let start = u128::from(first) * u128::from(page_bytes);
+        let end = start + u128::from(pages) * u128::from(page_bytes);
+        start < u128::from(self.end_bytes) && end > u128::from(self.start_bytes)
+    }
+}
+
+/// Check holes: each must be a non-empty range.
+pub(crate) fn check_holes(policy: &str, holes: &[Hole]) -> Result<(), PolicyError> {
+    match holes.iter().find(|h| h.start_bytes >= h.end_bytes) {
+        Some(h) => Err(PolicyError::Config {
+            policy: policy.to_string(),
+            message: format!("hole [{}, {}) is empty: start_bytes must be below end_bytes", h.start_bytes, h.end_bytes),
+        }),
+        None => Ok(()),
+    }
 }
 
 pub struct Round1G {
@@ -37,6 +70,7 @@ impl Policy for Round1G {
 
     fn new(config: Round1GConfig, env: &PolicyEnv) -> Result<Self, PolicyError> {
         let nodes = resolve_nodes(Self::NAME, &config.nodes, env)?;
+        check_holes(Self::NAME, &config.holes)?;
         Ok(Round1G { config, nodes, memory_nodes: env.allowed.clone(), page_bytes: env.page_bytes })
     }
 
@@ -65,6 +99,14 @@ impl Policy for Round1G {
                 }
                 // The first and last GiB are never one 1 GiB extent (BIOS and I/O ranges).
                 if size == g && g > 1 && (p < g || p + size > total.saturating_sub(g)) {
+                    continue;
+                }
+                // A hole: larger extents split around it; a page inside it is never backed.
+                if self.config.holes.iter().any(|h| h.overlaps(p, size, pb)) {
+                    if size == 1 {
+                        p += 1;
+                        continue 'next_extent;
+                    }
                     continue;
                 }
                 for k in 0..self.nodes.len() {
@@ -161,5 +203,59 @@ mod tests {
         let env = PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()));
         let mut p = Round1G::new(Round1GConfig::default(), &env).unwrap();
         assert!(p.layout(&AddressSpaceInfo { space: 0, pages: 10, threads: 1 }, &none).is_err());
+    }
+
+    fn layout_with_holes(bytes: u64, holes: Vec<Hole>) -> Vec<Extent> {
+        let env = PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()));
+        let mut p = Round1G::new(Round1GConfig { holes, ..Default::default() }, &env).unwrap();
+        let mem = FixedMemory::uniform(2, 64 * G);
+        p.layout(&AddressSpaceInfo { space: 0, pages: bytes / 4096, threads: 1 }, &mem).unwrap().unwrap()
+    }
+
+    fn covers(ext: &[Extent], page: u64) -> bool {
+        ext.iter().any(|e| page >= e.first_page && page < e.first_page + e.pages)
+    }
+
+    /// static-policies.md §5.2 with a hole: the legacy BIOS/VGA range [640 KiB, 1 MiB) of a
+    /// 4 GiB VM on home {0, 1}. The first 2 MiB extent overlaps it, so [0, 2 MiB) is walked in
+    /// 4 KiB pages: 160 pages rotate 0, 1, ..., the 96 hole pages are skipped (no extent, no
+    /// cursor move), 256 pages rotate on. The cursor is then back on node 0 (416 extents),
+    /// GiB 0's 511 remaining 2 MiB extents start there, and GiB 1 (after 927 extents) goes
+    /// to node 1.
+    #[test]
+    fn holes_split_extents_and_are_never_backed() {
+        let e = layout_with_holes(4 * GIB, vec![Hole { start_bytes: 0xA_0000, end_bytes: 0x10_0000 }]);
+        for page in 0..160 {
+            assert_eq!(node_at(&e, page), (page % 2) as NodeId, "4 KiB page {page}");
+        }
+        for page in 160..256 {
+            assert!(!covers(&e, page), "hole page {page} is not backed");
+        }
+        for page in 256..512 {
+            assert_eq!(node_at(&e, page), (page % 2) as NodeId, "4 KiB page {page} (extent {})", page - 96);
+        }
+        assert_eq!(node_at(&e, M), 0, "extent 416");
+        assert_eq!(node_at(&e, M + M), 1);
+        assert_eq!(node_at(&e, G), 1, "GiB 1 after 927 extents");
+        assert_eq!(node_at(&e, 2 * G - 1), 1);
+        assert_eq!(node_at(&e, 2 * G), 0);
+        assert_eq!(e.iter().map(|x| x.pages).sum::<u64>(), 4 * G - 96, "hole pages are not counted");
+
+        // One hole page in the middle of GiB 1: no 1 GiB extent there, its 2 MiB extent
+        // becomes 511 pages of 4 KiB.
+        let at = G + G / 2;
+        let e = layout_with_holes(4 * GIB, vec![Hole { start_bytes: at * 4096, end_bytes: at * 4096 + 1 }]);
+        assert!(!covers(&e, at));
+        assert!(covers(&e, at - 1) && covers(&e, at + 1));
+        assert_ne!(node_at(&e, G), node_at(&e, G + M), "GiB 1 is 2 MiB extents now");
+        assert_eq!(e.iter().map(|x| x.pages).sum::<u64>(), 4 * G - 1);
+    }
+
+    #[test]
+    fn an_empty_hole_is_refused() {
+        let env = PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()));
+        let cfg = Round1GConfig { holes: vec![Hole { start_bytes: 8192, end_bytes: 8192 }], ..Default::default() };
+        let e = Round1G::new(cfg, &env).err().unwrap();
+        assert_eq!(e.to_string(), "policy 'round-1g': hole [8192, 8192) is empty: start_bytes must be below end_bytes");
     }
 }

@@ -1,0 +1,46 @@
+//! `numalab vm` (docs/vm.md, "Churn runs"): the example run file end to end, determinism, and
+//! bad run files as one-line errors with exit status 2.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn numalab() -> Command {
+    Command::cargo_bin("numalab").unwrap()
+}
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/vm-churn.toml");
+
+fn run_json(args: &[&str]) -> Value {
+    let out = numalab().args(args).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_example_runs_and_is_deterministic() {
+    let a = run_json(&["vm", EXAMPLE, "--machine", "amd48", "--seed", "1"]);
+    assert_eq!(a["schema"], "numalab.vm-run/1");
+    let vm = &a["vms"][0];
+    assert_eq!((vm["static_policy"].as_str(), vm["queue_active"].as_bool()), (Some("first-touch"), Some(true)));
+    assert_eq!(vm["home_nodes"], serde_json::json!([0, 1]));
+    assert!(vm["frames_unbacked"].as_u64().unwrap() > 0);
+    let b = run_json(&["vm", EXAMPLE, "--machine", "amd48", "--seed", "1"]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bad_run_files_are_usage_errors() {
+    let dir = std::env::temp_dir().join(format!("numalab-vm-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "[[vm]]\nvcpus = 2\n[vm.queue]\npartitions = 3\n[[guest]]\n").unwrap();
+    let out = numalab().args(["vm", f.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vm setting 'vm.queue.partitions': 3 is not a power of two"), "{err}");
+    std::fs::write(&f, "[[vm]]\nvcpu = 2\n").unwrap();
+    let out = numalab().args(["vm", f.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `vcpu`"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
