@@ -20,7 +20,7 @@
 //!    `sim_unsupported_events` as `Unsupported` with the reason "listed in
 //!    sim_unsupported_events".
 //! 3. Fill [`NumaSummary`]: `pages` (resident bytes per node at the end of the window, split
-//!    anon/file/huge), `vmstat` (deltas of the `/proc/vmstat` names of auto-numa.md §10 —
+//!    anon/file/huge), `vmstat` (deltas of the `/proc/vmstat` names of docs/profile.md —
 //!    `numa_hint_faults`, `numa_pages_migrated`, `pgmigrate_success`, … — the simulator uses
 //!    the same names for the quantities it models and marks the rest `Unsupported`),
 //!    `numastat` per node (allocation outcomes, `numa_hit`, `numa_miss`, …), and optionally
@@ -322,7 +322,7 @@ pub struct NodePages {
     pub total_bytes: u64,
 }
 
-/// Per-task NUMA-balancing state (`/proc/PID/sched`, auto-numa.md §10).
+/// Per-task NUMA-balancing state (`/proc/PID/sched`, docs/profile.md).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SchedNuma {
     pub numa_scan_seq: Option<i64>,

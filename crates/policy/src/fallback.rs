@@ -1,4 +1,4 @@
-//! Fallback orders shared by the static policies (static-policies.md §3, §6).
+//! Fallback orders shared by the static policies (docs/policies/first-touch.md, docs/policies/bind.md).
 
 use crate::policy::MemoryState;
 use numalab_core::{Machine, NodeId};

@@ -41,7 +41,7 @@ impl PolicyEnv {
 pub trait MemoryState {
     fn free_pages(&self, node: NodeId) -> u64;
     fn capacity_pages(&self, node: NodeId) -> u64;
-    /// A node is full when it cannot supply `pages` (static-policies.md §1, reserve 0).
+    /// A node is full when it cannot supply `pages` (docs/policies/README.md, reserve 0).
     fn is_full(&self, node: NodeId, pages: u64) -> bool {
         self.free_pages(node) < pages
     }

@@ -45,7 +45,7 @@ mod tests {
         oldest_first.iter().enumerate().map(|(i, &y)| (-((k - 1 - i) as f64), y)).collect()
     }
 
-    /// Spec test vectors (hydm.md "Tests"): 1.0…0.6 → 0.5; 2, 4, 3 → 4.0; 0.3 → 0.3.
+    /// Test vectors of the roofline selection (docs/policies/hydm.md): 1.0…0.6 → 0.5; 2, 4, 3 → 4.0; 0.3 → 0.3.
     #[test]
     fn regression_vectors() {
         assert!((predict(&pts(&[1.0, 0.9, 0.8, 0.7, 0.6])).unwrap() - 0.5).abs() < 1e-12);

@@ -1,4 +1,4 @@
-//! Bind (static-policies.md §6): only the given nodes, nearest first; never outside the set.
+//! Bind (docs/policies/bind.md): only the given nodes, nearest first; never outside the set.
 
 use super::resolve_nodes;
 use crate::decision::{MempolicyIntent, MempolicyMode, PlaceRequest};
@@ -69,7 +69,7 @@ mod tests {
     use numalab_core::machine::presets;
     use std::sync::Arc;
 
-    /// static-policies.md §11 vector 7: Bind({0,1}) with both full is out of memory, never node 2.
+    /// docs/policies/bind.md, test vector 7: Bind({0,1}) with both full is out of memory, never node 2.
     #[test]
     fn spec_vector_7() {
         let env = PolicyEnv::new(Arc::new(presets::load("server-a-4n").unwrap()));

@@ -1,4 +1,4 @@
-//! First-touch (static-policies.md §3): a page goes to the node of the CPU that first touches it.
+//! First-touch (docs/policies/first-touch.md): a page goes to the node of the CPU that first touches it.
 
 use crate::decision::{MempolicyIntent, MempolicyMode, PlaceRequest};
 use crate::error::{OutOfMemory, PolicyError};
@@ -84,7 +84,7 @@ mod tests {
         PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node, page: 0 }
     }
 
-    /// static-policies.md §11 vector 1 (4 nodes; distances from node 2: 1 -> 16, 3 -> 21, 0 -> 21).
+    /// docs/policies/first-touch.md, test vector 1 (4 nodes; distances from node 2: 1 -> 16, 3 -> 21, 0 -> 21).
     #[test]
     fn spec_vector_1() {
         let text = presets::text("server-a-4n").unwrap();

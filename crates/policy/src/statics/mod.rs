@@ -1,4 +1,4 @@
-//! Static placement policies (static-policies.md): they choose a node once, when a page is
+//! Static placement policies (docs/policies/README.md): they choose a node once, when a page is
 //! placed, and never move it.
 
 mod bind;

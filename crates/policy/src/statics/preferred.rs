@@ -1,4 +1,4 @@
-//! Preferred / PreferredMany (static-policies.md §6): try the preferred node(s), then spill.
+//! Preferred / PreferredMany (docs/policies/preferred.md): try the preferred node(s), then spill.
 
 use super::resolve_nodes;
 use crate::decision::{MempolicyIntent, MempolicyMode, PlaceRequest};

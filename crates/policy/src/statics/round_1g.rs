@@ -1,4 +1,4 @@
-//! Round-1G (static-policies.md §5.2): Xen's default layout. The whole address space is laid
+//! Round-1G (docs/policies/round-1g.md): Xen's default layout. The whole address space is laid
 //! out eagerly at creation, in the largest extents possible (1 GiB, then 2 MiB, then 4 KiB),
 //! rotating over the home nodes.
 //!
@@ -21,7 +21,7 @@ const MIB2: u64 = 2 << 20;
 pub struct Round1GConfig {
     /// Home nodes; empty = every node with memory.
     pub nodes: Vec<NodeId>,
-    /// Guest-physical holes (`r1g_holes` of static-policies.md §10): pages that overlap one
+    /// Guest-physical holes (`r1g_holes` of docs/policies/round-1g.md): pages that overlap one
     /// are never backed and not counted (docs/vm.md, "Round-1G with holes"). Left out of
     /// result files when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -161,7 +161,7 @@ mod tests {
         ext.iter().find(|e| page >= e.first_page && page < e.first_page + e.pages).unwrap().node
     }
 
-    /// static-policies.md §11 vector 4.
+    /// docs/policies/round-1g.md, test vector 4.
     #[test]
     fn spec_vector_4() {
         let mem = FixedMemory::uniform(2, 64 * G);
@@ -216,7 +216,7 @@ mod tests {
         ext.iter().any(|e| page >= e.first_page && page < e.first_page + e.pages)
     }
 
-    /// static-policies.md §5.2 with a hole: the legacy BIOS/VGA range [640 KiB, 1 MiB) of a
+    /// docs/policies/round-1g.md with a hole: the legacy BIOS/VGA range [640 KiB, 1 MiB) of a
     /// 4 GiB VM on home {0, 1}. The first 2 MiB extent overlaps it, so [0, 2 MiB) is walked in
     /// 4 KiB pages: 160 pages rotate 0, 1, ..., the 96 hole pages are skipped (no extent, no
     /// cursor move), 256 pages rotate on. The cursor is then back on node 0 (416 extents),

@@ -1,4 +1,4 @@
-//! Round-4K (static-policies.md §4): page-granular interleave over a node set.
+//! Round-4K (docs/policies/round-4k.md): page-granular interleave over a node set.
 
 use super::resolve_nodes;
 use crate::decision::{MempolicyIntent, MempolicyMode, PlaceRequest};
@@ -90,7 +90,7 @@ mod tests {
         PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node, page }
     }
 
-    /// static-policies.md §11 vector 2: A = {1, 3}, pages 0..4 -> 1, 3, 1, 3 whoever touches.
+    /// docs/policies/round-4k.md, test vector 2: A = {1, 3}, pages 0..4 -> 1, 3, 1, 3 whoever touches.
     #[test]
     fn spec_vector_2() {
         let mut p = Round4K::new(Round4KConfig { nodes: vec![3, 1], ..Default::default() }, &env()).unwrap();

@@ -1,4 +1,4 @@
-//! Weighted interleave (static-policies.md §6): node n receives w[n] pages of every W.
+//! Weighted interleave (docs/policies/weighted-interleave.md): node n receives w[n] pages of every W.
 
 use super::check_node;
 use super::round_4k::{cyclic_fit, Indexing};
@@ -107,7 +107,7 @@ mod tests {
         pages.map(|page| p.place(&PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node: 0, page }, &mem).unwrap()).collect()
     }
 
-    /// static-policies.md §11 vector 3 and the §6 example.
+    /// docs/policies/weighted-interleave.md, test vector 3 and its weighted example.
     #[test]
     fn spec_vectors() {
         let got = place_pages(WeightedInterleaveConfig { weights: vec![3, 1], ..Default::default() }, 0..8);

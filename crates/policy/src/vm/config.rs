@@ -1,4 +1,4 @@
-//! VM-mode settings (static-policies.md §10), as TOML tables mirroring the components:
+//! VM-mode settings (docs/vm.md), as TOML tables mirroring the components:
 //! `[hypervisor]` for the host, `[vm]` for one virtual machine and `[vm.queue]` for its
 //! page free/alloc notification queue. Unknown keys are errors; every value is range-checked
 //! with a typed error (docs/vm.md, "Settings").
@@ -7,7 +7,7 @@ use super::error::VmError;
 use crate::statics::{FtFallback, Hole, Indexing};
 use serde::{Deserialize, Serialize};
 
-/// The static placement policy of a VM (static-policies.md §2).
+/// The static placement policy of a VM (docs/vm.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StaticKind {

@@ -1,4 +1,4 @@
-//! Home-node selection at VM creation (static-policies.md §5.1; docs/vm.md, "Home nodes").
+//! Home-node selection at VM creation (docs/vm.md; docs/vm.md, "Home nodes").
 //!
 //! The hypervisor packs a VM's vCPUs and memory onto as few, as lightly loaded nodes as it
 //! can, reserving one physical CPU per vCPU. Pure: the caller gives each node's CPUs, their

@@ -1,4 +1,4 @@
-//! A host running VMs under hypervisor-level placement (static-policies.md §2, §3, §5, §7;
+//! A host running VMs under hypervisor-level placement (docs/vm.md;
 //! docs/vm.md). Pure and I/O-free: the caller drives it with guest events (a vCPU touches a
 //! frame, the guest OS allocates or frees a frame, a driver registers a DMA buffer) and the
 //! time, and reads back where frames live, what each event cost and the counters of §10.
@@ -50,7 +50,7 @@ pub enum FrameState {
     Hole,
 }
 
-/// Per-VM counters (static-policies.md §10).
+/// Per-VM counters (docs/vm.md).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VmCounters {
     /// Frames placed on each node, eagerly or at an access (a frame placed again after an

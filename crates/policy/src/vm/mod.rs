@@ -1,4 +1,4 @@
-//! VM mode (static-policies.md §2, §3, §5, §7; docs/vm.md): placement applied by a
+//! VM mode (docs/vm.md; docs/vm.md): placement applied by a
 //! hypervisor to the guest-physical frames of virtual machines.
 //!
 //! - [`home`]: home-node selection at VM creation, one reserved pCPU per vCPU (§5.1).

@@ -1,4 +1,4 @@
-//! The page free/alloc notification queue (static-policies.md §7; docs/vm.md, "The
+//! The page free/alloc notification queue (docs/vm.md; docs/vm.md, "The
 //! notification queue"): how a guest tells a first-touch hypervisor which frames it freed
 //! without one call per page.
 //!
@@ -163,7 +163,7 @@ mod tests {
         NotificationQueue::new(&QueueConfig { partitions, capacity, call_cost_ns: 1000.0, entry_cost_ns: 200.0, ..Default::default() })
     }
 
-    /// static-policies.md §11 vector 5: frame 8, entries oldest first. `[Free 8, Alloc 8]`:
+    /// docs/vm.md, test vector 5: frame 8, entries oldest first. `[Free 8, Alloc 8]`:
     /// the newest (Alloc) decides, the frame stays backed; `[Alloc 8, Free 8]`: unbacked.
     /// Frames 8 and 9 go to queues 0 and 1.
     #[test]
