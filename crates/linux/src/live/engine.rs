@@ -126,8 +126,9 @@ pub enum LiveError {
 pub struct LiveSummary {
     pub rounds: u64,
     pub observations: u64,
-    /// Observations outside the numbered mappings (file mappings, the stack guard, a mapping
-    /// beyond the index bound) or of a thread the engine never saw.
+    /// Observations the engine could not place: outside the numbered mappings (file
+    /// mappings, a mapping beyond the index bound), of a thread it never saw, on a CPU of no
+    /// node, or on a page not resident when located.
     pub observations_unmapped: u64,
     pub hint_faults: u64,
     pub access_samples: u64,

@@ -9,8 +9,9 @@
 //! * [`target`]: the target's threads and mappings, read from procfs (and a fake).
 //! * [`placer`]: thread moves with `sched_setaffinity`, behind a trait with a recording fake.
 //! * [`space`]: the dense page numbering a policy sees.
-//! * [`engine`]: the engine itself.
+//! * [`engine`]: the engine itself; [`drive`]: its real-time loop and the stop signals.
 
+pub mod drive;
 pub mod engine;
 pub mod observe;
 pub mod perf_sampler;
@@ -18,6 +19,7 @@ pub mod placer;
 pub mod space;
 pub mod target;
 
+pub use drive::{drive, StopOnSignals, StopReason};
 pub use engine::{LiveConfig, LiveEngine, LiveError, LiveHost, LiveIo, LiveSummary, RoundEnd};
 pub use observe::{AccessObserver, Observation, ObserveError, ScriptedObserver};
 pub use placer::{AffinityCall, FakeThreadPlacer, SystemThreadPlacer, ThreadPlacer};
