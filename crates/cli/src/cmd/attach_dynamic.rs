@@ -31,8 +31,10 @@ fn observer(a: &AttachArgs, policy: &str, root: &FsRoot, topo: &Topology, start_
         "auto" => match checks.iter().find(|c| c.status.is_ok()) {
             Some(c) => c.sampler,
             None => {
-                let why: Vec<String> =
-                    checks.iter().map(|c| format!("{}: {}", c.sampler, c.status.as_ref().err().expect("failed"))).collect();
+                let why: Vec<String> = checks
+                    .iter()
+                    .map(|c| format!("{}: {}", c.sampler, c.status.as_ref().err().map_or("available", String::as_str)))
+                    .collect();
                 usage!(
                     "{policy} needs to observe the program's memory accesses, and no access sampler is available on this host: {}",
                     why.join("; ")

@@ -857,10 +857,10 @@ impl LiveEngine {
             return Ok(None);
         }
         let tid = self.st.threads[thread as usize].tid;
-        if !self.st.original_affinity.contains_key(&tid) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.st.original_affinity.entry(tid) {
             match io.placer.get_affinity(tid) {
                 Ok(c) => {
-                    self.st.original_affinity.insert(tid, c);
+                    slot.insert(c);
                 }
                 Err(libc::ESRCH) => {
                     self.st.threads[thread as usize].alive = false;
