@@ -383,8 +383,10 @@ pub struct LiveEngine {
     tick_start_ns: u64,
     access_matrix: Vec<Vec<u64>>,
     write_matrix: Vec<Vec<u64>>,
-    /// Page moves decided this round: (pending hook, decision index, page, from, move).
-    moves: Vec<(usize, usize, PageIdx, NodeId, PageMove)>,
+    /// Page moves decided this round: (pending hook, decision index, page, from, to, move).
+    moves: Vec<(usize, usize, PageIdx, NodeId, NodeId, PageMove)>,
+    /// Pages with a move booked this round: their node in the books is the booked one.
+    booked: std::collections::BTreeSet<PageIdx>,
     pending: Vec<Pending>,
     follow_ups: VecDeque<FollowUp>,
     log_error: Option<String>,
@@ -419,6 +421,7 @@ impl LiveEngine {
             access_matrix: vec![vec![0; n]; n],
             write_matrix: vec![vec![0; n]; n],
             moves: Vec::new(),
+            booked: std::collections::BTreeSet::new(),
             pending: Vec::new(),
             follow_ups: VecDeque::new(),
             log_error: None,
@@ -580,7 +583,11 @@ impl LiveEngine {
                 self.st.summary.observations_unmapped += 1;
                 continue;
             };
-            self.st.page_node[page as usize] = page_node as u8;
+            // The event tells where the page was when it was touched; a page whose move is
+            // booked for the end of the round keeps its booking in the books.
+            if !self.booked.contains(&page) {
+                self.st.page_node[page as usize] = page_node as u8;
+            }
             self.st.threads[thread as usize].cpu = o.cpu;
             self.access_matrix[cpu_node as usize][page_node as usize] += 1;
             self.write_matrix[cpu_node as usize][page_node as usize] += u64::from(o.write);
@@ -720,7 +727,8 @@ impl LiveEngine {
                 }
                 let addr = self.st.space.addr_of(page).expect("numbered page");
                 let kernel = self.st.host.kernel_nodes[to as usize] as i32;
-                self.moves.push((pending, k, page, from, PageMove::base(addr, kernel)));
+                self.moves.push((pending, k, page, from, to, PageMove::base(addr, kernel)));
+                self.booked.insert(page);
                 // Booked now, corrected by the batch's answer.
                 self.st.page_node[page as usize] = to as u8;
                 self.st.free_pages[to as usize] -= 1;
@@ -888,15 +896,16 @@ impl LiveEngine {
     /// waited for them, in order.
     fn flush_moves(&mut self, io: &mut LiveIo) -> Result<(), LiveError> {
         let moves = std::mem::take(&mut self.moves);
+        self.booked.clear();
         if !moves.is_empty() {
-            let list: Vec<PageMove> = moves.iter().map(|m| m.4).collect();
+            let list: Vec<PageMove> = moves.iter().map(|m| m.5).collect();
             // Outcomes by address, first decided first (a page moved twice in a round is
             // asked twice, in order).
             let mut heard: BTreeMap<u64, VecDeque<PageOutcome>> = BTreeMap::new();
             let stats =
                 move_batched(io.mover, self.st.pid, &list, &self.st.cfg.moves, &mut |m, o| heard.entry(m.addr).or_default().push_back(o))?;
             self.st.summary.move_pages_calls += stats.calls;
-            for (pending, k, page, from, m) in moves {
+            for (pending, k, page, from, to, m) in moves {
                 let o = heard.get_mut(&m.addr).and_then(VecDeque::pop_front).unwrap_or(PageOutcome::Failed);
                 *self.st.summary.page_outcomes.entry(o).or_insert(0) += 1;
                 let outcome = match o {
@@ -913,10 +922,7 @@ impl LiveEngine {
                 };
                 if o != PageOutcome::Moved {
                     // The booking made when the move was decided is undone.
-                    let to = self.st.page_node[page as usize];
-                    if let Some(f) = self.st.free_pages.get_mut(to as usize) {
-                        *f += 1;
-                    }
+                    self.st.free_pages[to as usize] += 1;
                     self.st.free_pages[from as usize] = self.st.free_pages[from as usize].saturating_sub(1);
                     self.st.page_node[page as usize] = if o == PageOutcome::NotPresent { UNKNOWN } else { from as u8 };
                 }

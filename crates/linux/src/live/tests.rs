@@ -320,3 +320,30 @@ fn unplaceable_observations_are_counted() {
     let (s, _) = run(engine("autonuma", AUTONUMA_FAST, LiveConfig::default()), &mut w, 1);
     assert_eq!((s.observations, s.observations_unmapped), (4, 3));
 }
+
+/// The kernel refusing pages: page 0 stays busy past the 3 retries, page 1 is shared with
+/// another process. Both are refused with the kernel's reason, counted, and their booked node
+/// is undone, so the next scan step (40 ms) marks them again: 64 + 2 pages marked in all.
+/// Page 0 is seen twice in the round; the second access is not a fault (the first unmarked
+/// it) and does not overwrite the booking.
+#[test]
+fn pages_the_kernel_refuses_are_counted_with_its_reason_and_unbooked() {
+    let mut w = world(&[(100, 0)], 1, 5);
+    w.mover.busy.insert(BASE, 10);
+    w.mover.shared.push(BASE + PAGE);
+    let mut seen: Vec<Observation> = (0..4).map(|p| access(100, 0, p, 25_000_000)).collect();
+    seen.push(access(100, 0, 0, 26_000_000));
+    w.observer = ScriptedObserver::new(vec![vec![], vec![], vec![], seen]);
+    let (s, _) = run(engine("autonuma", AUTONUMA_FAST, LiveConfig::default()), &mut w, 5);
+    let moves: Vec<_> = mover_calls(&w).into_iter().filter(|c| c.1.is_some()).collect();
+    assert_eq!(
+        moves,
+        vec![(addrs(0..4), Some(vec![0; 4])), (addrs(0..1), Some(vec![0])), (addrs(0..1), Some(vec![0])), (addrs(0..1), Some(vec![0]))]
+    );
+    assert_eq!(s.hint_faults, 4);
+    assert_eq!((s.pages_moved, s.move_pages_calls, s.pages_marked), (2, 4, 66));
+    assert_eq!(s.refused, [("migrate_page: busy".to_string(), 1), ("migrate_page: shared".to_string(), 1)].into());
+    let lines = log_lines(&w);
+    assert!(lines.iter().any(|l| l.contains(r#""page":0,"to":0},"outcome":"refused","reason":"busy"}"#)), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains(r#""page":1,"to":0},"outcome":"refused","reason":"shared"}"#)), "{lines:#?}");
+}
