@@ -180,7 +180,15 @@ fn attach_refuses_what_it_cannot_do_with_the_reason() {
     let cases: &[(&[&str], &str)] = &[
         (&["attach", "--pid", "0", "--policy", "round-4k"], "--pid 0 names no process"),
         (&["attach", "--pid", "999999999", "--policy", "round-4k"], "--pid 999999999: no such process"),
-        (&["attach", "--pid", &me, "--policy", "stable-numa"], "stable-numa is a dynamic policy; `numalab attach`"),
+        (
+            &["attach", "--pid", &me, "--policy", "stable-numa", "--sampler", "damon"],
+            "--sampler damon is not available on this host: not built (DAMON",
+        ),
+        (
+            &["attach", "--pid", &me, "--policy", "autonuma", "--sampler", "pebs"],
+            "--sampler pebs: unknown sampler (auto, perf, damon, hinting-faults, replay:FILE)",
+        ),
+        (&["attach", "--pid", &me, "--policy", "autonuma", "--period-ms", "0"], "--period-ms 0"),
         (&["attach", "--pid", &me, "--policy", "round-1g"], "round-1g lays out a whole address space"),
         (&["attach", "--pid", &me, "--policy", "round-4k", "--rate-limit-mbps=-1"], "--rate-limit-mbps -1"),
         (&["attach", "--pid", &me], "--policy"),
@@ -246,4 +254,125 @@ fn sigterm_to_numalab_reaches_the_program_and_the_summary_is_still_printed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{stderr}");
     assert!(stderr.contains("exit code 7"), "{stderr}");
+}
+
+/// The PMU offers a memory-sampling event numalab can use (then the refusal below cannot be
+/// checked on this host).
+fn host_has_memory_sampling() -> bool {
+    let d = std::path::Path::new("/sys/bus/event_source/devices");
+    d.join("cpu/events/mem-loads").exists() || d.join("cpu_core/events/mem-loads").exists() || d.join("ibs_op").exists()
+}
+
+#[test]
+fn attach_with_a_dynamic_policy_refuses_without_a_sampler_naming_each() {
+    if host_has_memory_sampling() {
+        eprintln!("this host has a memory-sampling PMU: the refusal is not what happens here");
+        return;
+    }
+    let (mut child, pid) = toucher();
+    let pid_s = pid.to_string();
+    let (code, stdout, stderr) = run(&["attach", "--pid", &pid_s, "--policy", "autonuma"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty());
+    let want = "error: autonuma needs to observe the program's memory accesses, and no access sampler is available on this host: perf: ";
+    assert!(stderr.starts_with(want), "{stderr}");
+    for part in [
+        "; damon: not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)",
+        "; hinting-faults: not built (",
+    ] {
+        assert!(stderr.contains(part), "{part:?} in {stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+}
+
+/// A child with a busy second thread (so the scanner does not skip the single user's own
+/// node) and 8 MiB touched; prints its pid and the mapping's address.
+fn busy_toucher() -> (std::process::Child, u32, u64) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", "import mmap,os,sys,time,threading,ctypes\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\ndef spin():\n    while True: pass\nthreading.Thread(target=spin,daemon=True).start()\nprint(os.getpid(),ctypes.addressof(ctypes.c_char.from_buffer(m)),flush=True)\nt=time.time()\nwhile time.time()-t<30: m[0]=2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let mut f = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+    (child, f.next().unwrap() as u32, f.next().unwrap())
+}
+
+/// `attach --policy autonuma --dry-run` on a live child with a replayed observation stream:
+/// the engine reads the child's threads and mappings, the scan steps locate its pages with
+/// move_pages, replayed accesses to marked pages become hinting faults, and nothing is moved.
+/// This host has one node, so every fault is local and no page move is decided.
+#[test]
+fn attach_dry_run_with_a_replayed_stream_runs_the_engine_on_a_live_process() {
+    let (mut child, pid, start) = busy_toucher();
+    let dir = tempfile::tempdir().unwrap();
+    let replay = dir.path().join("obs.jsonl");
+    let line = |k: u64| {
+        let obs: Vec<String> = (0..4)
+            .map(|p| {
+                format!(
+                    r#"{{"tid":{pid},"cpu":0,"cpu_node":0,"addr":{},"page_node":null,"write":false,"time_ns":{}}}"#,
+                    start + p * 4096,
+                    k * 50_000_000
+                )
+            })
+            .collect();
+        format!("[{}]\n", obs.join(","))
+    };
+    std::fs::write(&replay, (0..40).map(line).collect::<String>()).unwrap();
+    let log = dir.path().join("d.jsonl");
+    let pid_s = pid.to_string();
+    let sampler = format!("replay:{}", replay.display());
+    let (code, stdout, stderr) = run(&[
+        "--format",
+        "json",
+        "attach",
+        "--pid",
+        &pid_s,
+        "--policy",
+        "autonuma",
+        "--set",
+        "policy.scan_delay_ms=1",
+        "--set",
+        "policy.scan_period_min_ms=10",
+        "--dry-run",
+        "--sampler",
+        &sampler,
+        "--period-ms",
+        "50",
+        "--duration",
+        "1.5",
+        "--decision-log",
+        log.to_str().unwrap(),
+    ]);
+    let alive = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(alive, "the child ran throughout");
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["mode"], "dynamic");
+    assert_eq!(v["sampler"], "scripted");
+    assert_eq!(v["stopped_by"], "deadline");
+    let live = &v["live"];
+    assert_eq!(live["observations_unmapped"], 0, "{live}");
+    assert!(live["observations"].as_u64().unwrap() >= 40, "{live}");
+    assert!(live["scan_steps"].as_u64().unwrap() >= 1, "{live}");
+    assert!(live["hint_faults"].as_u64().unwrap() >= 1, "{live}");
+    assert_eq!(
+        (live["pages_moved"].as_u64(), live["move_pages_calls"].as_u64(), live["thread_moves"].as_u64()),
+        (Some(0), Some(0), Some(0))
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        kinds.insert(r["decision"]["kind"].as_str().unwrap().to_string());
+        assert_ne!(r["decision"]["kind"], "migrate_page", "one node: every fault is local: {l}");
+    }
+    assert!(kinds.contains("scan_step"), "{text}");
 }

@@ -13,6 +13,7 @@
 pub mod act;
 pub mod error;
 pub mod export;
+pub mod live;
 pub mod measure;
 pub mod parse;
 pub mod perf;

@@ -286,6 +286,15 @@ pub enum Refusal {
     /// The address space's program exited and its memory was freed (docs/simulator.md,
     /// "Program exit"): nothing of it is left to move, copy, unmap or scan.
     SpaceExited,
+    /// Live agent: the kernel kept answering `EBUSY` for the page (locked, under writeback)
+    /// after the retries.
+    Busy,
+    /// Live agent: the page is mapped by another process too (`EACCES`); moving it would need
+    /// `MPOL_MF_MOVE_ALL` and privilege.
+    Shared,
+    /// Live agent: the kernel refused the move for another reason, or placed the page
+    /// elsewhere than asked.
+    Failed,
 }
 
 impl Refusal {
@@ -299,6 +308,9 @@ impl Refusal {
             Refusal::Pinned => "pinned",
             Refusal::Unsupported => "unsupported",
             Refusal::SpaceExited => "space_exited",
+            Refusal::Busy => "busy",
+            Refusal::Shared => "shared",
+            Refusal::Failed => "failed",
         }
     }
 }
@@ -322,6 +334,42 @@ impl Outcome {
     /// The decision took effect, wholly or in part.
     pub fn took_effect(&self) -> bool {
         !matches!(self, Outcome::Refused(_))
+    }
+}
+
+/// One line of a decision log (`numalab.decisions/1`, docs/json.md): the time, the event
+/// that caused the decision, the decision and what became of it. The simulator's log and the
+/// live agent's write the same record.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DecisionRecord<'a> {
+    pub run: u32,
+    pub time_ns: u64,
+    pub cause: &'a EventRef,
+    pub decision: &'a Decision,
+    /// `applied`, `partial`, `refused`, or (live agent, `--dry-run`) `dry_run`.
+    pub outcome: &'static str,
+    /// Why a refused decision was refused (`node_full`, `pinned`, …), or why a partial one
+    /// stopped (`node_full`); the live agent's own reasons (`busy`, `shared`, …) for pages
+    /// the kernel would not move.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// Of a partial whole-space move: the pages that moved, and the placed pages left behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_pages: Option<u64>,
+}
+
+impl<'a> DecisionRecord<'a> {
+    pub fn new(run: u32, time_ns: u64, cause: &'a EventRef, decision: &'a Decision, outcome: &Outcome) -> DecisionRecord<'a> {
+        let (outcome, reason, moved_pages, left_pages) = match *outcome {
+            Outcome::Applied => ("applied", None, None, None),
+            Outcome::Partial { moved_pages, left_pages } => {
+                ("partial", Some(Refusal::NodeFull.as_str()), Some(moved_pages), Some(left_pages))
+            }
+            Outcome::Refused(r) => ("refused", Some(r.as_str()), None, None),
+        };
+        DecisionRecord { run, time_ns, cause, decision, outcome, reason, moved_pages, left_pages }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod hydm;
 pub mod kmaf;
 pub mod policy;
 pub mod registry;
+pub mod scan;
 pub mod stable_numa;
 pub mod statics;
 pub mod testing;
@@ -24,8 +25,8 @@ pub mod tiering;
 pub mod vm;
 
 pub use decision::{
-    AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,
-    Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
+    AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome,
+    PlaceRequest, Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

@@ -4,8 +4,9 @@
 
 use crate::driver::FollowUp;
 use crate::engine::World;
-use crate::memory::{ARMED, NODE_MASK, REPLICATED, UNPLACED};
+use crate::memory::{Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
 use numalab_core::{NodeId, ThreadId};
+use numalab_policy::scan::{scan_walk, ScanPages};
 use numalab_policy::{Decision, MoveCause, Outcome, Refusal, ScanStepDone, SpaceId};
 
 impl World<'_> {
@@ -209,44 +210,12 @@ impl World<'_> {
         }
         let range_pages = ((2u64 << 20) / self.p.page_bytes).max(1);
         // An mm with a single user skips pages already on the scanning thread's node.
-        let single_user = sp.threads.len() == 1;
-        let here = self.sched.node_of_thread(thread) as u8;
-        let mut page_budget = pages as i128;
-        let mut virt_budget = 8 * pages as i128;
+        let skip_node = (sp.threads.len() == 1).then(|| self.sched.node_of_thread(thread));
         let cursor = &mut self.scan[space as usize];
-        let mut updates = 0u64;
-        let mut pass_completed = false;
-        loop {
-            let start = cursor.offset;
-            let end = ((start / range_pages + 1) * range_pages).min(sp.pages);
-            let mut changed = 0u64;
-            for local in start..end {
-                let page = sp.first_page + local;
-                let h = self.mem.home()[page as usize];
-                if h & NODE_MASK == UNPLACED || h & ARMED != 0 || (single_user && h & NODE_MASK == here) {
-                    continue;
-                }
-                if should_unmap(space, local, (h & NODE_MASK) as NodeId) {
-                    self.mem.arm(page);
-                    changed += 1;
-                }
-            }
-            updates += changed;
-            virt_budget -= (end - start) as i128;
-            if changed > 0 {
-                page_budget -= (end - start) as i128;
-            }
-            cursor.offset = end;
-            if end == sp.pages {
-                cursor.offset = 0;
-                cursor.sequence += 1;
-                pass_completed = true;
-                break;
-            }
-            if virt_budget <= 0 || page_budget <= 0 {
-                break;
-            }
-        }
+        let mut pages_of = SpacePages { mem: &mut self.mem, first_page: sp.first_page };
+        let walk = scan_walk(cursor, space, sp.pages, range_pages, pages, skip_node, &mut pages_of, should_unmap);
+        let updates = walk.updates;
+        let pass_completed = walk.pass_completed;
         let sequence = cursor.sequence;
         let cpu_ns = updates as f64 * self.m.os_costs.scan_unmap_ns;
         self.counters.numa_pte_updates += updates;
@@ -262,5 +231,22 @@ impl World<'_> {
             time_ns,
         }));
         Ok(())
+    }
+}
+
+/// A space's pages in the simulated page table, for the shared scan walk
+/// (`numalab_policy::scan`).
+struct SpacePages<'m> {
+    mem: &'m mut Memory,
+    first_page: u64,
+}
+
+impl ScanPages for SpacePages<'_> {
+    fn markable(&self, page: u64) -> Option<NodeId> {
+        let h = self.mem.home()[(self.first_page + page) as usize];
+        (h & NODE_MASK != UNPLACED && h & ARMED == 0).then_some((h & NODE_MASK) as NodeId)
+    }
+    fn mark(&mut self, page: u64) {
+        self.mem.arm(self.first_page + page);
     }
 }

@@ -95,12 +95,9 @@ pub(crate) struct Space {
     pub exited: bool,
 }
 
-/// Where a space's hinting scanner resumes, and how many passes it completed.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ScanCursor {
-    pub offset: u64,
-    pub sequence: u64,
-}
+/// Where a space's hinting scanner resumes, and how many passes it completed (the walk is
+/// shared with the live agent: `numalab_policy::scan`).
+pub(crate) use numalab_policy::scan::ScanCursor;
 
 /// The simulated machine and program: everything a policy may look at, nothing of the policy.
 pub(crate) struct World<'a> {

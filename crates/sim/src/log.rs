@@ -3,29 +3,8 @@
 //! `numalab.decisions/1`). The live agent's audit log uses the same record.
 
 use crate::SimError;
-use numalab_policy::{Decision, EventRef, Outcome, Refusal};
-use serde::Serialize;
+use numalab_policy::{Decision, DecisionRecord, EventRef, Outcome};
 use std::io::Write;
-
-/// One line of the log.
-#[derive(Serialize)]
-pub struct DecisionRecord<'a> {
-    pub run: u32,
-    pub time_ns: u64,
-    pub cause: &'a EventRef,
-    pub decision: &'a Decision,
-    /// `applied`, `partial` or `refused`.
-    pub outcome: &'static str,
-    /// Why a refused decision was refused (`node_full`, `pinned`, …), or why a partial one
-    /// stopped (`node_full`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
-    /// Of a partial whole-space move: the pages that moved, and the placed pages left behind.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub moved_pages: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub left_pages: Option<u64>,
-}
 
 /// Writes records to any writer; the first write error is kept and reported at the end, so a
 /// full disk fails the run instead of silently truncating the log.
@@ -46,14 +25,7 @@ impl<'w> DecisionLog<'w> {
         if self.error.is_some() {
             return;
         }
-        let (outcome, reason, moved_pages, left_pages) = match *outcome {
-            Outcome::Applied => ("applied", None, None, None),
-            Outcome::Partial { moved_pages, left_pages } => {
-                ("partial", Some(Refusal::NodeFull.as_str()), Some(moved_pages), Some(left_pages))
-            }
-            Outcome::Refused(r) => ("refused", Some(r.as_str()), None, None),
-        };
-        let rec = DecisionRecord { run: self.run, time_ns, cause, decision, outcome, reason, moved_pages, left_pages };
+        let rec = DecisionRecord::new(self.run, time_ns, cause, decision, outcome);
         let res = serde_json::to_writer(&mut self.out, &rec).map_err(std::io::Error::from).and_then(|_| self.out.write_all(b"\n"));
         if let Err(e) = res {
             self.error = Some(e);

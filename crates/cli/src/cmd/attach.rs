@@ -17,9 +17,14 @@ use std::time::{Duration, Instant};
   numalab attach --pid 1234 --policy round-4k                        interleave what is resident
   numalab attach --pid 1234 --policy bind --set policy.nodes=[1] --rate-limit-mbps 200
   numalab attach --pid 1234 --policy round-4k --dry-run --decision-log moves.jsonl
+  numalab attach --pid 1234 --policy autonuma                        manage it until it exits
+  numalab attach --pid 1234 --policy stable-numa --dry-run --duration 30 --decision-log d.jsonl
 
-Moves the process's resident private anonymous pages (heap, stacks, anonymous mmap) once; it
-cannot change the memory policy the process allocates new pages with.")]
+A static policy moves the process's resident private anonymous pages (heap, stacks, anonymous
+mmap) once; it cannot change the memory policy the process allocates new pages with. A dynamic
+policy (autonuma, stable-numa, ...) manages the process until it exits, --duration passes, or
+numalab gets SIGINT/SIGTERM, from the memory accesses an access sampler observes (--sampler);
+thread affinities it changed are restored at the end.")]
 pub struct AttachArgs {
     /// The process to place.
     #[arg(long)]
@@ -40,6 +45,20 @@ pub struct AttachArgs {
     /// bandwidth; 0 = no limit.
     #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
     pub rate_limit_mbps: f64,
+    /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
+    /// (hardware sampling), `damon`, `hinting-faults`, or `replay:FILE` (observations from a
+    /// file, one JSON array per period).
+    #[arg(long, default_value = "auto", value_name = "SAMPLER")]
+    pub sampler: String,
+    /// Dynamic policies: the agent's period, milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub period_ms: u64,
+    /// Dynamic policies: stop after this many seconds (default: when the process exits).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Dynamic policies: events between two hardware samples of a thread (perf sampler).
+    #[arg(long, default_value_t = 10007, value_name = "EVENTS")]
+    pub sample_period: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -101,20 +120,15 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
     let start = Instant::now();
     let root = FsRoot::host();
     let topo = Topology::read(&root).context("cannot read the NUMA topology")?;
+    let (canonical, _) = crate::scenario::canonical_policy(&a.policy)?;
+    if numalab_policy::find(canonical)?.kind == numalab_policy::PolicyKind::Dynamic {
+        return crate::cmd::attach_dynamic::run(a, out, &root, &topo, start);
+    }
     let StaticPolicy { name, mut policy } = static_policy(&a.policy, &a.set, &topo, "attach")?;
     if name == "round-1g" {
         usage!("round-1g lays out a whole address space at its creation; `numalab attach` cannot realise it on a running process: use round-4k or bind");
     }
-    let maps = read_maps(&root, a.pid).map_err(|e| match &e {
-        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            anyhow::Error::new(Usage(format!("--pid {}: no such process", a.pid)))
-        }
-        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => anyhow::Error::new(Usage(format!(
-            "--pid {}: permission denied reading its memory map (attaching needs the rights of ptrace read: the same user, or CAP_SYS_PTRACE)",
-            a.pid
-        ))),
-        _ => anyhow::Error::new(e),
-    })?;
+    let maps = read_target_maps(&root, a.pid)?;
     // Without smaps (a kernel without it, the process gone) every page is a base page.
     let anon_huge = read_smaps_anon_huge(&root, a.pid).unwrap_or_default();
     const PAGE_BYTES: u64 = 4096;
@@ -195,6 +209,20 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
     });
     let table = summary(name, a, &plan, &stats, &notes, wall);
     write_text(out.out.as_deref(), &render_summary(out, &doc, &table)?)
+}
+
+/// The target's memory map, with the errors a user can act on: no such process, or no
+/// ptrace-read rights.
+pub(crate) fn read_target_maps(root: &FsRoot, pid: u32) -> Result<Vec<numalab_linux::procfs::maps::MapsEntry>> {
+    read_maps(root, pid).map_err(|e| match &e {
+        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::Error::new(Usage(format!("--pid {pid}: no such process")))
+        }
+        LinuxError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => anyhow::Error::new(Usage(format!(
+            "--pid {pid}: permission denied reading its memory map (attaching needs the rights of ptrace read: the same user, or CAP_SYS_PTRACE)"
+        ))),
+        _ => anyhow::Error::new(e),
+    })
 }
 
 fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: &[String], wall: Duration) -> Table {

@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes its clap arguments and a `run` function.
 
 pub mod attach;
+pub mod attach_dynamic;
 pub mod bench;
 pub mod calibrate;
 pub mod compare;

@@ -175,13 +175,21 @@ pub struct StaticPolicy {
 
 /// Build a static policy for the host `topo` describes (shared by `run` and `attach`).
 pub fn static_policy(policy: &str, sets: &[String], topo: &Topology, command: &str) -> Result<StaticPolicy> {
-    let (name, implied) = canonical_policy(policy)?;
-    let entry = numalab_policy::find(name)?;
-    if entry.kind == PolicyKind::Dynamic {
+    let (name, _) = canonical_policy(policy)?;
+    if numalab_policy::find(name)?.kind == PolicyKind::Dynamic {
+        let hint =
+            if command == "run" { " (a dynamic policy runs on a running program: `numalab attach --pid PID --policy NAME`)" } else { "" };
         usage!(
-            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux, tier-static)"
+            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux, tier-static){hint}"
         );
     }
+    host_policy(policy, sets, topo, command)
+}
+
+/// Build any policy, static or dynamic, for the host `topo` describes.
+pub fn host_policy(policy: &str, sets: &[String], topo: &Topology, command: &str) -> Result<StaticPolicy> {
+    let (name, implied) = canonical_policy(policy)?;
+    let entry = numalab_policy::find(name)?;
     let mut tree = toml::Value::Table(toml::Table::new());
     for (k, v) in implied {
         numalab_core::overrides::apply(&mut tree, &format!("policy.{k}={v}")).map_err(|e| Usage(e.to_string()))?;
