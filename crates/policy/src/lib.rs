@@ -23,8 +23,8 @@ pub mod testing;
 pub mod tiering;
 
 pub use decision::{
-    AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PlaceRequest,
-    Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
+    AccessSample, CacheRefills, Decision, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome, PageScan,
+    PlaceRequest, Refusal, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
