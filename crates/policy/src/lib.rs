@@ -10,6 +10,7 @@
 
 pub mod carrefour;
 pub mod decision;
+pub mod dunx;
 pub mod dynamic;
 pub mod error;
 pub mod fallback;
