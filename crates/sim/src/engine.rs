@@ -264,10 +264,12 @@ impl<'a, 'l> Engine<'a, 'l> {
             Some(0) => {
                 return Err(SimError::Policy(format!("policy '{}' asked for page scanners with a period of 0 ns", drv.policy_name())))
             }
-            Some(_) if n > MAX_MAPPED_NODES => return Err(SimError::Policy(format!(
+            Some(_) if n > MAX_MAPPED_NODES => {
+                return Err(SimError::Policy(format!(
                 "policy '{}' needs per-node mappings, which the simulator keeps for at most {MAX_MAPPED_NODES} nodes; this machine has {n}",
                 drv.policy_name()
-            ))),
+            )))
+            }
             Some(period) => Some(Mappings::new(p.total_pages, n, period as f64)),
         };
         let ic = m.interconnect();

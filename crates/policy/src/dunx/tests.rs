@@ -61,7 +61,8 @@ fn defaults_are_the_spec_defaults() {
 
 #[test]
 fn out_of_range_keys_are_refused_with_the_key() {
-    let cases: [(fn(&mut DunxConfig), &str); 7] = [
+    type Case = (fn(&mut DunxConfig), &'static str);
+    let cases: [Case; 7] = [
         (|c| c.freeze_window_ms = -1.0, "freeze_window_ms"),
         (|c| c.freeze_window_ms = f64::NAN, "freeze_window_ms"),
         (|c| c.recent_mod = 256.0, "recent_mod"),
