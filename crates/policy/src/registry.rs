@@ -1,7 +1,7 @@
 //! The one list of every policy numalab knows.
 
 use crate::carrefour::{Carrefour, FirstTouchCarrefour, Round4kCarrefour};
-use crate::dunx::Dunx;
+use crate::dunx::{Cache, Dunx, Mor};
 use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
 use crate::hydm::Hydm;
@@ -78,6 +78,8 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Hydm>(PolicyKind::Dynamic),
     entry::<LinuxTiering>(PolicyKind::Dynamic),
     entry::<Dunx>(PolicyKind::Dynamic),
+    entry::<Cache>(PolicyKind::Dynamic),
+    entry::<Mor>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

@@ -210,6 +210,8 @@ conformance! {
     hydm => "hydm",
     linux_tiering => "linux-tiering",
     dunx => "dunx",
+    cache => "cache",
+    mor => "mor",
 }
 
 // ---------------------------------------------------------------------------------------------

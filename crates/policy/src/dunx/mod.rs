@@ -12,10 +12,12 @@
 //! the rules.
 
 pub mod config;
+pub mod presets;
 #[cfg(test)]
 mod tests;
 
 pub use config::{DunxConfig, TriggerMethod, MOD_BITS};
+pub use presets::{Cache, CacheConfig, Mor, MorConfig};
 
 use crate::decision::{Decision, EventRef, HintFault, Outcome, PageScan, PlaceRequest, SpaceId};
 use crate::error::{OutOfMemory, PolicyError};

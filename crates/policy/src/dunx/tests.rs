@@ -8,6 +8,7 @@ use crate::decision::ScannedPage;
 use crate::statics::testing::FixedMemory;
 use numalab_core::machine::presets;
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
@@ -585,5 +586,50 @@ proptest! {
         let (p, _) = play(DunxConfig { defrost_trigger: i64::MAX, ..small() }, frames, &evs);
         prop_assert_eq!(p.stats().defrosts, 0);
         prop_assert_eq!(p.stats().freezes, p.pages.values().filter(|s| s.frozen).count() as u64, "every freeze sticks");
+    }
+}
+
+// ---- cache and mor ----
+
+fn preset_fault(p: &mut dyn crate::policy::DynPolicy, write: bool, now_ns: u64) -> Vec<Decision> {
+    let mut sys = crate::testing::FakeSystem::new(8, 1, 8, 16, 100);
+    sys.pages.insert((0, 7), 0);
+    sys.now_ns = now_ns;
+    let mut f = sys.fault(1, 7);
+    f.write = write;
+    let mut out = Vec::new();
+    p.on_hint_fault(&f, &sys, &mut out);
+    out
+}
+
+#[test]
+fn mor_migrates_on_every_remote_fault_and_never_freezes() {
+    let mut p = crate::registry::build("mor", toml::Table::new(), &env()).unwrap();
+    assert_eq!(p.page_scanner_period_ns(), Some(1000 * MS), "mappings, so that remote references fault");
+    for (write, now) in [(false, 0), (true, 1), (false, 2)] {
+        // Page 7 is on node 0 in every call (the fake does not move it): each fault migrates,
+        // however recent the last invalidation.
+        assert_eq!(preset_fault(p.as_mut(), write, now), vec![Decision::MigratePage { space: 0, page: 7, to: 1 }]);
+    }
+    let counters: BTreeMap<_, _> = p.counters().into_iter().collect();
+    assert_eq!((counters["faults_migration"], counters["freezes"], counters["faults_replication"]), (3, 0, 0));
+    let err = crate::registry::build("mor", toml::from_str("recent_mod = 3").unwrap(), &env()).err().unwrap().to_string();
+    assert!(err.contains("unknown field `recent_mod`"), "{err}");
+}
+
+#[test]
+fn cache_replicates_clean_pages_migrates_written_ones_and_never_freezes() {
+    let mut p = crate::registry::build("cache", toml::Table::new(), &env()).unwrap();
+    assert_eq!(preset_fault(p.as_mut(), false, 0), vec![Decision::Replicate { space: 0, page: 7, to: 1 }]);
+    assert_eq!(preset_fault(p.as_mut(), true, 1), vec![Decision::MigratePage { space: 0, page: 7, to: 1 }]);
+    // Right after that invalidation, a remote write migrates again instead of freezing.
+    assert_eq!(preset_fault(p.as_mut(), true, 2), vec![Decision::MigratePage { space: 0, page: 7, to: 1 }]);
+    let counters: BTreeMap<_, _> = p.counters().into_iter().collect();
+    assert_eq!(counters["freezes"], 0);
+    let cfg = p.config_toml();
+    assert_eq!((cfg["recent_mod"].as_float(), cfg["scan_delay_ms"].as_integer()), (Some(31.0), Some(1000)));
+    for (bad, key) in [("freeze_window_ms = 5", "unknown field `freeze_window_ms`"), ("recent_mod = 300", "recent_mod = 300")] {
+        let err = crate::registry::build("cache", toml::from_str(bad).unwrap(), &env()).err().unwrap().to_string();
+        assert!(err.contains(key), "{err}");
     }
 }
