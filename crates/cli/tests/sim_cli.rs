@@ -44,7 +44,7 @@ const WORKLOADS: [&str; 15] = [
     "hydm-npb-mix",
 ];
 
-const POLICIES: [&str; 16] = [
+const POLICIES: [&str; 19] = [
     "first-touch",
     "round-4k",
     "round-1g",
@@ -61,6 +61,9 @@ const POLICIES: [&str; 16] = [
     "round-4k+carrefour",
     "hydm",
     "linux-tiering",
+    "dunx",
+    "cache",
+    "mor",
 ];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.

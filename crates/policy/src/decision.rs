@@ -86,6 +86,32 @@ pub struct Tick {
     pub spaces: Vec<SpaceWindow>,
 }
 
+/// One page a node's scanner daemon examined: a page whose home (primary copy) is on the
+/// scanning node, with the referenced and modified bits of the mappings to that copy since
+/// the page's previous scan (docs/simulator.md, "Page mappings and scanner daemons").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ScannedPage {
+    pub space: SpaceId,
+    pub page: PageIdx,
+    /// The scanning node's own mapping was referenced.
+    pub local_ref: bool,
+    /// A mapping of another node to this copy was referenced.
+    pub remote_ref: bool,
+    /// A mapping to this copy was written through.
+    pub dirty: bool,
+}
+
+/// One pass of one node's page-scanner daemon: every page homed on `node`, in space and page
+/// order. The bits it reports were cleared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PageScan {
+    pub node: NodeId,
+    /// Passes of this node's scanner so far, this one included.
+    pub pass: u64,
+    pub time_ns: u64,
+    pub pages: Vec<ScannedPage>,
+}
+
 /// Data-cache line refills from outside the core (Carrefour's DCMR input).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CacheRefills {
@@ -211,12 +237,37 @@ pub struct ThreadMigrated {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventRef {
-    Place { space: SpaceId, thread: ThreadId, page: PageIdx },
-    HintFault { space: SpaceId, thread: ThreadId, page: PageIdx, page_node: NodeId, cpu_node: NodeId },
-    ScanStep { space: SpaceId, thread: ThreadId, sequence: u64 },
+    Place {
+        space: SpaceId,
+        thread: ThreadId,
+        page: PageIdx,
+    },
+    HintFault {
+        space: SpaceId,
+        thread: ThreadId,
+        page: PageIdx,
+        page_node: NodeId,
+        cpu_node: NodeId,
+    },
+    ScanStep {
+        space: SpaceId,
+        thread: ThreadId,
+        sequence: u64,
+    },
     Tick,
-    TaskTick { thread: ThreadId },
-    ThreadMigrated { thread: ThreadId, from_node: NodeId, to_node: NodeId },
+    TaskTick {
+        thread: ThreadId,
+    },
+    ThreadMigrated {
+        thread: ThreadId,
+        from_node: NodeId,
+        to_node: NodeId,
+    },
+    /// One node's page-scanner daemon pass (docs/simulator.md, "Page mappings and scanner
+    /// daemons").
+    PageScan {
+        node: NodeId,
+    },
 }
 
 impl From<&HintFault> for EventRef {
@@ -263,6 +314,11 @@ pub enum Decision {
     SetPreferredNode { thread: ThreadId, node: Option<NodeId> },
     /// Move every page of an address space to a node (tier migration, HyDM).
     MoveSpace { space: SpaceId, to: NodeId },
+    /// Remove the per-node mappings of a page, all of them or all but `keep`'s, so that the
+    /// next reference of each node that lost its mapping faults (DUnX's re-evaluation
+    /// trigger). Only where the driver keeps per-node mappings, for a policy that asked for
+    /// them (docs/simulator.md, "Page mappings and scanner daemons").
+    DropMappings { space: SpaceId, page: PageIdx, keep: Option<NodeId> },
 }
 
 /// Why a driver did not carry out a decision.

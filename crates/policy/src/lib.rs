@@ -10,6 +10,7 @@
 
 pub mod carrefour;
 pub mod decision;
+pub mod dunx;
 pub mod dynamic;
 pub mod error;
 pub mod fallback;
@@ -26,7 +27,7 @@ pub mod vm;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome,
-    PlaceRequest, Refusal, ScanStepDone, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
+    PageScan, PlaceRequest, Refusal, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

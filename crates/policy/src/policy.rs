@@ -1,7 +1,7 @@
 //! The policy trait and the object-safe form the drivers use.
 
 use crate::decision::{
-    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick,
+    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PageScan, PlaceRequest, ScanStepDone, SpaceId, TaskTick,
     ThreadMigrated, Tick,
 };
 use crate::error::{OutOfMemory, PolicyError};
@@ -175,6 +175,19 @@ pub trait Policy: Send + Sized + 'static {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// Per-node mappings and page-scanner daemons (docs/simulator.md, "Page mappings and
+    /// scanner daemons"): `Some(period)` asks the driver to keep a mapping per node and page
+    /// with referenced and modified bits, to deliver every reference of a node without a
+    /// suitable mapping as a fault to [`Policy::on_hint_fault`], and to run each node's
+    /// scanner every `period` nanoseconds ([`Policy::on_page_scan`]). Asked once, when the
+    /// run starts. `None` (the default): no mappings, no scanners.
+    fn page_scanner_period_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// One node's scanner pass (only while [`Policy::page_scanner_period_ns`] asks for it).
+    fn on_page_scan(&mut self, _scan: &PageScan, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 }
 
 /// Object-safe face of [`Policy`], implemented for every policy.
@@ -195,6 +208,8 @@ pub trait DynPolicy: Send {
     fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]);
     fn mempolicy(&self) -> Option<MempolicyIntent>;
     fn counters(&self) -> Vec<(&'static str, u64)>;
+    fn page_scanner_period_ns(&self) -> Option<u64>;
+    fn on_page_scan(&mut self, scan: &PageScan, view: &dyn SystemView, out: &mut Vec<Decision>);
 }
 
 impl<P: Policy> DynPolicy for P {
@@ -245,5 +260,11 @@ impl<P: Policy> DynPolicy for P {
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Policy::counters(self)
+    }
+    fn page_scanner_period_ns(&self) -> Option<u64> {
+        Policy::page_scanner_period_ns(self)
+    }
+    fn on_page_scan(&mut self, scan: &PageScan, view: &dyn SystemView, out: &mut Vec<Decision>) {
+        Policy::on_page_scan(self, scan, view, out)
     }
 }

@@ -1,6 +1,7 @@
 //! The one list of every policy numalab knows.
 
 use crate::carrefour::{Carrefour, FirstTouchCarrefour, Round4kCarrefour};
+use crate::dunx::{Cache, Dunx, Mor};
 use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
 use crate::hydm::Hydm;
@@ -76,6 +77,9 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Round4kCarrefour>(PolicyKind::Dynamic),
     entry::<Hydm>(PolicyKind::Dynamic),
     entry::<LinuxTiering>(PolicyKind::Dynamic),
+    entry::<Dunx>(PolicyKind::Dynamic),
+    entry::<Cache>(PolicyKind::Dynamic),
+    entry::<Mor>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

@@ -58,6 +58,10 @@ impl World<'_> {
                 if !self.mem.migrate(g, to) {
                     return Err(Refusal::NodeFull);
                 }
+                if let Some(maps) = &mut self.maps {
+                    // The old frame is gone, and every mapping to it.
+                    maps.drop_nodes(g, u64::MAX);
+                }
                 self.counters.page_migrations += 1;
                 self.counters.numa_pages_migrated += u64::from(in_fault);
                 self.counters.tlb_shootdowns += 1;
@@ -74,6 +78,10 @@ impl World<'_> {
                 if !self.mem.replicate(g, to) {
                     return Err(Refusal::NodeFull);
                 }
+                if let Some(maps) = &mut self.maps {
+                    // No copy of a replicated page is writable.
+                    maps.downgrade_all(g);
+                }
                 self.counters.replications += 1;
                 Ok((costs.migrate_fixed_ns + page_bytes / self.m.nodes[to as usize].mem_bw_gbps, Outcome::Applied))
             }
@@ -81,7 +89,7 @@ impl World<'_> {
                 let g = self.global_page(space, page)?;
                 self.node_ok(keep)?;
                 self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
-                let freed = self.mem.collapse(g, keep);
+                let freed = self.collapse_mapped(g, keep);
                 if freed == 0 {
                     return Err(Refusal::AlreadyThere);
                 }
@@ -98,6 +106,19 @@ impl World<'_> {
                 self.mem.arm(g);
                 self.counters.numa_pte_updates += 1;
                 Ok((costs.scan_unmap_ns, Outcome::Applied))
+            }
+            Decision::DropMappings { space, page, keep } => {
+                let g = self.global_page(space, page)?;
+                if let Some(k) = keep {
+                    self.node_ok(k)?;
+                }
+                self.mem.node_of(g).ok_or(Refusal::NotPlaced)?;
+                let maps = self.maps.as_mut().ok_or(Refusal::Unsupported)?;
+                // Clearing mappings that are already gone is a no-op, not a refusal: the
+                // policy cannot see them. A PTE change of the scanner daemon, charged
+                // nothing (docs/simulator.md, "Page mappings and scanner daemons").
+                maps.drop_nodes(g, keep.map_or(u64::MAX, |k| !(1u64 << k)));
+                Ok((0.0, Outcome::Applied))
             }
             Decision::ScanStep { .. } => unreachable!("the driver carries out scan steps"),
             Decision::MoveThread { thread, to, cpu, cause } => {
@@ -157,6 +178,9 @@ impl World<'_> {
                         // Pages moved so far stay moved; the rest could not follow.
                         full = true;
                         break;
+                    }
+                    if let Some(maps) = &mut self.maps {
+                        maps.drop_nodes(g, u64::MAX);
                     }
                     moved += 1;
                     stall_ns += costs.migrate_fixed_ns / 64.0 + page_bytes / copy_gbps(from);

@@ -12,6 +12,7 @@ use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot, Tally};
+use crate::mappings::{Mappings, MAX_MAPPED_NODES};
 use crate::memory::{Memory, ARMED, FREED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics, TimelinePoint};
 use crate::pingpong::PingPong;
@@ -156,6 +157,9 @@ pub(crate) struct World<'a> {
     shares: SegShares,
     /// Per-space counters of the current tick interval (`Tick::spaces`).
     space_counters: SpaceCounters,
+    /// Per-node mappings and scanner daemons, for a policy that asked for them
+    /// (docs/simulator.md, "Page mappings and scanner daemons").
+    pub(crate) maps: Option<Mappings>,
 }
 
 /// A run: the world and the driver of its policy.
@@ -252,6 +256,19 @@ impl<'a, 'l> Engine<'a, 'l> {
                 }
             }
         }
+        let maps = match drv.policy_mut().page_scanner_period_ns() {
+            None => None,
+            Some(0) => {
+                return Err(SimError::Policy(format!("policy '{}' asked for page scanners with a period of 0 ns", drv.policy_name())))
+            }
+            Some(_) if n > MAX_MAPPED_NODES => {
+                return Err(SimError::Policy(format!(
+                "policy '{}' needs per-node mappings, which the simulator keeps for at most {MAX_MAPPED_NODES} nodes; this machine has {n}",
+                drv.policy_name()
+            )))
+            }
+            Some(period) => Some(Mappings::new(p.total_pages, n, period as f64)),
+        };
         let ic = m.interconnect();
         let cont = Contention::new(m, &ic, p.access_bytes, p.threads as usize);
         let sched = Scheduler::new(
@@ -352,6 +369,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             solved_share: Vec::new(),
             shares: SegShares::default(),
             space_counters,
+            maps,
         };
         for t in 0..p.threads {
             w.load_step(t as usize);
@@ -421,6 +439,11 @@ impl World<'_> {
         th.fast_kinds.clear();
         th.fast_ok = false;
         th.swrr_stale = false;
+        if self.maps.is_some() {
+            // Mappings are checked reference by reference (`Hot::issue` only).
+            th.cycles = false;
+            return;
+        }
         if self.cfg.engine == EngineKind::Fast && th.gap_exp_ns == 0.0 && th.left > 0 {
             let n = self.n;
             let kinds: Option<Vec<FastEntry>> = th.work.entries.iter().map(|e| FastEntry::of(e, &mut self.shares, n)).collect();
@@ -768,7 +791,10 @@ impl World<'_> {
             let sample_now = sampling && th.sample_left_ns <= 0.0;
             let stop = if sampling && !sample_now { end.min(start_clock + th.sample_left_ns) } else { end };
             let slow_from = if sample_now { 0 } else { SLOW };
-            let hot = Hot { home: self.mem.home(), shift, n, end: stop, gap_exp_ns: th.gap_exp_ns, slow_from };
+            let maps = self.maps.as_ref().map_or(&[][..], |m| m.fast());
+            let hot =
+                Hot { home: self.mem.home(), shift, n, end: stop, gap_exp_ns: th.gap_exp_ns, slow_from, maps, node: cpu_node as usize };
+            let by_reference = !maps.is_empty();
             // The fast engine charges the step while the memory its entries range over is
             // settled; otherwise the exact paths run, with the round-robin restarted from the
             // references each entry has left (the fast blocks do not follow it).
@@ -802,7 +828,12 @@ impl World<'_> {
                 if fast_now {
                     let step = FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp };
                     hot.issue_fast(&mut th.work.entries, &step, &mut th.fast, max, &mut tally, start_clock)
-                } else if th.work.entries.len() == 1 && th.work.entries[0].peek_run(lpp, 1).is_some() && !gap_exp && !sample_now {
+                } else if th.work.entries.len() == 1
+                    && th.work.entries[0].peek_run(lpp, 1).is_some()
+                    && !gap_exp
+                    && !sample_now
+                    && !by_reference
+                {
                     hot.issue_runs(&mut th.work.entries[0], max, &mut tally, start_clock, lpp)
                 } else if th.work.entries.len() == 1 {
                     issue!(&mut th.work.entries, |_| 0, max)
@@ -817,7 +848,7 @@ impl World<'_> {
                 let max = if sample_now { 1 } else { th.work.epilogue[idx].remaining().min(limit) };
                 // An epilogue entry walks (a reduction's closing read of its region): charged
                 // by page runs like a single walking entry.
-                if th.work.epilogue[idx].peek_run(lpp, 1).is_some() && !gap_exp && !sample_now {
+                if th.work.epilogue[idx].peek_run(lpp, 1).is_some() && !gap_exp && !sample_now && !by_reference {
                     hot.issue_runs(&mut th.work.epilogue[idx], max, &mut tally, start_clock, lpp)
                 } else {
                     issue!(&mut th.work.epilogue, |_| idx, max)
@@ -884,6 +915,10 @@ impl World<'_> {
             self.counters.first_touch_faults += 1;
             extra += costs.first_touch_fault_ns;
             h = node as u8;
+            if let Some(maps) = &mut self.maps {
+                // The first-touch fault maps the toucher to the new (only) copy, writably.
+                maps.map(page, cpu_node as usize, true);
+            }
         }
         if h & ARMED != 0 {
             self.mem.disarm(page);
@@ -907,13 +942,17 @@ impl World<'_> {
             extra += drv.dispatch(self, EventRef::from(&fault), t, true, |p, v, o| p.on_hint_fault(&fault, v, o));
             h = self.mem.home()[page as usize] & !ARMED;
         }
+        if self.maps.is_some() {
+            extra += self.mapped_access(drv, t, cpu, cpu_node, page, local_page, write);
+            h = self.mem.home()[page as usize];
+        }
         let mut j = (h & NODE_MASK) as NodeId;
         if h & REPLICATED != 0 {
             if write {
                 // Replicas are read-only: the write takes a protection fault, which keeps the
                 // writer's local copy if it has one, frees the others and shoots down their
                 // translations (docs/simulator.md, "Replicated pages").
-                let freed = self.mem.collapse(page, cpu_node);
+                let freed = self.collapse_mapped(page, cpu_node);
                 self.counters.replica_collapses += 1;
                 self.counters.tlb_shootdowns += u64::from(freed);
                 extra += costs.hint_fault_ns + f64::from(freed) * costs.tlb_shootdown_ns;
@@ -1052,8 +1091,10 @@ impl World<'_> {
         self.interval_matrix.copy_from_slice(&self.access_matrix);
     }
 
-    /// The periodic policy tick and the scheduler tick of every thread on a CPU.
+    /// The periodic policy tick, the page scanners and the scheduler tick of every thread
+    /// on a CPU.
     fn service(&mut self, drv: &mut Driver, end: f64) {
+        self.run_page_scanners(drv, end);
         if end >= self.tick_next_ns {
             let n = self.n;
             let tick = Tick {

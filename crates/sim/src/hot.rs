@@ -20,6 +20,11 @@ pub(crate) struct Hot<'m> {
     /// A page byte at or above this takes the slow path: `SLOW`, or 0 to hand the next
     /// reference, whatever its page, to the slow path (an access sample).
     pub slow_from: u8,
+    /// Per-node mappings' fast bits (`mappings::Mappings::fast`), empty when the run keeps no
+    /// mappings; `node` is the issuing thread's node. Only `issue` reads them: a run with
+    /// mappings charges every reference through it.
+    pub maps: &'m [u64],
+    pub node: usize,
 }
 
 /// What charging a reference touches of its thread: its random stream, its per-node access
@@ -56,7 +61,8 @@ impl Hot<'_> {
             issued += 1;
             let page = line >> self.shift;
             let h = self.home[page as usize];
-            if h >= self.slow_from {
+            if h >= self.slow_from || (!self.maps.is_empty() && self.maps[page as usize] & crate::mappings::need_bit(self.node, write) == 0)
+            {
                 return (issued, clock, Some((page, write, e.kind)));
             }
             let j = h as usize;
@@ -87,6 +93,7 @@ impl Hot<'_> {
         mut clock: f64,
         lpp: u64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        debug_assert!(self.maps.is_empty(), "runs with mappings charge reference by reference");
         let (acc, wr, cost) = (&mut *t.acc, &mut *t.wr, t.cost);
         let kb = kind_index(e.kind) * self.n;
         let mut issued = 0;
@@ -132,6 +139,7 @@ impl Hot<'_> {
         mut clock: f64,
         lpp: u64,
     ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+        debug_assert!(self.maps.is_empty(), "runs with mappings charge reference by reference");
         let period = swrr.period();
         let mut issued = 0;
         while issued < max {
@@ -217,7 +225,7 @@ mod tests {
     fn both_ways(weights: &[u64], home: &[u8], end: f64, max: u64) {
         let n = 2;
         let cost = [3.0, 11.5, 5.0, 17.0, 8.0, 23.0];
-        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0, slow_from: crate::memory::SLOW };
+        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0, slow_from: crate::memory::SLOW, maps: &[], node: 0 };
         let mut rng = numalab_core::rng::stream(1, "hot-test", 0);
         let (mut e1, mut e2) = (entries(weights, 1000), entries(weights, 1000));
         let (mut s1, mut s2) = (Swrr::new(e1.iter().map(|e| e.refs)), Swrr::new(e2.iter().map(|e| e.refs)));

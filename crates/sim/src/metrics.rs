@@ -25,6 +25,8 @@ pub struct Counters {
     pub replica_collapses: u64,
     pub access_samples: u64,
     pub refused_decisions: u64,
+    /// References of a node without a suitable mapping, in runs with per-node mappings.
+    pub mapping_faults: u64,
 }
 
 impl Counters {

@@ -209,6 +209,9 @@ conformance! {
     round_4k_carrefour => "round-4k+carrefour",
     hydm => "hydm",
     linux_tiering => "linux-tiering",
+    dunx => "dunx",
+    cache => "cache",
+    mor => "mor",
 }
 
 // ---------------------------------------------------------------------------------------------

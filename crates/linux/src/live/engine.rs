@@ -854,6 +854,7 @@ impl LiveEngine {
             Decision::SetPreferredNode { .. }
             | Decision::Replicate { .. }
             | Decision::CollapseReplicas { .. }
+            | Decision::DropMappings { .. }
             | Decision::MoveSpace { .. } => refused(Refusal::Unsupported),
         }
     }
@@ -982,5 +983,6 @@ fn kind_name(d: &Decision) -> &'static str {
         Decision::SwapThreads { .. } => "swap_threads",
         Decision::SetPreferredNode { .. } => "set_preferred_node",
         Decision::MoveSpace { .. } => "move_space",
+        Decision::DropMappings { .. } => "drop_mappings",
     }
 }
