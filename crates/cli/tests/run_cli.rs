@@ -127,16 +127,18 @@ fn a_cpu_less_node_cannot_be_a_cpus_on_target() {
     assert!(stderr.contains("node 3 has no CPUs"), "{stderr}");
 }
 
-/// A child that maps and touches 8 MiB, prints its pid, and waits to be killed.
-fn toucher() -> (std::process::Child, u32) {
+/// A Python child running `script`, and the first line it prints.
+fn python_child(script: &str) -> (std::process::Child, String) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", "import mmap,os,sys,time\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\nprint(os.getpid(),flush=True)\ntime.sleep(60)"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = std::process::Command::new("python3").args(["-c", script]).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line)
+}
+
+/// A child that maps and touches 8 MiB, prints its pid, and waits to be killed.
+fn toucher() -> (std::process::Child, u32) {
+    let (child, line) = python_child("import mmap,os,sys,time\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\nprint(os.getpid(),flush=True)\ntime.sleep(60)");
     (child, line.trim().parse().unwrap())
 }
 
@@ -290,14 +292,7 @@ fn attach_with_a_dynamic_policy_refuses_without_a_sampler_naming_each() {
 /// A child with a busy second thread (so the scanner does not skip the single user's own
 /// node) and 8 MiB touched; prints its pid and the mapping's address.
 fn busy_toucher() -> (std::process::Child, u32, u64) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", "import mmap,os,sys,time,threading,ctypes\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\ndef spin():\n    while True: pass\nthreading.Thread(target=spin,daemon=True).start()\nprint(os.getpid(),ctypes.addressof(ctypes.c_char.from_buffer(m)),flush=True)\nt=time.time()\nwhile time.time()-t<30: m[0]=2"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let (child, line) = python_child("import mmap,os,sys,time,threading,ctypes\nm=mmap.mmap(-1,8<<20,flags=mmap.MAP_PRIVATE|mmap.MAP_ANONYMOUS)\nfor i in range(0,8<<20,4096): m[i]=1\ndef spin():\n    while True: pass\nthreading.Thread(target=spin,daemon=True).start()\nprint(os.getpid(),ctypes.addressof(ctypes.c_char.from_buffer(m)),flush=True)\nt=time.time()\nwhile time.time()-t<30: m[0]=2");
     let mut f = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
     (child, f.next().unwrap() as u32, f.next().unwrap())
 }
