@@ -799,10 +799,12 @@ impl World<'_> {
             // settled; otherwise the exact paths run, with the round-robin restarted from the
             // references each entry has left (the fast blocks do not follow it).
             let fast_now = in_main && th.fast_ok && !sample_now && {
-                let (generation, epoch_ns) = (self.mem.generation(), self.cfg.epoch_us * 1e3);
+                let epoch_ns = self.cfg.epoch_us * 1e3;
                 let mut ready = true;
-                for s in th.fast_kinds.iter().flat_map(|k| k.needs()) {
-                    ready = ready && self.shares.ready(s, self.mem.home(), generation, shift, self.now, epoch_ns);
+                for (s, unarmed) in th.fast_kinds.iter().flat_map(|k| k.needs()) {
+                    ready = ready
+                        && self.shares.ready(s, &self.mem, shift, self.now, epoch_ns)
+                        && (!unarmed || self.shares.armed_frac(s) == 0.0);
                 }
                 ready
             };

@@ -8,19 +8,18 @@
 //! what is given up. Anything a policy observes one access at a time (first touches, hinting
 //! faults, replicated pages) still goes through the exact path.
 
-use crate::hot::{kind_index, Hot, Tally};
+use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
-use numalab_workload::stream::{Cursor, Seg, StridePasses};
+pub(crate) use crate::segshares::SegShares;
+use numalab_workload::stream::{Cursor, StridePasses};
 use numalab_workload::Entry;
-use std::collections::BTreeMap;
+use rand::Rng;
 
 /// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
 /// before the block is tried again.
 const EXACT_STRETCH: u64 = 64;
 /// Most pages one walk run of a block extends over (see `same_node_run`).
 const MAX_RUN_PAGES: u64 = 32;
-/// Longest wait, in epochs, before the shares of a segment that had slow pages are recounted.
-const MAX_BACKOFF_EPOCHS: u32 = 64;
 
 /// How the fast engine charges one entry of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +58,7 @@ impl FastEntry {
             Cursor::Random { seg } => FastKind::Random(shares.intern(*seg, n)),
             Cursor::Strided { seg, .. } => {
                 let i = shares.intern(*seg, n);
-                shares.segs[i].runs_wanted = true;
+                shares.want_runs(i);
                 FastKind::Strided(i)
             }
             _ => return None,
@@ -74,201 +73,18 @@ impl FastEntry {
         Some(FastEntry { kind, escape })
     }
 
-    /// Segments and mixtures whose shares this entry needs.
-    pub fn needs(&self) -> impl Iterator<Item = usize> {
+    /// Segments and mixtures whose shares this entry needs, each with whether it must also
+    /// be free of armed pages: a stride visits given pages, so an armed one among them must
+    /// fault on the reference that reaches it; a uniformly random reference finds an armed
+    /// page by chance, which the fast charge draws (`block`).
+    pub fn needs(&self) -> impl Iterator<Item = (usize, bool)> {
         let seg = match self.kind {
-            FastKind::Random(s) | FastKind::Strided(s) => Some(s),
+            FastKind::Random(s) => Some((s, false)),
+            FastKind::Strided(s) => Some((s, true)),
             _ => None,
         };
-        seg.into_iter().chain(self.escape.map(|e| e.0))
+        seg.into_iter().chain(self.escape.map(|e| (e.0, false)))
     }
-}
-
-/// The node shares of one segment's lines, or of an even mixture of segments (a reference
-/// that escapes to a uniformly chosen other block).
-struct SegShare {
-    seg: Seg,
-    /// A mixture: the segments it averages (then `seg` is unused).
-    parts: Option<Vec<usize>>,
-    /// Memory generation the shares were counted at (`u64::MAX`: never).
-    generation: u64,
-    /// Every page of the segment was placed, unarmed and unreplicated at `generation`.
-    settled: bool,
-    /// Share of the segment's lines on each node (valid when `settled`).
-    share: Vec<f64>,
-    /// Start of the epoch of the last count: a segment is counted at most once per epoch.
-    counted_at: f64,
-    /// A strided entry ranges over the segment: keep its runs of one node.
-    runs_wanted: bool,
-    /// Runs of consecutive positions of the segment on one node (valid when `settled` and
-    /// `runs_ok`): `run_ends[r]` ends run `r` (exclusive), `run_nodes[r]` is its node.
-    run_ends: Vec<u64>,
-    run_nodes: Vec<u8>,
-    runs_ok: bool,
-    /// A segment with slow pages is recounted only from `retry_at` on, waiting twice as many
-    /// epochs after each failed count (at most `MAX_BACKOFF_EPOCHS`).
-    backoff_epochs: u32,
-    retry_at: f64,
-}
-
-/// The segments random entries draw from, shared by every thread (one count serves all the
-/// threads of a shared region). Looked up by key, never iterated: order cannot leak.
-#[derive(Default)]
-pub(crate) struct SegShares {
-    index: BTreeMap<(u64, u64, u64, u64), usize>,
-    mixes: BTreeMap<Vec<usize>, usize>,
-    segs: Vec<SegShare>,
-}
-
-impl SegShare {
-    fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
-        SegShare {
-            seg,
-            parts,
-            generation: u64::MAX,
-            settled: false,
-            share: vec![0.0; n],
-            counted_at: f64::NEG_INFINITY,
-            runs_wanted: false,
-            run_ends: Vec::new(),
-            run_nodes: Vec::new(),
-            runs_ok: false,
-            backoff_epochs: 0,
-            retry_at: f64::NEG_INFINITY,
-        }
-    }
-}
-
-impl SegShares {
-    pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
-        let key = (seg.start, seg.chunk, seg.step, seg.chunks);
-        let segs = &mut self.segs;
-        *self.index.entry(key).or_insert_with(|| {
-            segs.push(SegShare::new(seg, None, n));
-            segs.len() - 1
-        })
-    }
-
-    /// An even mixture of interned segments.
-    pub fn intern_mix(&mut self, parts: Vec<usize>, n: usize) -> usize {
-        let segs = &mut self.segs;
-        *self.mixes.entry(parts.clone()).or_insert_with(|| {
-            segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts), n));
-            segs.len() - 1
-        })
-    }
-
-    /// May segment `i` be charged by its shares now? Recounts it if memory changed since the
-    /// last count (at most once per epoch, with back-off while it has slow pages).
-    pub fn ready(&mut self, i: usize, home: &[u8], generation: u64, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
-        if self.segs[i].generation == generation {
-            return self.segs[i].settled;
-        }
-        if let Some(parts) = self.segs[i].parts.take() {
-            let mut settled = true;
-            for &p in &parts {
-                settled &= self.ready(p, home, generation, shift, epoch_start, epoch_ns);
-            }
-            if settled {
-                let mut share = std::mem::take(&mut self.segs[i].share);
-                share.iter_mut().for_each(|x| *x = 0.0);
-                for &p in &parts {
-                    for (x, y) in share.iter_mut().zip(&self.segs[p].share) {
-                        *x += y / parts.len() as f64;
-                    }
-                }
-                self.segs[i].share = share;
-                self.segs[i].generation = generation;
-            }
-            let s = &mut self.segs[i];
-            s.settled = settled;
-            s.parts = Some(parts);
-            return settled;
-        }
-        let s = &mut self.segs[i];
-        if s.counted_at == epoch_start || epoch_start < s.retry_at {
-            return false;
-        }
-        let runs = s.runs_wanted.then_some((&mut s.run_ends, &mut s.run_nodes));
-        (s.settled, s.runs_ok) = count_lines(&s.seg, home, shift, &mut s.share, runs);
-        s.generation = generation;
-        s.counted_at = epoch_start;
-        if s.settled {
-            s.backoff_epochs = 0;
-        } else {
-            s.backoff_epochs = (s.backoff_epochs * 2).clamp(1, MAX_BACKOFF_EPOCHS);
-            s.retry_at = epoch_start + s.backoff_epochs as f64 * epoch_ns;
-        }
-        s.settled
-    }
-
-    pub fn share(&self, i: usize) -> &[f64] {
-        &self.segs[i].share
-    }
-
-    /// The memory generation segment `i` was last counted at.
-    pub fn generation(&self, i: usize) -> u64 {
-        self.segs[i].generation
-    }
-
-    /// The runs of one node of segment `i` (ends, nodes), when it was counted with them.
-    pub fn runs(&self, i: usize) -> Option<(&[u64], &[u8])> {
-        let s = &self.segs[i];
-        s.runs_ok.then_some((&s.run_ends[..], &s.run_nodes[..]))
-    }
-
-    /// Every line of segment `i` is on one node (its share is exactly 1).
-    pub fn one_node(&self, i: usize) -> bool {
-        self.segs[i].share.contains(&1.0)
-    }
-}
-
-/// Most runs of one node kept for a strided segment: past this the pages alternate nodes so
-/// often that counting by runs saves little over counting reference by reference.
-const MAX_RUNS: usize = 4096;
-
-/// Share of `seg`'s lines on each node; false (shares unset) if a page is slow. With `runs`,
-/// also the segment's runs of consecutive positions on one node; the second result says
-/// whether they were kept (at most `MAX_RUNS`).
-fn count_lines(seg: &Seg, home: &[u8], shift: u32, share: &mut [f64], runs: Option<(&mut Vec<u64>, &mut Vec<u8>)>) -> (bool, bool) {
-    let mut lines_on = vec![0u64; share.len()];
-    let mut runs = runs.map(|(ends, nodes)| {
-        ends.clear();
-        nodes.clear();
-        (ends, nodes)
-    });
-    let mut pos = 0u64;
-    for c in 0..seg.chunks {
-        let first = seg.start + c * seg.step;
-        let end = first + seg.chunk;
-        let mut line = first;
-        while line < end {
-            let page = line >> shift;
-            let page_end = ((page + 1) << shift).min(end);
-            let h = home[page as usize];
-            if h >= SLOW {
-                return (false, false);
-            }
-            lines_on[h as usize] += page_end - line;
-            pos += page_end - line;
-            if let Some((ends, nodes)) = &mut runs {
-                if nodes.last() == Some(&h) {
-                    *ends.last_mut().expect("a run per node") = pos;
-                } else if nodes.len() < MAX_RUNS {
-                    ends.push(pos);
-                    nodes.push(h);
-                } else {
-                    runs = None;
-                }
-            }
-            line = page_end;
-        }
-    }
-    let total = seg.lines().max(1) as f64;
-    for (s, &l) in share.iter_mut().zip(&lines_on) {
-        *s = l as f64 / total;
-    }
-    (true, runs.is_some())
 }
 
 /// Split `total` into integer parts in proportion to `share`, each at most its `cap`,
@@ -382,6 +198,8 @@ pub(crate) struct FastState {
     /// reference.
     home_node: Vec<Option<usize>>,
     entry_ns: Vec<f64>,
+    /// Per entry of the block: the chance that a reference lands on an armed page.
+    entry_armed: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
     stride_passes: Vec<StridePasses>,
 }
@@ -484,10 +302,13 @@ impl Hot<'_> {
         max: u64,
         t: &mut Tally,
         mut clock: f64,
-    ) -> (u64, f64, Option<(u64, bool, numalab_workload::stream::AccessKind)>) {
+    ) -> (u64, f64, Option<SlowRef>) {
         let mut issued = 0;
         while issued < max {
-            if let Some((k, c)) = self.block(entries, step, fs, max - issued, t, clock) {
+            if let Some((k, c, slow)) = self.block(entries, step, fs, max - issued, t, clock) {
+                if slow.is_some() {
+                    return (issued + k, c, slow);
+                }
                 if k > 0 {
                     issued += k;
                     clock = c;
@@ -541,7 +362,7 @@ impl Hot<'_> {
         max: u64,
         t: &mut Tally,
         mut clock: f64,
-    ) -> Option<(u64, f64)> {
+    ) -> Option<(u64, f64, Option<SlowRef>)> {
         let (acc, wr, cost) = (&mut *t.acc, &mut *t.wr, t.cost);
         let n = self.n;
         let total = step.total_refs.max(1) as u128;
@@ -550,6 +371,7 @@ impl Hot<'_> {
         let mut mean_ns = 0.0;
         fs.home_node.clear();
         fs.entry_ns.clear();
+        fs.entry_armed.clear();
         for (i, e) in entries.iter().enumerate() {
             let w = e.refs as u128;
             let fe = &step.kinds[i];
@@ -575,14 +397,20 @@ impl Hot<'_> {
                 None => None,
             };
             let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
-            let ns = match (home_node, fe.kind, fe.escape) {
-                _ if e.remaining() == 0 || w == 0 => 0.0,
-                (Some(j), _, None) => row[j],
-                (None, FastKind::Random(s) | FastKind::Strided(s), None) => dot(step.shares.share(s), row),
-                _ => dot(fs.shares_of(fe, home_node, step.shares), row),
+            let (ns, armed) = match (home_node, fe.kind, fe.escape) {
+                _ if e.remaining() == 0 || w == 0 => (0.0, 0.0),
+                (Some(j), _, None) => (row[j], 0.0),
+                (None, FastKind::Random(s) | FastKind::Strided(s), None) if step.shares.armed_frac(s) == 0.0 => {
+                    (dot(step.shares.share(s), row), 0.0)
+                }
+                _ => {
+                    let armed = fs.shares_of(fe, home_node, step.shares);
+                    (dot(&fs.share, row), armed)
+                }
             };
             fs.home_node.push(home_node);
             fs.entry_ns.push(ns);
+            fs.entry_armed.push(armed);
             mean_ns += w as f64 / total as f64 * ns;
         }
         let room = ((self.end - clock) / mean_ns.max(1e-9)).ceil().clamp(1.0, 1e18) as u128;
@@ -592,14 +420,28 @@ impl Hot<'_> {
         let entries_len = entries.len();
         for (i, e) in entries.iter_mut().enumerate() {
             let target = (p * e.refs as u128 / total) as u64;
-            let k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
+            let mut k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
             if k == 0 {
                 continue;
             }
-            left -= k;
-            charged += k;
             let fe = step.kinds[i];
             let home_node = fs.home_node[i];
+            let armed = fs.entry_armed[i];
+            // References that land on armed pages: each of the `k` does with probability
+            // `armed`, so the references before the first such one are geometrically
+            // distributed; they are charged by the shares of the unarmed pages and the one
+            // that faults goes through the exact path (docs/simulator.md, "The fast engine").
+            // Drawing again at the next block is exact: the count is memoryless.
+            let mut faults = false;
+            if armed > 0.0 {
+                let u = 1.0 - t.rng.random::<f64>();
+                let before = (u.ln() / (-armed).ln_1p()).floor();
+                if before < k as f64 {
+                    (k, faults) = (before as u64, true);
+                }
+            }
+            left -= k;
+            charged += k;
             if let (FastKind::Strided(s), None) = (fe.kind, fe.escape) {
                 if !step.shares.one_node(s) {
                     // A stride over pages of several nodes: each reference counted on its
@@ -612,7 +454,7 @@ impl Hot<'_> {
                     // a division per run crossed instead of a lookup per reference).
                     let by_runs = match step.shares.runs(s) {
                         Some(runs) => {
-                            let key = step.shares.generation(s) ^ ((s as u64) << 48);
+                            let key = step.shares.runs_made(s) ^ ((s as u64) << 48);
                             fs.stride_passes.resize_with(entries_len, Default::default);
                             e.take_strided_by_runs(k, runs, key, &mut fs.stride_passes[i], counts, writes)
                         }
@@ -641,7 +483,7 @@ impl Hot<'_> {
                     wr[j] += writes;
                 }
                 // Spread over nodes by expected shares; made integer at the flush.
-                (None, FastKind::Random(s) | FastKind::Strided(s), None) => {
+                (None, FastKind::Random(s) | FastKind::Strided(s), None) if armed == 0.0 => {
                     fs.add_pending(k, writes, step.shares.share(s));
                 }
                 _ => {
@@ -651,30 +493,66 @@ impl Hot<'_> {
                     fs.share = share;
                 }
             }
+            if faults {
+                // The faulting reference: on the entry's own segment or, for an owner
+                // escape, on the mixture's, in proportion to their armed shares.
+                let own = match fe.kind {
+                    FastKind::Random(s) => Some(s).filter(|&s| step.shares.armed_frac(s) > 0.0),
+                    _ => None,
+                };
+                let from = match (own, fe.escape) {
+                    (Some(s), Some((mix, q))) => {
+                        let own_armed = (1.0 - q) * step.shares.armed_frac(s);
+                        if t.rng.random::<f64>() * armed < own_armed {
+                            s
+                        } else {
+                            mix
+                        }
+                    }
+                    (Some(s), None) => s,
+                    (None, Some((mix, _))) => mix,
+                    (None, None) => unreachable!("a faulting entry draws from an armed segment"),
+                };
+                let page = step.shares.draw_armed(from, t.rng, step.lpp);
+                let write = e.take_run(1) > 0;
+                return Some((charged + 1, clock, Some((page, write, e.kind))));
+            }
         }
-        Some((charged, clock))
+        Some((charged, clock, None))
     }
 }
 
 impl FastState {
-    /// Where an entry's next references go, as node shares: its page's node (walk, fixed) or
-    /// its segment's shares (random), mixed with the escape shares at the escape probability.
-    fn shares_of(&mut self, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> &[f64] {
+    /// Where an entry's next references go that land on unarmed pages, as node shares (in
+    /// `self.share`): its page's node (walk, fixed) or its segment's unarmed lines (random,
+    /// strided), mixed with the escape shares at the escape probability, over the share of
+    /// references that land on unarmed pages. Returns the chance that a reference lands on
+    /// an armed page.
+    fn shares_of(&mut self, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> f64 {
         let out = &mut self.share;
+        let mut armed = 0.0;
         match (home_node, fe.kind) {
             (Some(j), _) => {
                 out.iter_mut().for_each(|x| *x = 0.0);
                 out[j] = 1.0;
             }
-            (None, FastKind::Random(s) | FastKind::Strided(s)) => out.copy_from_slice(shares.share(s)),
+            (None, FastKind::Random(s) | FastKind::Strided(s)) => {
+                out.copy_from_slice(shares.unarmed(s));
+                armed = shares.armed_frac(s);
+            }
             (None, _) => unreachable!("walk and fixed entries have a home node"),
         }
         if let Some((mix, q)) = fe.escape {
-            for (x, y) in out.iter_mut().zip(shares.share(mix)) {
+            for (x, y) in out.iter_mut().zip(shares.unarmed(mix)) {
                 *x = (1.0 - q) * *x + q * y;
             }
+            armed = (1.0 - q) * armed + q * shares.armed_frac(mix);
         }
-        out
+        if armed > 0.0 && armed < 1.0 {
+            let inv = 1.0 / (1.0 - armed);
+            out.iter_mut().for_each(|x| *x *= inv);
+        }
+        armed
     }
 }
 
@@ -758,27 +636,51 @@ mod tests {
         assert_eq!(picks, [6, 3, 1]);
     }
 
+    /// A uniformly random entry over a segment with armed pages: the references before each
+    /// hinting fault are geometric with the armed share (mean (1 - p) / p), the faulting one
+    /// lands on an armed page in proportion to its lines, and the others spread over the
+    /// unarmed pages' nodes.
     #[test]
-    fn shares_count_lines_and_refuse_slow_pages() {
-        // Pages of 4 lines; the segment covers lines 2..14: pages 0 (2 lines), 1, 2 (4 each),
-        // 3 (2 lines).
-        let home = [0u8, 1, 1, 0];
-        let mut share = [0.0; 2];
-        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, None), (true, false));
-        assert_eq!(share, [4.0 / 12.0, 8.0 / 12.0]);
-        // With runs: positions 0..2 on node 0, 2..10 on node 1, 10..12 on node 0.
-        let (mut ends, mut nodes) = (vec![99], vec![9]);
-        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, Some((&mut ends, &mut nodes))), (true, true));
-        assert_eq!((ends, nodes), (vec![2, 10, 12], vec![0, 1, 0]));
-        // A chunked segment: chunks of 3 lines every 8 lines from line 1 (lines 1-3, 9-11):
-        // pages 0 and 2, then 2 again; runs merge across chunks on the same node.
-        let home = [0u8, 1, 0, 1];
-        let (mut ends, mut nodes) = (Vec::new(), Vec::new());
-        let seg = Seg { start: 1, chunk: 3, step: 8, chunks: 2 };
-        assert_eq!(count_lines(&seg, &home, 2, &mut share, Some((&mut ends, &mut nodes))), (true, true));
-        assert_eq!((ends, nodes), (vec![6], vec![0]));
-        let home = [0u8, 1, crate::memory::UNPLACED, 0];
-        assert_eq!(count_lines(&Seg::contiguous(2, 12), &home, 2, &mut share, None), (false, false));
+    fn random_references_fault_on_armed_pages_at_their_share() {
+        use crate::memory::Memory;
+        use numalab_workload::stream::{AccessKind, Seg};
+        // 8 pages of 4 lines alternating nodes 0 and 1; pages 2 (node 0) and 5 (node 1)
+        // armed: a quarter of the lines.
+        let mut mem = Memory::new(8, vec![8, 8]);
+        for p in 0..8 {
+            mem.place(p, (p % 2) as u16);
+        }
+        mem.arm(2);
+        mem.arm(5);
+        let mut shares = SegShares::default();
+        let mut entries = vec![Entry::new(Cursor::Random { seg: Seg::contiguous(0, 32) }, u64::MAX / 2, 0.0, AccessKind::Random, None)];
+        let kinds: Vec<FastEntry> = entries.iter().map(|e| FastEntry::of(e, &mut shares, 2).unwrap()).collect();
+        assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.armed_frac(0), 0.25);
+        let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
+        let hot = Hot { home: mem.home(), shift: 2, n: 2, end: f64::INFINITY, gap_exp_ns: 0.0, slow_from: SLOW, maps: &[], node: 0 };
+        // ns per reference by kind and node (only the random kind's row is read).
+        let cost = [10.0, 20.0].repeat(3);
+        let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
+        let mut rng = numalab_core::rng::stream(5, "fast-armed-test", 0);
+        let mut fs = FastState::default();
+        fs.reset(2);
+        let (mut before, mut on_page_2, faults) = (0u64, 0u64, 4000u64);
+        for _ in 0..faults {
+            let mut t = Tally { rng: &mut rng, acc: &mut acc, wr: &mut wr, cost: &cost };
+            let (issued, _, slow) = hot.issue_fast(&mut entries, &step, &mut fs, 1 << 40, &mut t, 0.0);
+            let (page, write, kind) = slow.expect("a reference lands on an armed page");
+            assert!(page == 2 || page == 5, "page {page} is not armed");
+            assert_eq!((write, kind), (false, AccessKind::Random));
+            before += issued - 1;
+            on_page_2 += u64::from(page == 2);
+        }
+        let mean = before as f64 / faults as f64;
+        assert!((mean - 3.0).abs() < 0.3, "mean references before a fault {mean}, expected 3");
+        assert!((1800..2200).contains(&on_page_2), "page 2 took {on_page_2} of {faults} faults");
+        fs.flush(&mut acc, &mut wr);
+        assert_eq!(acc.iter().sum::<u64>(), before, "every reference that did not fault is charged once");
+        assert!((acc[0] as f64 / before as f64 - 0.5).abs() < 0.01, "unarmed lines are half on each node: {acc:?}");
     }
 
     #[test]
@@ -794,19 +696,5 @@ mod tests {
         let w = fs.expected_shares(&[3, 1], &[0, 1], &mut frac).unwrap();
         assert!((frac[0] - 0.5).abs() < 1e-12 && (frac[1] - 0.5).abs() < 1e-12, "{frac:?}");
         assert!((w - 0.4).abs() < 1e-12);
-    }
-
-    #[test]
-    fn runs_are_dropped_past_the_limit() {
-        // Pages of one line alternating nodes: one run per page.
-        let home: Vec<u8> = (0..2 * MAX_RUNS).map(|p| (p % 2) as u8).collect();
-        let mut share = [0.0; 2];
-        let (mut ends, mut nodes) = (Vec::new(), Vec::new());
-        let seg = Seg::contiguous(0, MAX_RUNS as u64);
-        assert_eq!(count_lines(&seg, &home, 0, &mut share, Some((&mut ends, &mut nodes))), (true, true));
-        assert_eq!(nodes.len(), MAX_RUNS);
-        let seg = Seg::contiguous(0, MAX_RUNS as u64 + 1);
-        assert_eq!(count_lines(&seg, &home, 0, &mut share, Some((&mut ends, &mut nodes))), (true, false));
-        assert_eq!(share, [0.5 + 0.5 / (MAX_RUNS as f64 + 1.0), 0.5 - 0.5 / (MAX_RUNS as f64 + 1.0)]);
     }
 }

@@ -10,6 +10,9 @@ pub(crate) fn kind_index(k: AccessKind) -> usize {
     k as usize
 }
 
+/// A reference that needs the slow path: its page, whether it writes, its kind.
+pub(crate) type SlowRef = (u64, bool, AccessKind);
+
 /// The per-access loop, with everything it reads held in locals.
 pub(crate) struct Hot<'m> {
     pub home: &'m [u8],
@@ -50,7 +53,7 @@ impl Hot<'_> {
         max: u64,
         t: &mut Tally,
         mut clock: f64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+    ) -> (u64, f64, Option<SlowRef>) {
         let (rng, cost) = (&mut *t.rng, t.cost);
         let (acc, wr) = (&mut t.acc[..self.n], &mut t.wr[..self.n]);
         let mut issued = 0;
@@ -92,7 +95,7 @@ impl Hot<'_> {
         t: &mut Tally,
         mut clock: f64,
         lpp: u64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+    ) -> (u64, f64, Option<SlowRef>) {
         debug_assert!(self.maps.is_empty(), "runs with mappings charge reference by reference");
         let (acc, wr, cost) = (&mut *t.acc, &mut *t.wr, t.cost);
         let kb = kind_index(e.kind) * self.n;
@@ -138,7 +141,7 @@ impl Hot<'_> {
         t: &mut Tally,
         mut clock: f64,
         lpp: u64,
-    ) -> (u64, f64, Option<(u64, bool, AccessKind)>) {
+    ) -> (u64, f64, Option<SlowRef>) {
         debug_assert!(self.maps.is_empty(), "runs with mappings charge reference by reference");
         let period = swrr.period();
         let mut issued = 0;

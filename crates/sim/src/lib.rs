@@ -23,6 +23,7 @@ pub mod pingpong;
 pub mod profile;
 mod scanner;
 pub mod sched;
+mod segshares;
 mod view;
 pub mod vm;
 mod windows;

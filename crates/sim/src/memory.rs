@@ -22,12 +22,29 @@ pub const ARMED: u8 = 0x80;
 pub const SLOW: u8 = UNPLACED;
 pub const NODE_MASK: u8 = 0x3F;
 
+/// One change of a page byte, as the journal keeps it: the page, its byte before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub page: u64,
+    pub old: u8,
+    pub new: u8,
+}
+
+/// Most changes the journal keeps. Past this it starts over, and a reader behind it counts
+/// its pages again (docs/simulator.md, "The fast engine"): 256 Ki changes are 4 MiB.
+const JOURNAL_MAX: usize = 1 << 18;
+
 pub struct Memory {
     /// Private so that every change goes through a method that bumps `generation`.
     home: Vec<u8>,
     /// Bumped by every change to a page byte: the fast engine's cached per-segment node
     /// shares are valid while it is unchanged (docs/simulator.md, "The fast engine").
     generation: u64,
+    /// The latest changes of page bytes, `journal[i]` being the change that took the
+    /// generation from `journal_from + i` to `journal_from + i + 1`: the fast engine keeps
+    /// its per-segment counts up to date from it instead of counting every page again.
+    journal: Vec<Change>,
+    journal_from: u64,
     pub free: Vec<u64>,
     pub capacity: Vec<u64>,
     /// Extra copies per page as a node bit mask (the home copy excluded); empty until the
@@ -44,6 +61,8 @@ impl Memory {
         Memory {
             home: vec![UNPLACED; pages as usize],
             generation: 0,
+            journal: Vec::new(),
+            journal_from: 0,
             free: capacity.clone(),
             capacity,
             replicas: Vec::new(),
@@ -80,16 +99,34 @@ impl Memory {
         self.generation
     }
 
+    /// The changes of page bytes from generation `since` to now, or `None` if the journal
+    /// no longer reaches that far back.
+    pub fn changes_since(&self, since: u64) -> Option<&[Change]> {
+        let from = since.checked_sub(self.journal_from)?;
+        self.journal.get(from as usize..)
+    }
+
+    /// Every change of a page byte goes through here: the byte, the generation, the journal.
+    #[inline]
+    fn set(&mut self, page: u64, new: u8) {
+        let old = self.home[page as usize];
+        self.home[page as usize] = new;
+        if self.journal.len() == JOURNAL_MAX {
+            self.journal.clear();
+            self.journal_from = self.generation;
+        }
+        self.journal.push(Change { page, old, new });
+        self.generation += 1;
+    }
+
     /// Unmap a placed page for a hinting fault (its next access takes the slow path).
     pub fn arm(&mut self, page: u64) {
-        self.home[page as usize] |= ARMED;
-        self.generation += 1;
+        self.set(page, self.home[page as usize] | ARMED);
     }
 
     /// The hinting fault of an armed page was taken.
     pub fn disarm(&mut self, page: u64) {
-        self.home[page as usize] &= !ARMED;
-        self.generation += 1;
+        self.set(page, self.home[page as usize] & !ARMED);
     }
 
     #[inline]
@@ -100,9 +137,8 @@ impl Memory {
 
     pub fn place(&mut self, page: u64, node: NodeId) {
         debug_assert_eq!(self.home[page as usize], UNPLACED);
-        self.home[page as usize] = node as u8;
+        self.set(page, node as u8);
         self.free[node as usize] -= 1;
-        self.generation += 1;
     }
 
     /// Move the (only) copy of a placed page; keeps the hint marker off.
@@ -113,8 +149,7 @@ impl Memory {
         }
         self.free[from as usize] += 1;
         self.free[to as usize] -= 1;
-        self.home[page as usize] = to as u8;
-        self.generation += 1;
+        self.set(page, to as u8);
         true
     }
 
@@ -130,8 +165,7 @@ impl Memory {
         }
         self.replicas[page as usize] = mask | (1 << to);
         self.replica_copies += 1;
-        self.home[page as usize] |= REPLICATED;
-        self.generation += 1;
+        self.set(page, self.home[page as usize] | REPLICATED);
         true
     }
 
@@ -153,8 +187,7 @@ impl Memory {
                 freed += 1;
             }
         }
-        self.home[page as usize] = (self.home[page as usize] & ARMED) | keep as u8;
-        self.generation += 1;
+        self.set(page, (self.home[page as usize] & ARMED) | keep as u8);
         freed
     }
 
@@ -184,9 +217,8 @@ impl Memory {
                 self.free[n] += 1;
             }
         }
-        self.home[page as usize] = FREED;
+        self.set(page, FREED);
         self.freed_pages += 1;
-        self.generation += 1;
         all.count_ones()
     }
 

@@ -11,6 +11,18 @@ use numalab_workload::{compile, presets as wp, CompileOptions};
 use std::sync::Arc;
 
 fn scenario(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str, engine: EngineKind) -> Scenario {
+    scenario_with(machine, workload, threads, scale, policy, &[], engine)
+}
+
+fn scenario_with(
+    machine: &str,
+    workload: &str,
+    threads: u32,
+    scale: f64,
+    policy: &str,
+    policy_config: &[(&str, i64)],
+    engine: EngineKind,
+) -> Scenario {
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::load(workload).unwrap();
     let program = compile(&file, workload, &m, &CompileOptions { threads: Some(threads), scale }).unwrap();
@@ -20,7 +32,7 @@ fn scenario(machine: &str, workload: &str, threads: u32, scale: f64, policy: &st
         machine: m,
         program: Arc::new(program),
         policy: numalab_policy::find(policy).unwrap(),
-        policy_config: Default::default(),
+        policy_config: policy_config.iter().map(|(k, v)| (k.to_string(), toml::Value::Integer(*v))).collect(),
         sim,
     }
 }
@@ -48,10 +60,23 @@ fn mean_se(xs: &[f64]) -> (f64, f64) {
 /// a dynamic one, which thread faults on which page first is such a draw, so run time, local
 /// ratio and the counts of hint faults and page migrations are compared in the mean: within
 /// 2 %, 0.01, 5 % and 5 % respectively, or three standard errors of the exact engine's mean.
-fn check(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str, seeds: &[u64]) {
+fn check(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str, seeds: &[u64]) -> Vec<RunMetrics> {
+    check_with(machine, workload, threads, scale, policy, &[], seeds)
+}
+
+/// `check` with policy settings; returns the exact engine's runs.
+fn check_with(
+    machine: &str,
+    workload: &str,
+    threads: u32,
+    scale: f64,
+    policy: &str,
+    policy_config: &[(&str, i64)],
+    seeds: &[u64],
+) -> Vec<RunMetrics> {
     let what = |m: &str| format!("{workload} on {machine} under {policy}: {m}");
-    let exact_s = scenario(machine, workload, threads, scale, policy, EngineKind::Exact);
-    let fast_s = scenario(machine, workload, threads, scale, policy, EngineKind::Fast);
+    let exact_s = scenario_with(machine, workload, threads, scale, policy, policy_config, EngineKind::Exact);
+    let fast_s = scenario_with(machine, workload, threads, scale, policy, policy_config, EngineKind::Fast);
     let (mut exact, mut fast) = (Vec::new(), Vec::new());
     for &seed in seeds {
         let (e, f) = (run_one(&exact_s, seed).unwrap(), run_one(&fast_s, seed).unwrap());
@@ -82,6 +107,7 @@ fn check(machine: &str, workload: &str, threads: u32, scale: f64, policy: &str, 
         let (m, se) = mean_se(&e);
         within(&what(name), m, mean(&f), rel, abs.max(3.0 * se));
     }
+    exact
 }
 
 #[test]
@@ -127,6 +153,20 @@ fn walk_only_steps_match_the_exact_engine() {
 #[test]
 fn dynamic_policies_match_the_exact_engine() {
     check("server-a-4n", "cg-like", 16, 0.01, "autonuma", &[7, 8, 9]);
+}
+
+/// Random references over segments with pages armed for hinting faults: the fast engine
+/// draws which reference faults (docs/simulator.md, "The fast engine"). The scanner's delays
+/// are cut so that the short run arms pages again and again.
+#[test]
+fn random_references_to_armed_pages_match_the_exact_engine() {
+    let scan = [("scan_delay_ms", 2), ("scan_period_min_ms", 2), ("scan_period_max_ms", 20)];
+    let exact = check_with("server-a-4n", "is-like", 16, 0.1, "autonuma", &scan, &[7, 8, 9]);
+    assert!(
+        exact.iter().all(|r| r.hint_faults > 1000),
+        "the scanner armed pages: {:?}",
+        exact.iter().map(|r| r.hint_faults).collect::<Vec<_>>()
+    );
 }
 
 #[test]

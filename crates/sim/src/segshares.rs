@@ -1,0 +1,609 @@
+//! Per-segment node counts for the fast engine (docs/simulator.md, "The fast engine"): for
+//! every segment a random, gather or strided entry ranges over, how many of its lines lie on
+//! each node, how many of those are on pages armed for a hinting fault (and which pages), and
+//! how many are on pages the fast engine cannot charge in bulk (unplaced, freed, replicated).
+//! The counts follow the memory's journal of page-byte changes, so a migration or the scanner
+//! arming pages costs a few updates instead of a count of every page of the segment; a full
+//! count happens when a segment is first needed or the journal no longer reaches back to it.
+
+use crate::memory::{Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
+use numalab_core::rng::StreamRng;
+use numalab_workload::stream::Seg;
+use rand::Rng;
+use std::collections::{BTreeMap, HashMap};
+
+/// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
+/// again.
+const MAX_BACKOFF_EPOCHS: u32 = 64;
+/// Most runs of one node kept for a strided segment: past this the pages alternate nodes so
+/// often that counting by runs saves little over counting reference by reference.
+const MAX_RUNS: usize = 4096;
+
+/// What a page byte means for the counts: `None` if the page blocks bulk charging (unplaced,
+/// freed, replicated), else its node and whether it is armed.
+#[inline]
+fn class(byte: u8) -> Option<(usize, bool)> {
+    let node = byte & NODE_MASK;
+    (node != UNPLACED && byte & REPLICATED == 0).then_some((node as usize, byte & ARMED != 0))
+}
+
+/// Lines of `seg` inside the line range `[a, b)` (one page).
+pub(crate) fn lines_in(seg: &Seg, a: u64, b: u64) -> u64 {
+    if seg.chunks == 0 || seg.chunk == 0 || b <= seg.start {
+        return 0;
+    }
+    let overlap = |c: u64| {
+        let first = seg.start + c * seg.step;
+        (first + seg.chunk).min(b).saturating_sub(first.max(a))
+    };
+    if seg.chunks == 1 {
+        return overlap(0);
+    }
+    // Chunks that end after `a` and start before `b`.
+    let lo = (a + 1).saturating_sub(seg.start + seg.chunk).div_ceil(seg.step);
+    let hi = (b - seg.start).div_ceil(seg.step).min(seg.chunks);
+    (lo..hi).map(overlap).sum()
+}
+
+/// The armed pages of a segment with the segment's lines on each, in an order one can draw
+/// from. `slot` is only looked up, never iterated, so no result depends on its order.
+#[derive(Default)]
+struct ArmedPages {
+    pages: Vec<(u64, u64)>,
+    slot: HashMap<u64, usize>,
+}
+
+impl ArmedPages {
+    fn insert(&mut self, page: u64, lines: u64) {
+        if let std::collections::hash_map::Entry::Vacant(v) = self.slot.entry(page) {
+            v.insert(self.pages.len());
+            self.pages.push((page, lines));
+        }
+    }
+
+    fn remove(&mut self, page: u64) {
+        if let Some(i) = self.slot.remove(&page) {
+            self.pages.swap_remove(i);
+            if let Some(&(moved, _)) = self.pages.get(i) {
+                self.slot.insert(moved, i);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.pages.clear();
+        self.slot.clear();
+    }
+
+    /// A page drawn with probability proportional to its lines in the segment: a uniform slot,
+    /// kept with probability `lines / lpp` (rejection; a whole page is always kept).
+    fn draw(&self, rng: &mut StreamRng, lpp: u64) -> u64 {
+        loop {
+            let (page, lines) = self.pages[rng.random_range(0..self.pages.len())];
+            if lines >= lpp || rng.random_range(0..lpp) < lines {
+                return page;
+            }
+        }
+    }
+}
+
+/// The counts of one segment, or of an even mixture of segments (a reference that escapes to
+/// a uniformly chosen other block).
+struct SegShare {
+    seg: Seg,
+    /// The segment's first line and the end of its last chunk: a quick test for changes.
+    span: (u64, u64),
+    /// A mixture: the segments it averages (then `seg` is unused).
+    parts: Option<Vec<usize>>,
+    /// Memory generation the counts are valid at (`u64::MAX`: never counted).
+    generation: u64,
+    /// Lines on each node (armed ones included), lines on armed pages per node, lines on
+    /// blocking pages. Valid at `generation`.
+    lines_on: Vec<u64>,
+    armed_on: Vec<u64>,
+    blocked_lines: u64,
+    armed: ArmedPages,
+    /// No blocking page at `generation`.
+    settled: bool,
+    /// Derived when settled: each node's share of the lines, its share of the unarmed lines
+    /// (over all lines: it sums to `1 - armed_frac`), and the armed share.
+    share: Vec<f64>,
+    unarmed: Vec<f64>,
+    armed_frac: f64,
+    /// Start of the epoch of the last full count: at most one per epoch.
+    counted_at: f64,
+    /// A strided entry ranges over the segment: keep its runs of one node.
+    runs_wanted: bool,
+    /// Runs of consecutive positions of the segment on one node (valid when `runs_ok`):
+    /// `run_ends[r]` ends run `r` (exclusive), `run_nodes[r]` is its node.
+    run_ends: Vec<u64>,
+    run_nodes: Vec<u8>,
+    runs_ok: bool,
+    /// Full counts so far: the runs are remade only by a full count, so this names them.
+    counts: u64,
+    /// A change moved a page of the segment to another node (or in or out of blocking) since
+    /// the runs were made: the next epoch counts the segment again to remake them.
+    runs_stale: bool,
+    /// A segment with blocking pages is counted again in full only from `retry_at` on,
+    /// waiting twice as many epochs after each count that found some (at most
+    /// `MAX_BACKOFF_EPOCHS`). Only when the journal cannot bring it up to date.
+    backoff_epochs: u32,
+    retry_at: f64,
+}
+
+/// The segments the fast engine charges by shares, shared by every thread (one count serves
+/// all the threads of a shared region). Looked up by key, never iterated: order cannot leak.
+#[derive(Default)]
+pub(crate) struct SegShares {
+    index: BTreeMap<(u64, u64, u64, u64), usize>,
+    mixes: BTreeMap<Vec<usize>, usize>,
+    segs: Vec<SegShare>,
+}
+
+impl SegShare {
+    fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
+        let end = if seg.chunks == 0 { seg.start } else { seg.start + (seg.chunks - 1) * seg.step + seg.chunk };
+        SegShare {
+            seg,
+            span: (seg.start, end),
+            parts,
+            generation: u64::MAX,
+            lines_on: vec![0; n],
+            armed_on: vec![0; n],
+            blocked_lines: 0,
+            armed: ArmedPages::default(),
+            settled: false,
+            share: vec![0.0; n],
+            unarmed: vec![0.0; n],
+            armed_frac: 0.0,
+            counted_at: f64::NEG_INFINITY,
+            runs_wanted: false,
+            run_ends: Vec::new(),
+            run_nodes: Vec::new(),
+            runs_ok: false,
+            counts: 0,
+            runs_stale: false,
+            backoff_epochs: 0,
+            retry_at: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Count every page of the segment (and its runs, if wanted and nothing blocks).
+    fn count(&mut self, home: &[u8], shift: u32) {
+        self.lines_on.iter_mut().for_each(|x| *x = 0);
+        self.armed_on.iter_mut().for_each(|x| *x = 0);
+        self.blocked_lines = 0;
+        self.armed.clear();
+        self.run_ends.clear();
+        self.run_nodes.clear();
+        let mut runs_ok = self.runs_wanted;
+        let seg = self.seg;
+        let mut pos = 0u64;
+        for c in 0..seg.chunks {
+            let first = seg.start + c * seg.step;
+            let end = first + seg.chunk;
+            let mut line = first;
+            while line < end {
+                let page = line >> shift;
+                let page_end = ((page + 1) << shift).min(end);
+                let lines = page_end - line;
+                pos += lines;
+                match class(home[page as usize]) {
+                    None => {
+                        self.blocked_lines += lines;
+                        runs_ok = false;
+                    }
+                    Some((node, armed)) => {
+                        self.lines_on[node] += lines;
+                        if armed {
+                            self.armed_on[node] += lines;
+                            // A page split over two chunks of the segment is one slot with
+                            // the lines of both.
+                            match self.armed.slot.get(&page) {
+                                Some(&i) => self.armed.pages[i].1 += lines,
+                                None => self.armed.insert(page, lines),
+                            }
+                        }
+                        if runs_ok {
+                            let h = node as u8;
+                            if self.run_nodes.last() == Some(&h) {
+                                *self.run_ends.last_mut().expect("a run per node") = pos;
+                            } else if self.run_nodes.len() < MAX_RUNS {
+                                self.run_ends.push(pos);
+                                self.run_nodes.push(h);
+                            } else {
+                                runs_ok = false;
+                            }
+                        }
+                    }
+                }
+                line = page_end;
+            }
+        }
+        self.runs_ok = runs_ok;
+        self.runs_stale = false;
+        self.counts += 1;
+        self.derive();
+    }
+
+    /// Follow one change of a page byte.
+    fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) {
+        let (a, b) = (page << shift, (page + 1) << shift);
+        if b <= self.span.0 || a >= self.span.1 {
+            return;
+        }
+        let lines = lines_in(&self.seg, a, b);
+        if lines == 0 {
+            return;
+        }
+        let (was, is) = (class(old), class(new));
+        match was {
+            None => self.blocked_lines -= lines,
+            Some((node, armed)) => {
+                self.lines_on[node] -= lines;
+                if armed {
+                    self.armed_on[node] -= lines;
+                    self.armed.remove(page);
+                }
+            }
+        }
+        match is {
+            None => self.blocked_lines += lines,
+            Some((node, armed)) => {
+                self.lines_on[node] += lines;
+                if armed {
+                    self.armed_on[node] += lines;
+                    self.armed.insert(page, lines);
+                }
+            }
+        }
+        if self.runs_wanted && was.map(|w| w.0) != is.map(|i| i.0) {
+            self.runs_ok = false;
+            self.runs_stale = true;
+        }
+    }
+
+    /// Shares from the counts.
+    fn derive(&mut self) {
+        self.settled = self.blocked_lines == 0;
+        let total = self.seg.lines().max(1) as f64;
+        let mut armed_lines = 0;
+        for j in 0..self.share.len() {
+            self.share[j] = self.lines_on[j] as f64 / total;
+            self.unarmed[j] = (self.lines_on[j] - self.armed_on[j]) as f64 / total;
+            armed_lines += self.armed_on[j];
+        }
+        self.armed_frac = armed_lines as f64 / total;
+    }
+}
+
+impl SegShares {
+    pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
+        let key = (seg.start, seg.chunk, seg.step, seg.chunks);
+        let segs = &mut self.segs;
+        *self.index.entry(key).or_insert_with(|| {
+            segs.push(SegShare::new(seg, None, n));
+            segs.len() - 1
+        })
+    }
+
+    /// An even mixture of interned segments.
+    pub fn intern_mix(&mut self, parts: Vec<usize>, n: usize) -> usize {
+        let segs = &mut self.segs;
+        *self.mixes.entry(parts.clone()).or_insert_with(|| {
+            segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts), n));
+            segs.len() - 1
+        })
+    }
+
+    /// A strided entry ranges over segment `i`: keep its runs of one node.
+    pub fn want_runs(&mut self, i: usize) {
+        self.segs[i].runs_wanted = true;
+    }
+
+    /// May segment `i` be charged by its shares now (no blocking page; armed pages allowed,
+    /// see `armed_frac`)? Brings its counts up to date from the memory's journal, or counts
+    /// it in full (at most once per epoch, with back-off while it has blocking pages).
+    pub fn ready(&mut self, i: usize, mem: &Memory, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
+        let generation = mem.generation();
+        if self.segs[i].generation == generation {
+            return self.segs[i].settled;
+        }
+        if let Some(parts) = self.segs[i].parts.take() {
+            let mut settled = true;
+            for &p in &parts {
+                settled &= self.ready(p, mem, shift, epoch_start, epoch_ns);
+            }
+            if settled {
+                let [mut share, mut unarmed] = [std::mem::take(&mut self.segs[i].share), std::mem::take(&mut self.segs[i].unarmed)];
+                share.iter_mut().chain(unarmed.iter_mut()).for_each(|x| *x = 0.0);
+                let mut armed_frac = 0.0;
+                let w = 1.0 / parts.len() as f64;
+                for &p in &parts {
+                    let part = &self.segs[p];
+                    for j in 0..share.len() {
+                        share[j] += part.share[j] * w;
+                        unarmed[j] += part.unarmed[j] * w;
+                    }
+                    armed_frac += part.armed_frac * w;
+                }
+                let s = &mut self.segs[i];
+                (s.share, s.unarmed, s.armed_frac) = (share, unarmed, armed_frac);
+                s.generation = generation;
+            }
+            let s = &mut self.segs[i];
+            s.settled = settled;
+            s.parts = Some(parts);
+            return settled;
+        }
+        let s = &mut self.segs[i];
+        let behind = if s.generation == u64::MAX { None } else { mem.changes_since(s.generation) };
+        if let Some(changes) = behind {
+            for c in changes {
+                s.apply(c.page, c.old, c.new, shift);
+            }
+            s.generation = generation;
+            s.derive();
+            if !(s.runs_stale && s.counted_at != epoch_start) {
+                return s.settled;
+            }
+        } else if s.counted_at == epoch_start || epoch_start < s.retry_at {
+            return false;
+        }
+        s.count(mem.home(), shift);
+        s.generation = generation;
+        s.counted_at = epoch_start;
+        if s.settled {
+            s.backoff_epochs = 0;
+        } else {
+            s.backoff_epochs = (s.backoff_epochs * 2).clamp(1, MAX_BACKOFF_EPOCHS);
+            s.retry_at = epoch_start + s.backoff_epochs as f64 * epoch_ns;
+        }
+        s.settled
+    }
+
+    /// Each node's share of segment `i`'s lines (armed ones included).
+    pub fn share(&self, i: usize) -> &[f64] {
+        &self.segs[i].share
+    }
+
+    /// Each node's share of segment `i`'s lines on unarmed pages, over all its lines (it sums
+    /// to `1 - armed_frac(i)`).
+    pub fn unarmed(&self, i: usize) -> &[f64] {
+        &self.segs[i].unarmed
+    }
+
+    /// The share of segment `i`'s lines on armed pages: the chance that a uniformly random
+    /// reference to it takes a hinting fault.
+    pub fn armed_frac(&self, i: usize) -> f64 {
+        self.segs[i].armed_frac
+    }
+
+    /// An armed page of segment `i` (a mixture: of one of its parts), drawn as a uniformly
+    /// random reference that lands on an armed page would draw it. Only when `armed_frac(i)`
+    /// is above zero.
+    pub fn draw_armed(&self, i: usize, rng: &mut StreamRng, lpp: u64) -> u64 {
+        let s = &self.segs[i];
+        match &s.parts {
+            None => s.armed.draw(rng, lpp),
+            Some(parts) => {
+                // A part in proportion to its armed share, then a page of it.
+                let total: f64 = parts.iter().map(|&p| self.segs[p].armed_frac).sum();
+                let mut x = rng.random::<f64>() * total;
+                let mut pick = parts[0];
+                for &p in parts {
+                    let f = self.segs[p].armed_frac;
+                    if f > 0.0 {
+                        pick = p;
+                        if x < f {
+                            break;
+                        }
+                        x -= f;
+                    }
+                }
+                self.segs[pick].armed.draw(rng, lpp)
+            }
+        }
+    }
+
+    /// Names segment `i`'s current runs of one node: it changes whenever they are remade.
+    pub fn runs_made(&self, i: usize) -> u64 {
+        self.segs[i].counts
+    }
+
+    /// The runs of one node of segment `i` (ends, nodes), when they are up to date.
+    pub fn runs(&self, i: usize) -> Option<(&[u64], &[u8])> {
+        let s = &self.segs[i];
+        s.runs_ok.then_some((&s.run_ends[..], &s.run_nodes[..]))
+    }
+
+    /// Every line of segment `i` is on one node (its share is exactly 1).
+    pub fn one_node(&self, i: usize) -> bool {
+        self.segs[i].share.contains(&1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab_core::NodeId;
+
+    fn memory(nodes_of_pages: &[Option<NodeId>]) -> Memory {
+        let mut m = Memory::new(nodes_of_pages.len() as u64, vec![1 << 20; 4]);
+        for (p, n) in nodes_of_pages.iter().enumerate() {
+            if let Some(n) = n {
+                m.place(p as u64, *n);
+            }
+        }
+        m
+    }
+
+    /// A segment counted once, then followed through the journal, against a fresh full count
+    /// after every change.
+    fn assert_same_as_recount(shares: &SegShares, i: usize, mem: &Memory, shift: u32) {
+        let mut fresh = SegShare::new(shares.segs[i].seg, None, shares.segs[i].lines_on.len());
+        fresh.runs_wanted = shares.segs[i].runs_wanted;
+        fresh.count(mem.home(), shift);
+        let s = &shares.segs[i];
+        assert_eq!(
+            (&s.lines_on, &s.armed_on, s.blocked_lines, s.settled),
+            (&fresh.lines_on, &fresh.armed_on, fresh.blocked_lines, fresh.settled)
+        );
+        assert_eq!((&s.share, &s.unarmed, s.armed_frac), (&fresh.share, &fresh.unarmed, fresh.armed_frac));
+        let mut a: Vec<_> = s.armed.pages.clone();
+        let mut b: Vec<_> = fresh.armed.pages.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "armed pages and their lines");
+        if s.runs_ok {
+            assert_eq!((&s.run_ends, &s.run_nodes), (&fresh.run_ends, &fresh.run_nodes));
+        }
+    }
+
+    #[test]
+    fn counts_lines_and_blocks_on_unplaced_pages() {
+        // Pages of 4 lines; the segment covers lines 2..14: pages 0 (2 lines), 1, 2 (4 each),
+        // 3 (2 lines).
+        let mem = memory(&[Some(0), Some(1), Some(1), Some(0)]);
+        let mut shares = SegShares::default();
+        let i = shares.intern(Seg::contiguous(2, 12), 2);
+        shares.want_runs(i);
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.share(i), [4.0 / 12.0, 8.0 / 12.0]);
+        // Runs: positions 0..2 on node 0, 2..10 on node 1, 10..12 on node 0.
+        assert_eq!(shares.runs(i), Some((&[2u64, 10, 12][..], &[0u8, 1, 0][..])));
+        // A chunked segment: chunks of 3 lines every 8 lines from line 1 (lines 1-3, 9-11):
+        // pages 0 and 2, then 2 again; runs merge across chunks on the same node.
+        let mem = memory(&[Some(0), Some(1), Some(0), Some(1)]);
+        let j = shares.intern(Seg { start: 1, chunk: 3, step: 8, chunks: 2 }, 2);
+        shares.want_runs(j);
+        assert!(shares.ready(j, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.runs(j), Some((&[6u64][..], &[0u8][..])));
+        let mem = memory(&[Some(0), Some(1), None, Some(0)]);
+        let mut shares = SegShares::default();
+        let i = shares.intern(Seg::contiguous(2, 12), 2);
+        assert!(!shares.ready(i, &mem, 2, 0.0, 1.0), "an unplaced page blocks");
+        assert!(!shares.ready(i, &mem, 2, 0.5, 1.0), "and the back-off waits an epoch before counting again");
+    }
+
+    #[test]
+    fn armed_pages_are_counted_apart() {
+        // Pages of 4 lines, lines 2..14 as above; page 1 (4 lines, node 1) armed.
+        let mut mem = memory(&[Some(0), Some(1), Some(1), Some(0)]);
+        mem.arm(1);
+        let mut shares = SegShares::default();
+        let i = shares.intern(Seg::contiguous(2, 12), 2);
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0), "armed pages do not block");
+        assert_eq!(shares.share(i), [4.0 / 12.0, 8.0 / 12.0]);
+        assert_eq!(shares.unarmed(i), [4.0 / 12.0, 4.0 / 12.0]);
+        assert_eq!(shares.armed_frac(i), 4.0 / 12.0);
+        let mut rng = numalab_core::rng::stream(1, "segshares-test", 0);
+        assert_eq!(shares.draw_armed(i, &mut rng, 4), 1);
+        // The edge page 0 (2 of its 4 lines in the segment) armed too: drawn about a third
+        // of the time.
+        mem.arm(0);
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.armed_frac(i), 6.0 / 12.0);
+        let zeros = (0..30_000).filter(|_| shares.draw_armed(i, &mut rng, 4) == 0).count();
+        assert!((9_000..11_000).contains(&zeros), "page 0 drawn {zeros} times of 30000");
+    }
+
+    #[test]
+    fn mixtures_average_their_parts() {
+        let mut mem = memory(&[Some(0), Some(0), Some(1), Some(1)]);
+        mem.arm(3);
+        let mut shares = SegShares::default();
+        let a = shares.intern(Seg::contiguous(0, 8), 2);
+        let b = shares.intern(Seg::contiguous(8, 8), 2);
+        let m = shares.intern_mix(vec![a, b], 2);
+        assert!(shares.ready(m, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.share(m), [0.5, 0.5]);
+        assert_eq!(shares.unarmed(m), [0.5, 0.25]);
+        assert_eq!(shares.armed_frac(m), 0.25);
+        let mut rng = numalab_core::rng::stream(1, "segshares-test", 1);
+        assert_eq!(shares.draw_armed(m, &mut rng, 4), 3, "only part b has an armed page");
+    }
+
+    #[test]
+    fn lines_in_counts_a_page_of_a_chunked_segment() {
+        let seg = Seg { start: 3, chunk: 2, step: 5, chunks: 4 }; // lines 3-4, 8-9, 13-14, 18-19
+        let brute = |a: u64, b: u64| (0..seg.lines()).map(|k| seg.line_at(k)).filter(|l| (a..b).contains(l)).count() as u64;
+        for a in 0..24 {
+            for len in [1, 2, 4, 8, 16] {
+                assert_eq!(lines_in(&seg, a, a + len), brute(a, a + len), "[{a}, {})", a + len);
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Place(u64, NodeId),
+        Arm(u64),
+        Disarm(u64),
+        Migrate(u64, NodeId),
+        Replicate(u64, NodeId),
+        Collapse(u64, NodeId),
+        Release(u64),
+    }
+
+    proptest::proptest! {
+        /// Counts followed through the journal equal a full count after every change, on
+        /// contiguous and chunked segments, and a journal that was outrun falls back to a
+        /// full count.
+        #[test]
+        fn journal_updates_equal_a_recount(
+            ops in proptest::collection::vec((0u8..7, 0u64..12, 0 as NodeId..3), 1..60),
+            seg in (0u64..20, 1u64..9, 0u64..4, 1u64..5),
+        ) {
+            let shift = 2;
+            let seg = Seg { start: seg.0, chunk: seg.1, step: seg.1 + seg.2, chunks: seg.3 };
+            let mut mem = Memory::new(16, vec![64; 3]);
+            let mut shares = SegShares::default();
+            let i = shares.intern(seg, 3);
+            shares.want_runs(i);
+            shares.ready(i, &mem, shift, 0.0, 1.0);
+            for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
+                let op = match op {
+                    0 => Op::Place(page, node),
+                    1 => Op::Arm(page),
+                    2 => Op::Disarm(page),
+                    3 => Op::Migrate(page, node),
+                    4 => Op::Replicate(page, node),
+                    5 => Op::Collapse(page, node),
+                    _ => Op::Release(page),
+                };
+                let h = mem.home()[page as usize];
+                match op {
+                    Op::Place(p, n) if h == UNPLACED => mem.place(p, n),
+                    Op::Arm(p) if h & NODE_MASK != UNPLACED => mem.arm(p),
+                    Op::Disarm(p) => mem.disarm(p),
+                    Op::Migrate(p, n) => { mem.migrate(p, n); }
+                    Op::Replicate(p, n) => { mem.replicate(p, n); }
+                    Op::Collapse(p, n) => { mem.collapse(p, n); }
+                    Op::Release(p) => { mem.release(p); }
+                    _ => {}
+                }
+                // A new epoch each time, so a stale runs list is remade.
+                shares.ready(i, &mem, shift, epoch as f64 + 1.0, 1.0);
+                assert_same_as_recount(&shares, i, &mem, shift);
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_dropped_past_the_limit() {
+        // Pages of one line alternating nodes: one run per page.
+        let pages = 2 * MAX_RUNS;
+        let mem = memory(&(0..pages).map(|p| Some((p % 2) as NodeId)).collect::<Vec<_>>());
+        let mut shares = SegShares::default();
+        let i = shares.intern(Seg::contiguous(0, MAX_RUNS as u64), 2);
+        shares.want_runs(i);
+        assert!(shares.ready(i, &mem, 0, 0.0, 1.0));
+        assert_eq!(shares.runs(i).unwrap().1.len(), MAX_RUNS);
+        let j = shares.intern(Seg::contiguous(0, MAX_RUNS as u64 + 1), 2);
+        shares.want_runs(j);
+        assert!(shares.ready(j, &mem, 0, 0.0, 1.0));
+        assert_eq!(shares.runs(j), None);
+        assert_eq!(shares.share(j), [0.5 + 0.5 / (MAX_RUNS as f64 + 1.0), 0.5 - 0.5 / (MAX_RUNS as f64 + 1.0)]);
+    }
+}
