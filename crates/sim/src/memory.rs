@@ -269,6 +269,27 @@ mod tests {
         assert_eq!(m.free.iter().sum::<u64>(), 9 - 2);
     }
 
+    #[test]
+    fn the_journal_records_every_change_until_it_starts_over() {
+        let mut m = Memory::new(4, vec![4, 4]);
+        let g0 = m.generation();
+        m.place(1, 0);
+        m.arm(1);
+        assert!(m.migrate(1, 1), "a migration clears the hint marker");
+        assert_eq!(
+            m.changes_since(g0).unwrap(),
+            [Change { page: 1, old: UNPLACED, new: 0 }, Change { page: 1, old: 0, new: ARMED }, Change { page: 1, old: ARMED, new: 1 }]
+        );
+        assert_eq!(m.changes_since(m.generation()).unwrap(), []);
+        let g1 = m.generation();
+        for _ in 0..JOURNAL_MAX {
+            m.arm(1);
+        }
+        assert_eq!(m.changes_since(g0), None, "the journal no longer reaches back");
+        assert_eq!(m.changes_since(g1).map(|c| c.len()), None);
+        assert_eq!(m.changes_since(m.generation() - 3).map(|c| c.len()), Some(3));
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Place(u64, NodeId),
