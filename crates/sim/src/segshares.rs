@@ -121,6 +121,10 @@ struct SegShare {
     runs_ok: bool,
     /// Full counts so far: the runs are remade only by a full count, so this names them.
     counts: u64,
+    /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
+    /// its last averaging (`parts_version`) and averages again only when that sum moves.
+    version: u64,
+    parts_version: u64,
     /// A change moved a page of the segment to another node (or in or out of blocking) since
     /// the runs were made: the next epoch counts the segment again to remake them.
     runs_stale: bool,
@@ -162,6 +166,8 @@ impl SegShare {
             run_nodes: Vec::new(),
             runs_ok: false,
             counts: 0,
+            version: 0,
+            parts_version: u64::MAX,
             runs_stale: false,
             backoff_epochs: 0,
             retry_at: f64::NEG_INFINITY,
@@ -226,15 +232,15 @@ impl SegShare {
         self.derive();
     }
 
-    /// Follow one change of a page byte.
-    fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) {
+    /// Follow one change of a page byte; false if it is not a page of the segment.
+    fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) -> bool {
         let (a, b) = (page << shift, (page + 1) << shift);
         if b <= self.span.0 || a >= self.span.1 {
-            return;
+            return false;
         }
         let lines = lines_in(&self.seg, a, b);
         if lines == 0 {
-            return;
+            return false;
         }
         let (was, is) = (class(old), class(new));
         match was {
@@ -261,10 +267,12 @@ impl SegShare {
             self.runs_ok = false;
             self.runs_stale = true;
         }
+        true
     }
 
     /// Shares from the counts.
     fn derive(&mut self) {
+        self.version += 1;
         self.settled = self.blocked_lines == 0;
         let total = self.seg.lines().max(1) as f64;
         let mut armed_lines = 0;
@@ -314,7 +322,10 @@ impl SegShares {
             for &p in &parts {
                 settled &= self.ready(p, mem, shift, epoch_start, epoch_ns);
             }
-            if settled {
+            let parts_version: u64 = parts.iter().map(|&p| self.segs[p].version).sum();
+            if settled && parts_version == self.segs[i].parts_version {
+                self.segs[i].generation = generation;
+            } else if settled {
                 let [mut share, mut unarmed] = [std::mem::take(&mut self.segs[i].share), std::mem::take(&mut self.segs[i].unarmed)];
                 share.iter_mut().chain(unarmed.iter_mut()).for_each(|x| *x = 0.0);
                 let mut armed_frac = 0.0;
@@ -330,6 +341,7 @@ impl SegShares {
                 let s = &mut self.segs[i];
                 (s.share, s.unarmed, s.armed_frac) = (share, unarmed, armed_frac);
                 s.generation = generation;
+                s.parts_version = parts_version;
             }
             let s = &mut self.segs[i];
             s.settled = settled;
@@ -339,11 +351,14 @@ impl SegShares {
         let s = &mut self.segs[i];
         let behind = if s.generation == u64::MAX { None } else { mem.changes_since(s.generation) };
         if let Some(changes) = behind {
+            let mut touched = false;
             for c in changes {
-                s.apply(c.page, c.old, c.new, shift);
+                touched |= s.apply(c.page, c.old, c.new, shift);
             }
             s.generation = generation;
-            s.derive();
+            if touched {
+                s.derive();
+            }
             if !(s.runs_stale && s.counted_at != epoch_start) {
                 return s.settled;
             }
@@ -522,6 +537,23 @@ mod tests {
         assert_eq!(shares.armed_frac(m), 0.25);
         let mut rng = numalab_core::rng::stream(1, "segshares-test", 1);
         assert_eq!(shares.draw_armed(m, &mut rng, 4), 3, "only part b has an armed page");
+        // A change outside both parts leaves the mixture as it is; one inside moves it.
+        let mut mem2 = Memory::new(6, vec![8, 8]);
+        for p in 0..6 {
+            mem2.place(p, if p < 2 { 0 } else { 1 });
+        }
+        mem2.arm(3);
+        let mut shares = SegShares::default();
+        let (a, b) = (shares.intern(Seg::contiguous(0, 8), 2), shares.intern(Seg::contiguous(8, 8), 2));
+        let m = shares.intern_mix(vec![a, b], 2);
+        assert!(shares.ready(m, &mem2, 2, 0.0, 1.0));
+        mem2.arm(5);
+        assert!(shares.ready(m, &mem2, 2, 0.0, 1.0));
+        assert_eq!(shares.armed_frac(m), 0.25, "page 5 is in neither part");
+        mem2.disarm(3);
+        mem2.migrate(0, 1);
+        assert!(shares.ready(m, &mem2, 2, 0.0, 1.0));
+        assert_eq!((shares.armed_frac(m), shares.share(m)), (0.0, &[0.25, 0.75][..]));
     }
 
     #[test]
