@@ -513,7 +513,7 @@ impl Hot<'_> {
                     (None, Some((mix, _))) => mix,
                     (None, None) => unreachable!("a faulting entry draws from an armed segment"),
                 };
-                let page = step.shares.draw_armed(from, t.rng, step.lpp);
+                let page = step.shares.draw_armed(from, t.rng, self.home, self.shift);
                 let write = e.take_run(1) > 0;
                 return Some((charged + 1, clock, Some((page, write, e.kind))));
             }

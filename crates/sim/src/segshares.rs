@@ -15,6 +15,12 @@ use std::collections::{BTreeMap, HashMap};
 /// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
 /// again.
 const MAX_BACKOFF_EPOCHS: u32 = 64;
+/// Most armed pages a segment keeps by name. Past this (a scanner arming a large region at
+/// once) the segment keeps only their count, and a reference that faults draws its page by
+/// rejection: a uniform line of the segment until one on an armed page (at least 1/64 of the
+/// lines are then armed in a segment of up to 4 M pages). The names are counted again once
+/// fewer than half this many remain.
+const MAX_ARMED_SET: usize = if cfg!(test) { 8 } else { 1 << 16 };
 /// Most runs of one node kept for a strided segment: past this the pages alternate nodes so
 /// often that counting by runs saves little over counting reference by reference.
 const MAX_RUNS: usize = 4096;
@@ -46,18 +52,36 @@ pub(crate) fn lines_in(seg: &Seg, a: u64, b: u64) -> u64 {
 }
 
 /// The armed pages of a segment with the segment's lines on each, in an order one can draw
-/// from. `slot` is only looked up, never iterated, so no result depends on its order.
+/// from. `slot` is only looked up, never iterated, so no result depends on its order. Past
+/// `MAX_ARMED_SET` pages it `overflowed`: it names none until counted again.
 #[derive(Default)]
 struct ArmedPages {
     pages: Vec<(u64, u64)>,
     slot: HashMap<u64, usize>,
+    overflowed: bool,
 }
 
 impl ArmedPages {
     fn insert(&mut self, page: u64, lines: u64) {
+        if self.overflowed {
+            return;
+        }
         if let std::collections::hash_map::Entry::Vacant(v) = self.slot.entry(page) {
+            if self.pages.len() == MAX_ARMED_SET {
+                self.clear();
+                self.overflowed = true;
+                return;
+            }
             v.insert(self.pages.len());
             self.pages.push((page, lines));
+        }
+    }
+
+    /// More lines of a page already named (a page split over two chunks of the segment).
+    fn insert_or_add(&mut self, page: u64, lines: u64) {
+        match self.slot.get(&page) {
+            Some(&i) => self.pages[i].1 += lines,
+            None => self.insert(page, lines),
         }
     }
 
@@ -73,6 +97,7 @@ impl ArmedPages {
     fn clear(&mut self) {
         self.pages.clear();
         self.slot.clear();
+        self.overflowed = false;
     }
 
     /// A page drawn with probability proportional to its lines in the segment: a uniform slot,
@@ -128,6 +153,9 @@ struct SegShare {
     /// A change moved a page of the segment to another node (or in or out of blocking) since
     /// the runs were made: the next epoch counts the segment again to remake them.
     runs_stale: bool,
+    /// The armed pages overflowed their set and fewer than half of its size remain: the next
+    /// epoch counts the segment again to name them.
+    rename_armed: bool,
     /// A segment with blocking pages is counted again in full only from `retry_at` on,
     /// waiting twice as many epochs after each count that found some (at most
     /// `MAX_BACKOFF_EPOCHS`). Only when the journal cannot bring it up to date.
@@ -169,6 +197,7 @@ impl SegShare {
             version: 0,
             parts_version: u64::MAX,
             runs_stale: false,
+            rename_armed: false,
             backoff_epochs: 0,
             retry_at: f64::NEG_INFINITY,
         }
@@ -205,10 +234,7 @@ impl SegShare {
                             self.armed_on[node] += lines;
                             // A page split over two chunks of the segment is one slot with
                             // the lines of both.
-                            match self.armed.slot.get(&page) {
-                                Some(&i) => self.armed.pages[i].1 += lines,
-                                None => self.armed.insert(page, lines),
-                            }
+                            self.armed.insert_or_add(page, lines);
                         }
                         if runs_ok {
                             let h = node as u8;
@@ -228,6 +254,7 @@ impl SegShare {
         }
         self.runs_ok = runs_ok;
         self.runs_stale = false;
+        self.rename_armed = false;
         self.counts += 1;
         self.derive();
     }
@@ -267,7 +294,24 @@ impl SegShare {
             self.runs_ok = false;
             self.runs_stale = true;
         }
+        if self.armed.overflowed && self.armed_on.iter().sum::<u64>() < (MAX_ARMED_SET as u64 / 2) << shift {
+            self.rename_armed = true;
+        }
         true
+    }
+
+    /// An armed page, as a uniformly random reference that lands on one would reach it: from
+    /// the named pages, or, when they overflowed, by drawing lines until one is armed.
+    fn draw_armed(&self, rng: &mut StreamRng, home: &[u8], shift: u32) -> u64 {
+        if !self.armed.overflowed {
+            return self.armed.draw(rng, 1 << shift);
+        }
+        loop {
+            let page = self.seg.line_at(rng.random_range(0..self.seg.lines())) >> shift;
+            if matches!(class(home[page as usize]), Some((_, true))) {
+                return page;
+            }
+        }
     }
 
     /// Shares from the counts.
@@ -314,8 +358,10 @@ impl SegShares {
     /// it in full (at most once per epoch, with back-off while it has blocking pages).
     pub fn ready(&mut self, i: usize, mem: &Memory, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
         let generation = mem.generation();
-        if self.segs[i].generation == generation {
-            return self.segs[i].settled;
+        let s = &self.segs[i];
+        // Up to date, unless its runs or armed names wait for this epoch's count.
+        if s.generation == generation && !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
+            return s.settled;
         }
         if let Some(parts) = self.segs[i].parts.take() {
             let mut settled = true;
@@ -350,6 +396,10 @@ impl SegShares {
         }
         let s = &mut self.segs[i];
         let behind = if s.generation == u64::MAX { None } else { mem.changes_since(s.generation) };
+        // The journal no longer reaches back to the last count (a scanner arming more pages at
+        // once than it keeps): counted again in full, with the same back-off as blocking pages
+        // if it keeps happening, and on the exact path in between.
+        let outrun = s.generation != u64::MAX && behind.is_none();
         if let Some(changes) = behind {
             let mut touched = false;
             for c in changes {
@@ -359,7 +409,7 @@ impl SegShares {
             if touched {
                 s.derive();
             }
-            if !(s.runs_stale && s.counted_at != epoch_start) {
+            if !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
                 return s.settled;
             }
         } else if s.counted_at == epoch_start || epoch_start < s.retry_at {
@@ -368,7 +418,7 @@ impl SegShares {
         s.count(mem.home(), shift);
         s.generation = generation;
         s.counted_at = epoch_start;
-        if s.settled {
+        if s.settled && !outrun {
             s.backoff_epochs = 0;
         } else {
             s.backoff_epochs = (s.backoff_epochs * 2).clamp(1, MAX_BACKOFF_EPOCHS);
@@ -397,10 +447,10 @@ impl SegShares {
     /// An armed page of segment `i` (a mixture: of one of its parts), drawn as a uniformly
     /// random reference that lands on an armed page would draw it. Only when `armed_frac(i)`
     /// is above zero.
-    pub fn draw_armed(&self, i: usize, rng: &mut StreamRng, lpp: u64) -> u64 {
+    pub fn draw_armed(&self, i: usize, rng: &mut StreamRng, home: &[u8], shift: u32) -> u64 {
         let s = &self.segs[i];
         match &s.parts {
-            None => s.armed.draw(rng, lpp),
+            None => s.draw_armed(rng, home, shift),
             Some(parts) => {
                 // A part in proportion to its armed share, then a page of it.
                 let total: f64 = parts.iter().map(|&p| self.segs[p].armed_frac).sum();
@@ -416,7 +466,7 @@ impl SegShares {
                         x -= f;
                     }
                 }
-                self.segs[pick].armed.draw(rng, lpp)
+                self.segs[pick].draw_armed(rng, home, shift)
             }
         }
     }
@@ -465,11 +515,20 @@ mod tests {
             (&fresh.lines_on, &fresh.armed_on, fresh.blocked_lines, fresh.settled)
         );
         assert_eq!((&s.share, &s.unarmed, s.armed_frac), (&fresh.share, &fresh.unarmed, fresh.armed_frac));
-        let mut a: Vec<_> = s.armed.pages.clone();
-        let mut b: Vec<_> = fresh.armed.pages.clone();
-        a.sort_unstable();
-        b.sort_unstable();
-        assert_eq!(a, b, "armed pages and their lines");
+        // Named armed pages, unless either side overflowed its set (the journal-kept side
+        // names them again only once fewer than half remain).
+        if !s.armed.overflowed && !fresh.armed.overflowed {
+            let mut a: Vec<_> = s.armed.pages.clone();
+            let mut b: Vec<_> = fresh.armed.pages.clone();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "armed pages and their lines");
+        }
+        if s.armed_frac > 0.0 {
+            let mut rng = numalab_core::rng::stream(9, "segshares-recount", 0);
+            let page = shares.draw_armed(i, &mut rng, mem.home(), shift);
+            assert!(matches!(class(mem.home()[page as usize]), Some((_, true))), "drew page {page}, not armed");
+        }
         if s.runs_ok {
             assert_eq!((&s.run_ends, &s.run_nodes), (&fresh.run_ends, &fresh.run_nodes));
         }
@@ -513,14 +572,45 @@ mod tests {
         assert_eq!(shares.unarmed(i), [4.0 / 12.0, 4.0 / 12.0]);
         assert_eq!(shares.armed_frac(i), 4.0 / 12.0);
         let mut rng = numalab_core::rng::stream(1, "segshares-test", 0);
-        assert_eq!(shares.draw_armed(i, &mut rng, 4), 1);
+        assert_eq!(shares.draw_armed(i, &mut rng, mem.home(), 2), 1);
         // The edge page 0 (2 of its 4 lines in the segment) armed too: drawn about a third
         // of the time.
         mem.arm(0);
         assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
         assert_eq!(shares.armed_frac(i), 6.0 / 12.0);
-        let zeros = (0..30_000).filter(|_| shares.draw_armed(i, &mut rng, 4) == 0).count();
+        let zeros = (0..30_000).filter(|_| shares.draw_armed(i, &mut rng, mem.home(), 2) == 0).count();
         assert!((9_000..11_000).contains(&zeros), "page 0 drawn {zeros} times of 30000");
+    }
+
+    #[test]
+    fn too_many_armed_pages_are_drawn_by_rejection_then_named_again() {
+        // 20 pages of 4 lines; 12 armed: more than the test's set of 8 names.
+        let mut mem = memory(&(0..20).map(|p| Some((p % 2) as NodeId)).collect::<Vec<_>>());
+        let mut shares = SegShares::default();
+        let i = shares.intern(Seg::contiguous(0, 80), 2);
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        for p in 0..12 {
+            mem.arm(p);
+        }
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        assert!(shares.segs[i].armed.overflowed);
+        assert_eq!(shares.armed_frac(i), 0.6);
+        let mut rng = numalab_core::rng::stream(1, "segshares-test", 2);
+        let mut hits = [0u32; 20];
+        for _ in 0..12_000 {
+            hits[shares.draw_armed(i, &mut rng, mem.home(), 2) as usize] += 1;
+        }
+        assert!(hits[12..].iter().all(|&h| h == 0), "only armed pages: {hits:?}");
+        assert!(hits[..12].iter().all(|&h| (800..1200).contains(&h)), "each armed page about equally: {hits:?}");
+        // Down to 3 armed pages (fewer than half of 8): named again by the next epoch's count.
+        for p in 3..12 {
+            mem.disarm(p);
+        }
+        assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        assert!(shares.segs[i].armed.overflowed, "not in the epoch of the last count");
+        assert!(shares.ready(i, &mem, 2, 1.0, 1.0));
+        assert!(!shares.segs[i].armed.overflowed);
+        assert_eq!(shares.segs[i].armed.pages.len(), 3);
     }
 
     #[test]
@@ -536,7 +626,7 @@ mod tests {
         assert_eq!(shares.unarmed(m), [0.5, 0.25]);
         assert_eq!(shares.armed_frac(m), 0.25);
         let mut rng = numalab_core::rng::stream(1, "segshares-test", 1);
-        assert_eq!(shares.draw_armed(m, &mut rng, 4), 3, "only part b has an armed page");
+        assert_eq!(shares.draw_armed(m, &mut rng, mem.home(), 2), 3, "only part b has an armed page");
         // A change outside both parts leaves the mixture as it is; one inside moves it.
         let mut mem2 = Memory::new(6, vec![8, 8]);
         for p in 0..6 {
