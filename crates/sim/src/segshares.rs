@@ -341,11 +341,13 @@ impl SegShares {
 
     /// An even mixture of interned segments.
     pub fn intern_mix(&mut self, parts: Vec<usize>, n: usize) -> usize {
-        let segs = &mut self.segs;
-        *self.mixes.entry(parts.clone()).or_insert_with(|| {
-            segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts), n));
-            segs.len() - 1
-        })
+        // Looked up first: steps intern their mixtures every time they start.
+        if let Some(&i) = self.mixes.get(&parts) {
+            return i;
+        }
+        self.segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts.clone()), n));
+        self.mixes.insert(parts, self.segs.len() - 1);
+        self.segs.len() - 1
     }
 
     /// A strided entry ranges over segment `i`: keep its runs of one node.
