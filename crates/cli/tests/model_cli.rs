@@ -279,11 +279,7 @@ fn a_synth_workload_file_gives_its_class_rows() {
         "w.toml",
         "[workload]\nname = \"plain\"\nthreads = 2\n[[region]]\nname = \"a\"\npages = 4\nsharing = \"shared_rw\"\n[[phase]]\nname = \"p\"\naccesses = [{ region = \"a\", who = \"all\", pattern = \"seq\" }]\n",
     );
-    numalab()
-        .args(["model", "mva", "--classes", &f])
-        .assert()
-        .failure()
-        .stderr(predicate::str::contains("region 'a' has no DUnX class"));
+    numalab().args(["model", "mva", "--classes", &f]).assert().failure().stderr(predicate::str::contains("region 'a' has no DUnX class"));
 }
 
 #[test]
@@ -292,7 +288,8 @@ fn measured_policy_times_the_given_mix() {
     let ideal = json_of(&["model", "mva", "--policy", "ideal"]);
     let p = &ideal["points"][0];
     let s = |k: &str| p[k].as_f64().unwrap().to_string();
-    let doc = json_of(&["model", "mva", "--policy", "measured", "--p-l", &s("p_l"), "--q-m", &s("q_m"), "--q-r", &s("q_r"), "--q-c", &s("q_c")]);
+    let doc =
+        json_of(&["model", "mva", "--policy", "measured", "--p-l", &s("p_l"), "--q-m", &s("q_m"), "--q-r", &s("q_r"), "--q-c", &s("q_c")]);
     let m = &doc["points"][0];
     assert_eq!(m["policy"], "measured");
     assert!(close(&m["r_us"], 3.63506, 1e-5), "{}", m["r_us"]);

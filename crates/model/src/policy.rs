@@ -465,7 +465,10 @@ mod tests {
         assert_eq!(m.refs, 594_400.0, "the reference count still comes from the classes");
         assert_printed(r_of(&m), "3.63506");
         // Other policies ignore a given mix.
-        assert_eq!(map(&hw(), &set, PolicyKind::Cache, &params).unwrap(), map(&hw(), &set, PolicyKind::Cache, &PolicyParams::default()).unwrap());
+        assert_eq!(
+            map(&hw(), &set, PolicyKind::Cache, &params).unwrap(),
+            map(&hw(), &set, PolicyKind::Cache, &PolicyParams::default()).unwrap()
+        );
         // All local, no faults: R = tau + t_l = 2.6 exactly as vector (b)'s p_l = 1 case.
         let local = PolicyParams { measured: Some(MeasuredMix { p_l: 1.0, ..MeasuredMix::default() }), ..PolicyParams::default() };
         assert!((r_of(&map(&hw(), &set, PolicyKind::Measured, &local).unwrap()) - 2.6).abs() < 1e-12);
@@ -490,7 +493,8 @@ mod tests {
         let bad = PolicyParams { measured: Some(MeasuredMix { p_l: 1.5, ..MeasuredMix::default() }), ..PolicyParams::default() };
         let err = map(&hw(), &set, PolicyKind::Measured, &bad).unwrap_err();
         assert_eq!(err.to_string(), "parameter 'p_l' = 1.5: must lie in [0, 1]");
-        let bad = PolicyParams { measured: Some(MeasuredMix { p_l: 0.5, q_c: f64::NAN, ..MeasuredMix::default() }), ..PolicyParams::default() };
+        let bad =
+            PolicyParams { measured: Some(MeasuredMix { p_l: 0.5, q_c: f64::NAN, ..MeasuredMix::default() }), ..PolicyParams::default() };
         let err = map(&hw(), &set, PolicyKind::Measured, &bad).unwrap_err();
         assert!(err.to_string().starts_with("parameter 'q_c'"), "{err}");
         // `measured` parses but is not one of the seed's six.
