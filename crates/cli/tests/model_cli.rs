@@ -248,3 +248,68 @@ fn validate_rejects_bad_arguments() {
     fails_with(&["model", "validate", "--seeds", "1"], "--seeds must be at least 2");
     fails_with(&["model", "validate", "--machine", "amd48"], "no migration, replication and coherency-fault costs");
 }
+
+/// The repository's synth instance files (studies/dunx, docs/results/dunx.md).
+fn instance(name: &str) -> String {
+    format!("{}/../../studies/dunx/{name}.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn a_synth_workload_file_gives_its_class_rows() {
+    // synth-5c keeps every row of the dunx-synth preset, which are the §8(c) classes: the same
+    // predictions as the built-in class set, for every policy.
+    let from_file = json_of(&["model", "mva", "--classes", &instance("synth-5c"), "--policy", "all"]);
+    let built_in = json_of(&["model", "mva", "--classes", "dunx-synth-8c", "--policy", "all"]);
+    let (a, b) = (from_file["points"].as_array().unwrap(), built_in["points"].as_array().unwrap());
+    assert_eq!(a.len(), 6);
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x["policy"], y["policy"]);
+        assert_eq!(x["predicted_s"], y["predicted_s"], "{}", x["policy"]);
+        assert_eq!(x["refs"], 594_400.0);
+    }
+    assert_eq!(from_file["classes"]["name"], "synth-5c");
+    // An SS-only instance: ideal migrates (r = 2500 above k_mig = 1304.35).
+    let ss = json_of(&["model", "mva", "--classes", &instance("synth-ss"), "--policy", "ideal"]);
+    assert_eq!(ss["points"][0]["ideal_treatments"]["SS"], "Mg");
+    assert_eq!(ss["points"][0]["refs"], 2500.0 * 4.0 * 2.0);
+    // A workload file without DUnX classes is refused by name.
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_file(
+        &dir,
+        "w.toml",
+        "[workload]\nname = \"plain\"\nthreads = 2\n[[region]]\nname = \"a\"\npages = 4\nsharing = \"shared_rw\"\n[[phase]]\nname = \"p\"\naccesses = [{ region = \"a\", who = \"all\", pattern = \"seq\" }]\n",
+    );
+    numalab().args(["model", "mva", "--classes", &f]).assert().failure().stderr(predicate::str::contains("region 'a' has no DUnX class"));
+}
+
+#[test]
+fn measured_policy_times_the_given_mix() {
+    // The ideal policy's own mix on the §8(c) classes gives the ideal R = 3.63506 us.
+    let ideal = json_of(&["model", "mva", "--policy", "ideal"]);
+    let p = &ideal["points"][0];
+    let s = |k: &str| p[k].as_f64().unwrap().to_string();
+    let doc =
+        json_of(&["model", "mva", "--policy", "measured", "--p-l", &s("p_l"), "--q-m", &s("q_m"), "--q-r", &s("q_r"), "--q-c", &s("q_c")]);
+    let m = &doc["points"][0];
+    assert_eq!(m["policy"], "measured");
+    assert!(close(&m["r_us"], 3.63506, 1e-5), "{}", m["r_us"]);
+    assert_eq!(m["predicted_s"], p["predicted_s"]);
+    // `all` stays the seed's six.
+    let all = json_of(&["model", "mva", "--policy", "all"]);
+    assert!(all["points"].as_array().unwrap().iter().all(|x| x["policy"] != "measured"));
+    numalab()
+        .args(["model", "mva", "--policy", "measured", "--p-l", "0.5"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("policy measured needs all of --p-l, --q-m, --q-r and --q-c"));
+    numalab()
+        .args(["model", "mva", "--policy", "static", "--q-m", "0.001"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("apply only to --policy measured"));
+    numalab()
+        .args(["model", "mva", "--policy", "measured", "--p-l", "1.5", "--q-m", "0", "--q-r", "0", "--q-c", "0"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("parameter 'p_l' = 1.5: must lie in [0, 1]"));
+}

@@ -211,3 +211,53 @@ threads = 4
     assert!(lines[1].starts_with("server-a-2n,is-like,linux,exact,"), "{}", lines[1]);
     assert!(lines[2].starts_with("server-a-2n,is-like,linux,fast,"), "{}", lines[2]);
 }
+
+/// The repository root, where the DUnX study files name their workloads from.
+fn repo_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+#[test]
+fn the_dunx_studies_parse_and_expand_without_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("c");
+    let cache = cache.to_str().unwrap();
+    // The sweep: 5 instances x 1 policy x 5 freeze windows x 4 recent_mod values.
+    let out = numalab()
+        .current_dir(repo_root())
+        .args(["study", "studies/dunx-gp1000-sweep.toml", "--dry-run", "--cache", cache, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("100 cells, 100 jobs, 0 cached, 100 to run"), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "numalab.study-cells/1");
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 100);
+    assert_eq!(cells[0]["workload"], "studies/dunx/synth-5c.toml");
+    assert_eq!(cells[0]["policy"], "dunx");
+    assert_eq!(cells[0]["grid"]["policy.dunx.freeze_window_ms"], 0.0);
+    assert_eq!(cells[0]["grid"]["policy.dunx.recent_mod"], 0.0);
+    // The last key varies fastest; inf is kept (JSON writes it as null).
+    assert_eq!(cells[1]["grid"]["policy.dunx.recent_mod"], 31.0);
+    assert_eq!(cells[3]["grid"]["policy.dunx.recent_mod"], Value::Null);
+    assert_eq!(cells[19]["grid"]["policy.dunx.freeze_window_ms"], Value::Null);
+    assert_eq!(cells[20]["workload"], "studies/dunx/synth-pr-ro.toml");
+    let keys: std::collections::BTreeSet<&str> = cells.iter().map(|c| c["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), 100, "every grid point is a different configuration");
+    assert!(!Path::new(cache).exists(), "a dry run writes nothing");
+    // The comparison: 5 instances x 4 policies, 10 runs each.
+    let out = numalab()
+        .current_dir(repo_root())
+        .args(["study", "studies/dunx-gp1000.toml", "--dry-run", "--cache", cache, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 20);
+    let policies: Vec<&str> = cells[..4].iter().map(|c| c["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["first-touch", "cache", "mor", "dunx"]);
+    assert!(cells.iter().all(|c| c["jobs"] == 10 && c["to_run"] == 10));
+}

@@ -24,6 +24,10 @@ pub enum PolicyKind {
     Rc,
     /// Ideal, but a fraction `e_c` of the decisions for class `c` are wrong.
     Error,
+    /// Not a policy of the seed: the mix `p_l, q_m, q_r, q_c` is given (measured, for example
+    /// counted in a simulation of a policy the model has no rule for, such as DUnX), and the
+    /// model only times it (docs/model.md §3.4). Not part of [`PolicyKind::ALL`].
+    Measured,
 }
 
 impl PolicyKind {
@@ -38,12 +42,13 @@ impl PolicyKind {
             PolicyKind::Ideal => "ideal",
             PolicyKind::Rc => "rc",
             PolicyKind::Error => "error",
+            PolicyKind::Measured => "measured",
         }
     }
 
     /// Case-insensitive.
     pub fn parse(s: &str) -> Option<PolicyKind> {
-        PolicyKind::ALL.into_iter().find(|p| p.as_str().eq_ignore_ascii_case(s))
+        PolicyKind::ALL.into_iter().chain([PolicyKind::Measured]).find(|p| p.as_str().eq_ignore_ascii_case(s))
     }
 }
 
@@ -81,6 +86,51 @@ pub struct PolicyParams {
     pub k_mig: Option<f64>,
     /// Scalar override of the replication break-even count.
     pub k_rep: Option<f64>,
+    /// The given mix of [`PolicyKind::Measured`]; the other policies ignore it.
+    pub measured: Option<MeasuredMix>,
+}
+
+/// A per-reference mix given from outside the model (docs/model.md §3.4): the share of local
+/// references and the migrations, replications and coherency faults per reference, each a count
+/// divided by the references it happened over (DUnX design §9: "these counts divided by the
+/// total number of references").
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct MeasuredMix {
+    pub p_l: f64,
+    pub q_m: f64,
+    pub q_r: f64,
+    pub q_c: f64,
+}
+
+impl MeasuredMix {
+    /// The mix of raw counts over all processes: local and remote references, migrations,
+    /// replications and coherency faults. Every count finite and >= 0, some reference made.
+    pub fn from_counts(local: f64, remote: f64, migrations: f64, replications: f64, coherency: f64) -> Result<MeasuredMix, ModelError> {
+        for (name, v) in
+            [("local", local), ("remote", remote), ("migrations", migrations), ("replications", replications), ("coherency", coherency)]
+        {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ModelError::param(name, v, "a count must be finite and >= 0"));
+            }
+        }
+        let refs = local + remote;
+        if refs <= 0.0 {
+            return Err(ModelError::param("local + remote", refs, "no references counted"));
+        }
+        Ok(MeasuredMix { p_l: local / refs, q_m: migrations / refs, q_r: replications / refs, q_c: coherency / refs })
+    }
+
+    fn validate(&self) -> Result<(), ModelError> {
+        if !(0.0..=1.0).contains(&self.p_l) {
+            return Err(ModelError::param("p_l", self.p_l, "must lie in [0, 1]"));
+        }
+        for (name, v) in [("q_m", self.q_m), ("q_r", self.q_r), ("q_c", self.q_c)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ModelError::param(name, v, "must be finite and >= 0"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Per-class intermediate values and counts per process.
@@ -176,6 +226,16 @@ pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyP
             }
         }
     }
+    let measured = match (kind, params.measured) {
+        (PolicyKind::Measured, Some(m)) => {
+            m.validate()?;
+            Some(m)
+        }
+        (PolicyKind::Measured, None) => {
+            return Err(ModelError::param("p_l", f64::NAN, "policy 'measured' needs the mix p_l, q_m, q_r, q_c"))
+        }
+        _ => None,
+    };
     let n = hw.nodes as f64;
     let delta = hw.remote_penalty();
     let mut out = Placement { p_l: 0.0, p_r: 0.0, q_m: 0.0, q_r: 0.0, q_c: 0.0, refs: 0.0, classes: [ClassCounts::EMPTY; 5] };
@@ -217,7 +277,8 @@ pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyP
             treatment_counts(Treatment::Local, c, &cc)
         } else {
             match kind {
-                PolicyKind::Static => treatment_counts(Treatment::Static, c, &cc),
+                // The class counts stay static's; the aggregate mix is replaced below.
+                PolicyKind::Static | PolicyKind::Measured => treatment_counts(Treatment::Static, c, &cc),
                 PolicyKind::Cache => treatment_counts(if k.is_read_shared() { Treatment::Replicate } else { Treatment::Migrate }, c, &cc),
                 PolicyKind::Mor => treatment_counts(Treatment::Migrate, c, &cc),
                 PolicyKind::Ideal => treatment_counts(ideal, c, &cc),
@@ -256,6 +317,13 @@ pub fn map(hw: &Hardware, classes: &ClassSet, kind: PolicyKind, params: &PolicyP
     out.q_m = sum[2] / n_refs;
     out.q_r = sum[3] / n_refs;
     out.q_c = sum[4] / n_refs;
+    if let Some(m) = measured {
+        out.p_l = m.p_l;
+        out.p_r = 1.0 - m.p_l;
+        out.q_m = m.q_m;
+        out.q_r = m.q_r;
+        out.q_c = m.q_c;
+    }
     Ok(out)
 }
 
@@ -383,5 +451,54 @@ mod tests {
         }
         assert_eq!(PolicyKind::parse("MOR"), Some(PolicyKind::Mor));
         assert_eq!(PolicyKind::parse("first-touch"), None);
+    }
+
+    #[test]
+    fn measured_mix_is_timed_as_given() {
+        let set = preset("dunx-synth-8c").unwrap();
+        // A mix equal to the ideal policy's gives the ideal policy's R: §8(c), R = 3.63506.
+        let ideal = map(&hw(), &set, PolicyKind::Ideal, &PolicyParams::default()).unwrap();
+        let given = MeasuredMix { p_l: ideal.p_l, q_m: ideal.q_m, q_r: ideal.q_r, q_c: ideal.q_c };
+        let params = PolicyParams { measured: Some(given), ..PolicyParams::default() };
+        let m = map(&hw(), &set, PolicyKind::Measured, &params).unwrap();
+        assert_eq!((m.p_l, m.p_r, m.q_m, m.q_r, m.q_c), (ideal.p_l, ideal.p_r, ideal.q_m, ideal.q_r, ideal.q_c));
+        assert_eq!(m.refs, 594_400.0, "the reference count still comes from the classes");
+        assert_printed(r_of(&m), "3.63506");
+        // Other policies ignore a given mix.
+        assert_eq!(
+            map(&hw(), &set, PolicyKind::Cache, &params).unwrap(),
+            map(&hw(), &set, PolicyKind::Cache, &PolicyParams::default()).unwrap()
+        );
+        // All local, no faults: R = tau + t_l = 2.6 exactly as vector (b)'s p_l = 1 case.
+        let local = PolicyParams { measured: Some(MeasuredMix { p_l: 1.0, ..MeasuredMix::default() }), ..PolicyParams::default() };
+        assert!((r_of(&map(&hw(), &set, PolicyKind::Measured, &local).unwrap()) - 2.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn measured_mix_from_counts() {
+        // 3 local and 1 remote references, 2 migrations, 1 replication, 1 coherency fault.
+        let m = MeasuredMix::from_counts(3.0, 1.0, 2.0, 1.0, 1.0).unwrap();
+        assert_eq!(m, MeasuredMix { p_l: 0.75, q_m: 0.5, q_r: 0.25, q_c: 0.25 });
+        let err = MeasuredMix::from_counts(0.0, 0.0, 0.0, 0.0, 0.0).unwrap_err();
+        assert_eq!(err.to_string(), "parameter 'local + remote' = 0: no references counted");
+        let err = MeasuredMix::from_counts(1.0, -1.0, 0.0, 0.0, 0.0).unwrap_err();
+        assert_eq!(err.to_string(), "parameter 'remote' = -1: a count must be finite and >= 0");
+    }
+
+    #[test]
+    fn measured_policy_rejects_a_missing_or_bad_mix() {
+        let set = preset("dunx-synth-8c").unwrap();
+        let err = map(&hw(), &set, PolicyKind::Measured, &PolicyParams::default()).unwrap_err();
+        assert!(err.to_string().contains("policy 'measured' needs the mix p_l, q_m, q_r, q_c"), "{err}");
+        let bad = PolicyParams { measured: Some(MeasuredMix { p_l: 1.5, ..MeasuredMix::default() }), ..PolicyParams::default() };
+        let err = map(&hw(), &set, PolicyKind::Measured, &bad).unwrap_err();
+        assert_eq!(err.to_string(), "parameter 'p_l' = 1.5: must lie in [0, 1]");
+        let bad =
+            PolicyParams { measured: Some(MeasuredMix { p_l: 0.5, q_c: f64::NAN, ..MeasuredMix::default() }), ..PolicyParams::default() };
+        let err = map(&hw(), &set, PolicyKind::Measured, &bad).unwrap_err();
+        assert!(err.to_string().starts_with("parameter 'q_c'"), "{err}");
+        // `measured` parses but is not one of the seed's six.
+        assert_eq!(PolicyKind::parse("measured"), Some(PolicyKind::Measured));
+        assert!(!PolicyKind::ALL.contains(&PolicyKind::Measured));
     }
 }

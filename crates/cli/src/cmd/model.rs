@@ -47,12 +47,26 @@ pub struct MvaArgs {
     /// Machine preset name, or a machine TOML file (path ending in .toml).
     #[arg(long, default_value = "gp1000")]
     pub machine: String,
-    /// Page-class set: a built-in preset name or a TOML file (path ending in .toml).
+    /// Page-class set: a built-in preset name, a page-class TOML file, or a workload TOML file
+    /// whose regions carry `dunx_class` (a synth instance; path ending in .toml).
     #[arg(long, default_value = "dunx-synth-8c")]
     pub classes: String,
-    /// Policies, comma-separated: static, cache, mor, ideal, rc, error, or all.
+    /// Policies, comma-separated: static, cache, mor, ideal, rc, error, or all (these six);
+    /// also measured (needs --p-l, --q-m, --q-r, --q-c).
     #[arg(long, default_value = "ideal")]
     pub policy: String,
+    /// Policy measured: the share of local references (docs/model.md §3.4).
+    #[arg(long)]
+    pub p_l: Option<f64>,
+    /// Policy measured: page migrations per reference.
+    #[arg(long)]
+    pub q_m: Option<f64>,
+    /// Policy measured: page replications per reference.
+    #[arg(long)]
+    pub q_r: Option<f64>,
+    /// Policy measured: coherency faults per reference.
+    #[arg(long)]
+    pub q_c: Option<f64>,
     /// Mean compute time between memory references, us.
     #[arg(long, default_value_t = 2.0)]
     pub tau: f64,
@@ -199,6 +213,12 @@ fn load_machine(name: &str) -> Result<Machine> {
 fn load_classes(name: &str) -> Result<ClassSet> {
     if is_file_arg(name) {
         let text = crate::scenario::read_user_file_as(name, "page-class file ")?;
+        // A workload file (a synth instance) has a [workload] table; a page-class file has none.
+        let is_workload = toml::from_str::<toml::Table>(&text).map(|t| t.contains_key("workload")).unwrap_or(false);
+        if is_workload {
+            let file = numalab_workload::presets::parse(&text, name)?;
+            return classes_of_workload(&file, name);
+        }
         Ok(ClassSet::from_toml_str(&text, name)?)
     } else {
         Ok(classes::preset(name)?)
@@ -291,7 +311,19 @@ fn run_mva(a: &MvaArgs, out: &OutputOpts) -> Result<()> {
         NetworkArg::Delay => NetworkMode::Delay,
         NetworkArg::Queue => NetworkMode::Queue,
     };
-    let mut params = PolicyParams { k_mig: a.k_mig, k_rep: a.k_rep, ..PolicyParams::default() };
+    let mix = [a.p_l, a.q_m, a.q_r, a.q_c];
+    let measured = if policies.contains(&PolicyKind::Measured) {
+        let [Some(p_l), Some(q_m), Some(q_r), Some(q_c)] = mix else {
+            bail!("policy measured needs all of --p-l, --q-m, --q-r and --q-c");
+        };
+        Some(numalab_model::policy::MeasuredMix { p_l, q_m, q_r, q_c })
+    } else {
+        if mix.iter().any(Option::is_some) {
+            bail!("--p-l, --q-m, --q-r and --q-c apply only to --policy measured");
+        }
+        None
+    };
+    let mut params = PolicyParams { k_mig: a.k_mig, k_rep: a.k_rep, measured, ..PolicyParams::default() };
     params.errors[ClassKind::Ro.index()] = a.e_ro;
     params.errors[ClassKind::Rm.index()] = a.e_rm;
     params.errors[ClassKind::Ss.index()] = a.e_ss;

@@ -32,6 +32,10 @@ pub struct StudyArgs {
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Parse and expand the study and list its cells (with how many runs the cache holds)
+    /// without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -72,6 +76,9 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
         pending.len(),
         cache.display()
     );
+    if a.dry_run {
+        return dry_run(&cells, &jobs, &pending, out);
+    }
     let pb = crate::scenario::progress(pending.len() as u64, "study");
     let failure = Mutex::new(None);
     pool(a.jobs)?.install(|| {
@@ -126,4 +133,30 @@ fn finish(doc: &StudyDoc, csv: Option<&Path>, out: &OutputOpts) -> Result<()> {
         write_text(Some(path), &t.render_csv())?;
     }
     emit(out, &serde_json::to_value(doc)?, &t)
+}
+
+/// `--dry-run`: the expanded cells, one row each, and nothing run (`numalab.study-cells/1`).
+fn dry_run(cells: &[study::Cell], jobs: &[(usize, u32)], pending: &[(usize, u32)], out: &OutputOpts) -> Result<()> {
+    let mut table = crate::output::Table::new(["cell", "machine", "workload", "policy", "grid", "jobs", "to_run", "key"]);
+    let mut list = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let grid: Vec<String> = c.grid.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let n_jobs = jobs.iter().filter(|j| j.0 == i).count();
+        let n_pending = pending.iter().filter(|j| j.0 == i).count();
+        table.row([
+            i.to_string(),
+            c.machine.clone(),
+            c.workload.clone(),
+            c.policy.clone(),
+            grid.join(" "),
+            n_jobs.to_string(),
+            n_pending.to_string(),
+            c.key[..12].to_string(),
+        ]);
+        list.push(serde_json::json!({
+            "machine": c.machine, "workload": c.workload, "policy": c.policy,
+            "grid": c.grid, "jobs": n_jobs, "to_run": n_pending, "key": c.key,
+        }));
+    }
+    emit(out, &serde_json::json!({"schema": "numalab.study-cells/1", "cells": list}), &table)
 }
