@@ -211,3 +211,62 @@ threads = 4
     assert!(lines[1].starts_with("server-a-2n,is-like,linux,exact,"), "{}", lines[1]);
     assert!(lines[2].starts_with("server-a-2n,is-like,linux,fast,"), "{}", lines[2]);
 }
+
+/// The repository's study files, expanded but not run (`--dry-run`): the cell counts the
+/// results pages rely on, and the fast tier sized from each workload's footprint.
+fn dry_run(study: &str) -> (String, Vec<Vec<String>>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies").join(study);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = numalab().args(["study", path.to_str().unwrap(), "--dry-run", "--cache", cache.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!cache.exists(), "a dry run neither runs nor caches");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let head = lines.next().unwrap().to_string();
+    assert_eq!(lines.next().unwrap(), "cell\tmachine\tworkload\tpolicy\tgrid\tfootprint_pages\tfast_tier_pages");
+    (head, lines.map(|l| l.split('\t').map(String::from).collect()).collect())
+}
+
+#[test]
+fn the_tiering_study_expands_to_72_cells_with_the_fast_tier_sized_from_the_footprint() {
+    let (head, rows) = dry_run("tiering-cxl-hbm.toml");
+    assert!(head.ends_with(": 72 cells, 216 jobs"), "{head}");
+    assert_eq!(rows.len(), 72, "2 machines x 4 workloads x 3 policies x 3 fractions");
+    for r in &rows {
+        let (footprint, fast): (f64, f64) = (r[5].parse().unwrap(), r[6].parse().unwrap());
+        let fraction: f64 = serde_json::from_str::<Value>(&r[4]).unwrap()["fast_tier_fraction"].as_f64().unwrap();
+        // Two fast-tier nodes, each rounded up to a whole page.
+        assert!(fast >= fraction * footprint && fast <= fraction * footprint + 2.0, "{r:?}");
+    }
+    assert_eq!(rows[0][1..5], ["cxl-expander", "stream-like", "tier-static", "{\"fast_tier_fraction\":0.25}"]);
+    assert_eq!(rows[0][5..7], ["4689", "1174"]);
+    assert_eq!(rows[71][1..4], ["xeon-max-hbm-flat", "tiering-mix", "hydm"]);
+    assert_eq!(rows[71][5..7], ["107616", "107616"]);
+}
+
+#[test]
+fn a_fast_tier_fraction_reaches_the_machine_of_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[study]
+machines = ["knl-7250-flat"]
+workloads = ["hydm-npb-mix"]
+policies = ["tier-static"]
+runs = 1
+scale = 0.002
+[grid]
+fast_tier_fraction = [0.5]
+"#;
+    let file = write_study(dir.path(), text);
+    let out = numalab().args(["study", file.to_str().unwrap(), "--dry-run"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // 16,896 pages at 50 %: MCDRAM (node 1, the only fast node) holds 8,448.
+    assert!(text.ends_with("0\tknl-7250-flat\thydm-npb-mix\ttier-static\t{\"fast_tier_fraction\":0.5}\t16896\t8448\n"), "{text}");
+    let bad = write_study(dir.path(), &STUDY.replace("[grid]", "[grid]\nfast_tier_fraction = [0.0]"));
+    let out = numalab().args(["study", bad.to_str().unwrap(), "--dry-run"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("grid.fast_tier_fraction = 0.0: every value must be a positive number"), "{err}");
+}

@@ -32,6 +32,10 @@ pub struct StudyArgs {
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Expand the study and list its cells (machine, workload, policy, grid point, footprint
+    /// and fast-tier pages), one per line, without running or reading the cache.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -57,6 +61,20 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let spec = StudyFile::parse(&text, &file.display().to_string())?;
     let cells = study::cells(&spec)?;
+    if a.dry_run {
+        let jobs = study::jobs(cells.len(), spec.study.runs, a.shard);
+        let mut text = format!("study {}: {} cells, {} jobs\n", file.display(), cells.len(), jobs.len());
+        text.push_str("cell\tmachine\tworkload\tpolicy\tgrid\tfootprint_pages\tfast_tier_pages\n");
+        for (i, c) in cells.iter().enumerate() {
+            let sc = &c.resolved.scenario;
+            let grid = serde_json::to_string(&c.grid).context("a grid point serialises")?;
+            let fast: u64 =
+                study::fast_tier_nodes(&sc.machine).iter().map(|&n| sc.machine.nodes[n].mem_bytes / sc.program.page_bytes).sum();
+            text.push_str(&format!("{i}\t{}\t{}\t{}\t{grid}\t{}\t{fast}\n", c.machine, c.workload, c.policy, sc.program.total_pages));
+        }
+        write_text(a.csv.as_deref().filter(|_| false), &text)?;
+        return Ok(());
+    }
     let cache = a.cache.clone().unwrap_or_else(|| file.with_extension("cache"));
     let jobs = study::jobs(cells.len(), spec.study.runs, a.shard);
     let seed_of = |k: u32| run_seed(spec.study.seed, k as u64);
