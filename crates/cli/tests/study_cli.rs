@@ -270,3 +270,13 @@ fast_tier_fraction = [0.5]
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("grid.fast_tier_fraction = 0.0: every value must be a positive number"), "{err}");
 }
+
+#[test]
+fn the_hydm_study_expands_to_two_mixes_and_four_policies() {
+    let (head, rows) = dry_run("hydm-knl.toml");
+    assert!(head.ends_with(": 8 cells, 80 jobs"), "{head}");
+    assert_eq!(rows[7][1..4], ["knl-7250-flat", "hydm-npb-mix-32", "linux-tiering"]);
+    // The 32-program mix is twice the 16-program one; the MCDRAM is 8,388 pages in both.
+    assert_eq!(rows[3][5..7], ["16896", "8388"]);
+    assert_eq!(rows[7][5..7], ["33792", "8388"]);
+}
