@@ -114,6 +114,14 @@ impl StudyFile {
             if v.is_empty() {
                 bail!("{path}: grid.\"{k}\" has no values");
             }
+            if k == FAST_TIER_FRACTION {
+                for x in v {
+                    match x.as_float().or_else(|| x.as_integer().map(|i| i as f64)) {
+                        Some(x) if x.is_finite() && x > 0.0 => {}
+                        _ => bail!("{path}: grid.{FAST_TIER_FRACTION} = {x}: every value must be a positive number"),
+                    }
+                }
+            }
         }
         Ok(f)
     }
@@ -138,6 +146,26 @@ impl StudyFile {
     }
 }
 
+/// The grid key that sizes the fast tier from the workload (docs/study.md, "Sizing the fast
+/// tier"): not a config key, but a fraction of the cell's footprint.
+pub const FAST_TIER_FRACTION: &str = "fast_tier_fraction";
+
+/// The nodes of the machine's fastest tier (the `tier-static` order, docs/policies/tier-static.md).
+pub fn fast_tier_nodes(m: &numalab_core::machine::Machine) -> Vec<usize> {
+    use numalab_policy::statics::tier_rank;
+    let best = m.nodes.iter().map(|n| tier_rank(n.tier)).min().unwrap_or(0);
+    (0..m.nodes.len()).filter(|&i| tier_rank(m.nodes[i].tier) == best).collect()
+}
+
+/// The overrides that give the fastest tier `fraction` of the program's footprint in all,
+/// split evenly over its nodes, each rounded up to whole base pages.
+pub fn fast_tier_sets(m: &numalab_core::machine::Machine, footprint_bytes: u64, page_bytes: u64, fraction: f64) -> Vec<String> {
+    let nodes = fast_tier_nodes(m);
+    let total_pages = (footprint_bytes as f64 * fraction / page_bytes as f64).ceil() as u64;
+    let per_node_pages = total_pages.div_ceil(nodes.len().max(1) as u64);
+    nodes.iter().map(|i| format!("machine.nodes[{i}].mem_bytes={}", per_node_pages * page_bytes)).collect()
+}
+
 /// One cell: a machine, a workload, a policy and a grid point, resolved.
 pub struct Cell {
     pub machine: String,
@@ -160,8 +188,8 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                     if let Some(n) = f.study.iterations.as_ref().and_then(|i| i.of(workload)) {
                         set.push(format!("{ITERATIONS_KEY}={n}"));
                     }
-                    set.extend(grid.iter().map(|(k, v)| format!("{k}={v}")));
-                    let args = ScenarioArgs {
+                    set.extend(grid.iter().filter(|(k, _)| *k != FAST_TIER_FRACTION).map(|(k, v)| format!("{k}={v}")));
+                    let mut args = ScenarioArgs {
                         machine: machine.clone(),
                         workload: Some(workload.clone()),
                         threads: f.study.threads,
@@ -175,7 +203,15 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         // Per-workload iterations go in through `set` above.
                         iterations: None,
                     };
-                    let resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
+                    let mut resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
+                    if let Some(x) = grid.get(FAST_TIER_FRACTION) {
+                        // Sized from the cell as resolved so far (its machine, its footprint at
+                        // the study's scale), then resolved again with the new node sizes.
+                        let fraction = x.as_float().or_else(|| x.as_integer().map(|i| i as f64)).unwrap_or(1.0);
+                        let sc = &resolved.scenario;
+                        args.set.extend(fast_tier_sets(&sc.machine, sc.program.footprint_bytes(), sc.program.page_bytes, fraction));
+                        resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
+                    }
                     let key = cell_key(&resolved);
                     out.push(Cell { machine: machine.clone(), workload: workload.clone(), policy: policy.clone(), grid, resolved, key });
                 }
@@ -490,6 +526,31 @@ mod tests {
         assert_eq!(p[1]["x.a"], toml::Value::Integer(1));
         assert_eq!(p[1]["x.b"], toml::Value::String("v".into()));
         assert_eq!(p[3]["x.a"], toml::Value::Integer(2));
+    }
+
+    #[test]
+    fn the_fast_tier_is_split_evenly_and_rounded_up_to_pages() {
+        let cxl = crate::scenario::load_machine("cxl-expander").unwrap();
+        // 4,689 pages at 25 %: 1,172.25 -> 1,173 pages in all -> 587 per DRAM node (0 and 1).
+        let sets = fast_tier_sets(&cxl, 4689 * 4096, 4096, 0.25);
+        assert_eq!(sets, ["machine.nodes[0].mem_bytes=2404352", "machine.nodes[1].mem_bytes=2404352"]);
+        let hbm = crate::scenario::load_machine("xeon-max-hbm-flat").unwrap();
+        assert_eq!(fast_tier_nodes(&hbm), [2, 3], "the HBM nodes, not the DDR5 ones");
+        let sets = fast_tier_sets(&hbm, 10 * 4096, 4096, 1.0);
+        assert_eq!(sets, ["machine.nodes[2].mem_bytes=20480", "machine.nodes[3].mem_bytes=20480"]);
+        let knl = crate::scenario::load_machine("knl-7250-flat").unwrap();
+        assert_eq!(fast_tier_sets(&knl, 16896 * 4096, 4096, 0.5), ["machine.nodes[1].mem_bytes=34603008"]);
+    }
+
+    #[test]
+    fn a_fast_tier_fraction_must_be_positive() {
+        let head = "[study]\nmachines=['m']\nworkloads=['a']\npolicies=['p']\nruns=1\n[grid]\n";
+        for bad in ["0.0", "-1", "'half'"] {
+            let e = StudyFile::parse(&format!("{head}fast_tier_fraction = [0.5, {bad}]\n"), "s.toml").unwrap_err();
+            assert!(e.to_string().starts_with("s.toml: grid.fast_tier_fraction = "), "{e}");
+            assert!(e.to_string().ends_with(": every value must be a positive number"), "{e}");
+        }
+        assert!(StudyFile::parse(&format!("{head}fast_tier_fraction = [0.25, 1]\n"), "s.toml").is_ok());
     }
 
     #[test]

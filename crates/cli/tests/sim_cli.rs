@@ -26,7 +26,7 @@ const MACHINES: [&str; 11] = [
     "cxl-expander",
 ];
 
-const WORKLOADS: [&str; 15] = [
+const WORKLOADS: [&str; 17] = [
     "is-like",
     "ep-like",
     "cg-like",
@@ -42,6 +42,8 @@ const WORKLOADS: [&str; 15] = [
     "master-slave",
     "dunx-synth",
     "hydm-npb-mix",
+    "hydm-npb-mix-32",
+    "tiering-mix",
 ];
 
 const POLICIES: [&str; 19] = [

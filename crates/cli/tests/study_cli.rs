@@ -294,3 +294,79 @@ fn every_shipped_study_file_expands() {
         );
     }
 }
+
+/// The repository's study files, expanded but not run (`--dry-run`): the cell counts the
+/// results pages rely on, and the fast tier sized from each workload's footprint. Returns the
+/// summary line and the cells.
+fn dry_run(study: &str) -> (String, Vec<Value>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies").join(study);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = numalab()
+        .args(["study", path.to_str().unwrap(), "--dry-run", "--format", "json", "--cache", cache.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!cache.exists(), "a dry run neither runs nor caches");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (String::from_utf8(out.stderr).unwrap(), doc["cells"].as_array().unwrap().clone())
+}
+
+fn cell_names(c: &Value) -> [&str; 3] {
+    [c["machine"].as_str().unwrap(), c["workload"].as_str().unwrap(), c["policy"].as_str().unwrap()]
+}
+
+#[test]
+fn the_tiering_study_expands_to_72_cells_with_the_fast_tier_sized_from_the_footprint() {
+    let (head, cells) = dry_run("tiering-cxl-hbm.toml");
+    assert!(head.contains(": 72 cells, 216 jobs"), "{head}");
+    assert_eq!(cells.len(), 72, "2 machines x 4 workloads x 3 policies x 3 fractions");
+    for c in &cells {
+        let (footprint, fast) = (c["footprint_pages"].as_f64().unwrap(), c["fast_tier_pages"].as_f64().unwrap());
+        let fraction = c["grid"]["fast_tier_fraction"].as_f64().unwrap();
+        // Two fast-tier nodes, each rounded up to a whole page.
+        assert!(fast >= fraction * footprint && fast <= fraction * footprint + 2.0, "{c}");
+    }
+    assert_eq!(cell_names(&cells[0]), ["cxl-expander", "stream-like", "tier-static"]);
+    assert_eq!(cells[0]["grid"]["fast_tier_fraction"], 0.25);
+    assert_eq!((cells[0]["footprint_pages"].as_u64(), cells[0]["fast_tier_pages"].as_u64()), (Some(4689), Some(1174)));
+    assert_eq!(cell_names(&cells[71]), ["xeon-max-hbm-flat", "tiering-mix", "hydm"]);
+    assert_eq!((cells[71]["footprint_pages"].as_u64(), cells[71]["fast_tier_pages"].as_u64()), (Some(107616), Some(107616)));
+}
+
+#[test]
+fn a_fast_tier_fraction_reaches_the_machine_of_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[study]
+machines = ["knl-7250-flat"]
+workloads = ["hydm-npb-mix"]
+policies = ["tier-static"]
+runs = 1
+scale = 0.002
+[grid]
+fast_tier_fraction = [0.5]
+"#;
+    let file = write_study(dir.path(), text);
+    let out = numalab().args(["study", file.to_str().unwrap(), "--dry-run", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 16,896 pages at 50 %: MCDRAM (node 1, the only fast node) holds 8,448.
+    let c = &doc["cells"][0];
+    assert_eq!((c["footprint_pages"].as_u64(), c["fast_tier_pages"].as_u64()), (Some(16896), Some(8448)), "{c}");
+    let bad = write_study(dir.path(), &STUDY.replace("[grid]", "[grid]\nfast_tier_fraction = [0.0]"));
+    let out = numalab().args(["study", bad.to_str().unwrap(), "--dry-run"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("grid.fast_tier_fraction = 0.0: every value must be a positive number"), "{err}");
+}
+
+#[test]
+fn the_hydm_study_expands_to_two_mixes_and_four_policies() {
+    let (head, cells) = dry_run("hydm-knl.toml");
+    assert!(head.contains(": 8 cells, 80 jobs"), "{head}");
+    assert_eq!(cell_names(&cells[7]), ["knl-7250-flat", "hydm-npb-mix-32", "linux-tiering"]);
+    // The 32-program mix is twice the 16-program one; the MCDRAM is 8,388 pages in both.
+    assert_eq!((cells[3]["footprint_pages"].as_u64(), cells[3]["fast_tier_pages"].as_u64()), (Some(16896), Some(8388)));
+    assert_eq!((cells[7]["footprint_pages"].as_u64(), cells[7]["fast_tier_pages"].as_u64()), (Some(33792), Some(8388)));
+}

@@ -46,6 +46,10 @@ pub struct MixMember {
     pub copies: u32,
     /// Overrides the preset's thread count.
     pub threads: Option<u32>,
+    /// Overrides the preset's main-loop iteration count (`run.iterations`), so that members
+    /// of different lengths can be made to run side by side (docs/workloads.md, "Mixes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u32>,
 }
 
 /// A workload file of either kind.
@@ -138,7 +142,13 @@ pub fn compile_spec(spec: &WorkloadSpec, origin: &str, machine: &Machine, opts: 
                         format!("the mix has more than {} instances in all", crate::compile::limits::MAX_COPIES),
                     ));
                 }
-                let file = crate::presets::load(&mem.preset).map_err(|e| WorkloadError::invalid(origin, format!("member: {e}")))?;
+                let mut file = crate::presets::load(&mem.preset).map_err(|e| WorkloadError::invalid(origin, format!("member: {e}")))?;
+                if let Some(n) = mem.iterations {
+                    if n == 0 {
+                        return Err(WorkloadError::invalid(origin, format!("member '{}': iterations must be at least 1", mem.preset)));
+                    }
+                    file.workload.run.iterations = n;
+                }
                 if file.workload.copies != 1 {
                     return Err(WorkloadError::invalid(
                         origin,

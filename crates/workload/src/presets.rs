@@ -70,11 +70,23 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
 ];
 
 /// Built-in mixes (several programs at once), `(name, what it mimics, TOML text)`.
-pub const MIXES: &[(&str, &str, &str)] = &[(
-    "hydm-npb-mix",
-    "HyDM multi-program run: 16 NPB-like programs, 4 threads each, random pinned cores",
-    include_str!("../presets/hydm-npb-mix.toml"),
-)];
+pub const MIXES: &[(&str, &str, &str)] = &[
+    (
+        "hydm-npb-mix",
+        "HyDM multi-program run: 16 NPB-like programs, 4 threads each, random pinned cores",
+        include_str!("../presets/hydm-npb-mix.toml"),
+    ),
+    (
+        "hydm-npb-mix-32",
+        "HyDM multi-program run: 32 NPB-like programs, 2 threads each, random pinned cores",
+        include_str!("../presets/hydm-npb-mix-32.toml"),
+    ),
+    (
+        "tiering-mix",
+        "tiering scenario: stream-like, xsbench-like and graph500-like at once, 16 threads each",
+        include_str!("../presets/tiering-mix.toml"),
+    ),
+];
 
 /// Every built-in workload: single programs, then mixes.
 pub fn all() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {

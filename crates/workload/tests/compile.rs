@@ -186,3 +186,26 @@ fn mix_presets_compile_with_named_instances_on_distinct_pinned_cores() {
     let e = numalab_workload::WorkloadSpec::parse("mix = { name = \"m\", bogus = 1 }\nmember = []\n", "m.toml").unwrap_err().to_string();
     assert!(e.starts_with("m.toml:1") && e.contains("bogus"), "{e}");
 }
+
+#[test]
+fn the_32_program_mix_and_member_iterations() {
+    let m = machines::load("knl-7250-flat").unwrap();
+    let opts = CompileOptions { threads: None, scale: 0.001 };
+    let compile_text =
+        |text: &str| numalab_workload::compile_spec(&numalab_workload::WorkloadSpec::parse(text, "m.toml").unwrap(), "m.toml", &m, &opts);
+    let p16 = compile_text(presets::text("hydm-npb-mix").unwrap()).unwrap();
+    let p32 = compile_text(presets::text("hydm-npb-mix-32").unwrap()).unwrap();
+    assert_eq!((p32.processes(), p32.threads), (32, 64), "32 programs, 2 threads each, the same 64 cores");
+    assert_eq!(p32.members[11].name, "cg-like.3");
+    assert_eq!(p32.total_pages, 2 * p16.total_pages, "four copies of each program instead of two");
+    // A member's iterations lengthen that member only: more references, the same pages.
+    let one = compile_text("mix = { name = \"m\" }\nmember = [ { preset = \"stream-like\", threads = 2 } ]\n").unwrap();
+    let more = compile_text("mix = { name = \"m\" }\nmember = [ { preset = \"stream-like\", threads = 2, iterations = 30 } ]\n").unwrap();
+    assert_eq!(one.total_pages, more.total_pages);
+    let first_touch = one.total_pages;
+    assert_eq!(more.estimated_refs() - first_touch, 3 * (one.estimated_refs() - first_touch), "30 iterations instead of 10");
+    let e = compile_text("mix = { name = \"m\" }\nmember = [ { preset = \"stream-like\", iterations = 0 } ]\n").unwrap_err().to_string();
+    assert!(e.contains("member 'stream-like': iterations must be at least 1"), "{e}");
+    let mix = compile_text(presets::text("tiering-mix").unwrap()).unwrap();
+    assert_eq!((mix.processes(), mix.threads), (3, 48));
+}

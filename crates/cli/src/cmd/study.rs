@@ -32,8 +32,8 @@ pub struct StudyArgs {
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Parse and expand the study and list its cells (with how many runs the cache holds)
-    /// without running anything.
+    /// Expand the study and list its cells (machine, workload, policy, grid point, footprint
+    /// and fast-tier pages, jobs, how many the cache lacks) without running anything.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -137,25 +137,43 @@ fn finish(doc: &StudyDoc, csv: Option<&Path>, out: &OutputOpts) -> Result<()> {
 
 /// `--dry-run`: the expanded cells, one row each, and nothing run (`numalab.study-cells/1`).
 fn dry_run(cells: &[study::Cell], jobs: &[(usize, u32)], pending: &[(usize, u32)], out: &OutputOpts) -> Result<()> {
-    let mut table = crate::output::Table::new(["cell", "machine", "workload", "policy", "grid", "jobs", "to_run", "key"]);
+    let mut table = crate::output::Table::new([
+        "cell",
+        "machine",
+        "workload",
+        "policy",
+        "grid",
+        "footprint_pages",
+        "fast_tier_pages",
+        "jobs",
+        "to_run",
+        "key",
+    ]);
     let mut list = Vec::new();
     for (i, c) in cells.iter().enumerate() {
         let grid: Vec<String> = c.grid.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let n_jobs = jobs.iter().filter(|j| j.0 == i).count();
         let n_pending = pending.iter().filter(|j| j.0 == i).count();
+        let sc = &c.resolved.scenario;
+        // The fastest tier's pages, as `fast_tier_fraction` sized them (docs/study.md).
+        let fast_tier_pages: u64 =
+            study::fast_tier_nodes(&sc.machine).iter().map(|&n| sc.machine.nodes[n].mem_bytes / sc.program.page_bytes).sum();
         table.row([
             i.to_string(),
             c.machine.clone(),
             c.workload.clone(),
             c.policy.clone(),
             grid.join(" "),
+            sc.program.total_pages.to_string(),
+            fast_tier_pages.to_string(),
             n_jobs.to_string(),
             n_pending.to_string(),
             c.key[..12].to_string(),
         ]);
         list.push(serde_json::json!({
             "machine": c.machine, "workload": c.workload, "policy": c.policy,
-            "grid": c.grid, "jobs": n_jobs, "to_run": n_pending, "key": c.key,
+            "grid": c.grid, "footprint_pages": sc.program.total_pages, "fast_tier_pages": fast_tier_pages,
+            "jobs": n_jobs, "to_run": n_pending, "key": c.key,
         }));
     }
     emit(out, &serde_json::json!({"schema": "numalab.study-cells/1", "cells": list}), &table)
