@@ -25,6 +25,7 @@ mod scanner;
 pub mod sched;
 mod view;
 pub mod vm;
+pub mod vmrun;
 mod windows;
 
 pub use config::SimConfig;
