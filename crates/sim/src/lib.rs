@@ -26,6 +26,7 @@ pub mod sched;
 mod segshares;
 mod view;
 pub mod vm;
+pub mod vmrun;
 mod windows;
 
 pub use config::SimConfig;

@@ -1,6 +1,6 @@
 //! `numalab compare`: several policies, same machine, workload and seeds.
 
-use super::sim::{fmt_opt, simulate};
+use super::sim::{fmt_opt, is_vm_policy, load_vm_setup, simulate, vm_setup_for};
 use crate::output::{emit, OutputOpts, Table};
 use crate::scenario::ScenarioArgs;
 use anyhow::{bail, Result};
@@ -8,9 +8,15 @@ use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    /// Comma-separated policies; times are normalised to the first.
+    /// Comma-separated policies; times are normalised to the first. With --vm, `vm` runs the
+    /// workload in the file's VMs under their own static_policy and `vm:KIND` under KIND
+    /// (first-touch, round-4k, round-1g); e.g. linux,vm:round-1g,vm:round-4k,vm:first-touch.
     #[arg(long, value_delimiter = ',', default_value = "first-touch,round-4k,round-1g")]
     pub policies: Vec<String>,
+    /// VM setup file (`[hypervisor]`, `[[vm]]`) for the `vm` and `vm:KIND` policies
+    /// (docs/vm.md, "A workload inside VMs").
+    #[arg(long, value_name = "FILE")]
+    pub vm: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// Also write the comparison's charts as one self-contained HTML report (as `numalab
@@ -26,8 +32,21 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         bail!("--runs must be at least 1");
     }
+    let vm = a.vm.as_deref().map(load_vm_setup).transpose()?;
+    if vm.is_some() && !a.policies.iter().any(|p| is_vm_policy(p)) {
+        crate::scenario::usage!("--vm is given but no policy runs in a VM: name vm or vm:KIND in --policies");
+    }
     let mut seen: Vec<(&str, crate::scenario::CanonicalPolicy)> = Vec::new();
+    let mut seen_vm: Vec<&str> = Vec::new();
     for p in &a.policies {
+        if is_vm_policy(p) {
+            vm_setup_for(p, vm.as_ref())?;
+            if seen_vm.contains(&p.as_str()) {
+                bail!("--policies lists '{p}' twice");
+            }
+            seen_vm.push(p);
+            continue;
+        }
         let c = crate::scenario::canonical_policy(p)?;
         if let Some((earlier, _)) = seen.iter().find(|(_, s)| *s == c) {
             if earlier == p {
@@ -40,7 +59,7 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
     let mut results = Vec::new();
     let mut rows = Vec::new();
     for p in &a.policies {
-        let (doc, _runs, summary) = simulate(&a.scenario, p)?;
+        let (doc, _runs, summary) = simulate(&a.scenario, p, vm.as_ref())?;
         rows.push((p.clone(), summary));
         results.push(doc);
     }

@@ -1,8 +1,9 @@
 //! `numalab sim`: one policy, several seeded runs.
 
 use crate::output::{emit, OutputOpts, Table};
-use crate::scenario::{pool, progress, resolve, tree_json, ScenarioArgs};
+use crate::scenario::{pool, progress, resolve, tree_json, usage, ScenarioArgs};
 use anyhow::{Context, Result};
+use numalab_sim::vmrun::{run_many_vm, static_kind, vm_scenario, VmSetup};
 use numalab_sim::{run_many, run_many_logged, DecisionLog, RunMetrics, RunsSummary, SimError};
 use serde_json::json;
 use std::fs::File;
@@ -59,8 +60,39 @@ pub struct SimArgs {
     /// (numalab.decisions/1, docs/json.md) to FILE; runs appear in run order.
     #[arg(long, value_name = "FILE")]
     pub decision_log: Option<std::path::PathBuf>,
+    /// Run the workload inside the VMs of FILE (`[hypervisor]` and `[[vm]]` tables, docs/vm.md,
+    /// "A workload inside VMs") with `--policy vm` (each VM's own static_policy) or
+    /// `--policy vm:KIND` (every VM under first-touch, round-4k or round-1g).
+    #[arg(long, value_name = "FILE")]
+    pub vm: Option<PathBuf>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
+}
+
+/// Read a VM setup file (`--vm`).
+pub fn load_vm_setup(path: &Path) -> Result<VmSetup> {
+    let text = crate::scenario::read_user_file_as(path, "vm setup file ")?;
+    VmSetup::from_toml_str(&text).map_err(|e| anyhow::Error::new(crate::scenario::Usage(format!("{}: {e}", path.display()))))
+}
+
+/// Is `policy` a VM run (`vm` or `vm:KIND`)?
+pub fn is_vm_policy(policy: &str) -> bool {
+    policy == "vm" || policy.starts_with("vm:")
+}
+
+/// The VMs a policy name runs in: `vm` = the setup as written, `vm:KIND` = every VM under
+/// KIND; `None` for a native policy.
+pub fn vm_setup_for(policy: &str, setup: Option<&VmSetup>) -> Result<Option<VmSetup>> {
+    if !is_vm_policy(policy) {
+        return Ok(None);
+    }
+    let Some(setup) = setup else { usage!("policy '{policy}' runs the workload in VMs: give them with --vm FILE (docs/vm.md)") };
+    match policy.strip_prefix("vm:") {
+        None => Ok(Some(setup.clone())),
+        Some(kind) => {
+            Ok(Some(setup.with_policy(static_kind(kind).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?)))
+        }
+    }
 }
 
 pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
@@ -68,20 +100,48 @@ pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Run a resolved scenario with a progress bar; shared with `compare`.
-pub fn simulate(args: &ScenarioArgs, policy: &str) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary)> {
-    simulate_resolved(args, policy, None).map(|(doc, runs, summary, _)| (doc, runs, summary))
+pub fn simulate(args: &ScenarioArgs, policy: &str, vm: Option<&VmSetup>) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary)> {
+    simulate_resolved(args, policy, None, vm).map(|(doc, runs, summary, _)| (doc, runs, summary))
 }
 
 fn simulate_resolved(
     args: &ScenarioArgs,
     policy: &str,
     decision_log: Option<&Path>,
+    vm: Option<&VmSetup>,
 ) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
-    let resolved = resolve(args, policy)?;
+    let vm_setup = vm_setup_for(policy, vm)?;
+    let resolved = match &vm_setup {
+        None => resolve(args, policy)?,
+        Some(setup) => {
+            if let Some(s) = args.set.iter().find(|s| s.starts_with("policy.")) {
+                usage!("--set {s}: a VM run has no [policy] table; its settings are the [[vm]] tables of the --vm file");
+            }
+            if decision_log.is_some() {
+                usage!("--decision-log: a VM run's placements are the hypervisor's, which the decision log does not record");
+            }
+            // The native scenario (machine, workload, [sim]) with a placeholder policy, then
+            // the VMs in place of the [policy] table.
+            let mut r = resolve(args, "first-touch")?;
+            vm_scenario(&r.scenario, setup).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?;
+            let mut table = toml::Table::new();
+            table.insert("name".into(), toml::Value::String(policy.into()));
+            if let Ok(toml::Value::Table(t)) = toml::Value::try_from(setup) {
+                table.extend(t);
+            }
+            if let Some(root) = r.tree.as_table_mut() {
+                root.insert("policy".into(), toml::Value::Table(table));
+            }
+            r
+        }
+    };
     let pool = pool(args.jobs)?;
     let pb = progress(args.runs as u64, policy);
     let runs = match decision_log {
-        None => pool.install(|| run_many(&resolved.scenario, args.seed, args.runs, &|| pb.inc(1)))?,
+        None => match &vm_setup {
+            None => pool.install(|| run_many(&resolved.scenario, args.seed, args.runs, &|| pb.inc(1)))?,
+            Some(setup) => pool.install(|| run_many_vm(&resolved.scenario, setup, args.seed, args.runs, &|| pb.inc(1)))?,
+        },
         Some(path) => {
             let parts = LogParts::new(path, args.runs);
             let make = |k: u32| -> Result<Option<DecisionLog<'static>>, SimError> {
@@ -112,7 +172,11 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
     if a.scenario.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
     }
-    let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy, a.decision_log.as_deref())?;
+    let vm = a.vm.as_deref().map(load_vm_setup).transpose()?;
+    if vm.is_some() && !is_vm_policy(&a.policy) {
+        usage!("--vm runs the workload in VMs only under --policy vm or vm:KIND (first-touch, round-4k, round-1g), not '{}'", a.policy);
+    }
+    let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy, a.decision_log.as_deref(), vm.as_ref())?;
     if a.profile {
         return emit_profile(a, &runs[0], &resolved, out);
     }

@@ -1,0 +1,209 @@
+//! Workloads run inside VMs in the epoch simulator (docs/vm.md, "A workload inside VMs").
+
+use numalab_core::machine::presets;
+use numalab_core::Machine;
+use numalab_policy::vm::{Host, StaticKind};
+use numalab_sim::vmrun::{plan, run_many_vm, run_one_vm, static_kind, VmSetup, VmSetupError};
+use numalab_sim::{run_one, RunMetrics, Scenario, SimConfig};
+use numalab_workload::{compile, compile_spec, presets as wp, CompileOptions, WorkloadSpec};
+use std::sync::Arc;
+
+fn scenario(machine: &str, workload: &str, threads: u32, scale: f64) -> Scenario {
+    let m = Arc::new(presets::load(machine).unwrap());
+    let file = wp::load(workload).unwrap();
+    let program = compile(&file, workload, &m, &CompileOptions { threads: Some(threads), scale }).unwrap();
+    let mut sim = SimConfig::default();
+    sim.sched.noise_rate_per_cpu_hz = 0.0;
+    Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: Default::default(),
+        sim,
+    }
+}
+
+fn setup(text: &str) -> VmSetup {
+    VmSetup::from_toml_str(text).unwrap()
+}
+
+const MIB: u64 = 1 << 20;
+
+/// Every page on exactly one node (none freed: one program), no node over capacity, and only
+/// home nodes hold pages and issue accesses.
+fn check_vm_run(r: &RunMetrics, m: &Machine, pages: u64, home: &[u16]) {
+    assert_eq!(r.pages_per_node.iter().sum::<u64>() + r.pages_freed_at_exit, pages);
+    for (n, &used) in r.pages_per_node.iter().enumerate() {
+        assert!(used <= m.nodes[n].mem_bytes / 4096, "node {n} over capacity");
+        if !home.contains(&(n as u16)) {
+            assert_eq!(used, 0, "node {n} is not a home node but holds pages: {:?}", r.pages_per_node);
+            assert_eq!(r.access_matrix[n].iter().sum::<u64>(), 0, "a CPU of node {n} ran a vCPU: {:?}", r.access_matrix);
+        }
+    }
+    assert_eq!(r.thread_migrations, 0, "vCPUs are pinned");
+}
+
+/// server-a-4n: 4 nodes of 8 cores (CPUs 0–7 on node 0, 8–15 on node 1, …), 48 GiB each.
+/// A 12-vCPU VM needs two nodes: home {0, 1}, vCPU v on CPU v (the v-th pCPU of the set in
+/// (node, cpu) order). 12 threads run on vCPUs 0..12, so thread t runs on CPU t.
+#[test]
+fn vcpus_run_exactly_on_the_pcpus_of_the_home_node_selection() {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let text = format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n", 256 * MIB);
+    let vms = setup(&text);
+    let p = plan(&s.machine, &s.program, &vms).unwrap();
+    assert_eq!(p.home_nodes, vec![vec![0, 1]]);
+    assert_eq!(p.pins, vec![(0..12).collect::<Vec<u32>>()]);
+    // The same answer as the host's own selection.
+    let mut host = Host::new(s.machine.clone(), Default::default()).unwrap();
+    let id = host.create_vm(vms.vm[0].clone()).unwrap();
+    assert_eq!((0..12).map(|v| host.vm(id).unwrap().pin(v).unwrap()).collect::<Vec<_>>(), p.pins[0]);
+    let q = p.pinned_program(&s.program);
+    assert!(q.pinned);
+    assert_eq!(q.initial_cpus, (0..12).collect::<Vec<u32>>());
+    // Pages are the VM's first frames, in order.
+    assert_eq!(p.frame_of_page, (0..s.program.total_pages).collect::<Vec<u64>>());
+
+    let r = run_one_vm(&s, &vms, 3).unwrap();
+    check_vm_run(&r, &s.machine, s.program.total_pages, &[0, 1]);
+    assert_eq!(r.first_touch_faults, s.program.total_pages);
+    // Threads 0–7 run on node 0, 8–11 on node 1: first-touch keeps the streams local.
+    let from: Vec<u64> = r.access_matrix.iter().map(|row| row.iter().sum()).collect();
+    assert!(from[0] > 0 && from[1] > 0 && from[2] == 0 && from[3] == 0, "{from:?}");
+    assert!(r.local_access_ratio.unwrap() > 0.99, "{:?}", r.local_access_ratio);
+}
+
+/// Fewer vCPUs than threads: threads share vCPUs round robin (thread t on vCPU t mod 4).
+/// A second VM would pack on node 1, but a single program goes in one VM.
+#[test]
+fn threads_share_vcpus_round_robin() {
+    let s = scenario("server-a-4n", "stream-like", 6, 0.002);
+    let vms = setup(&format!("[[vm]]\nvcpus = 4\nmem_bytes = {}\n", 64 * MIB));
+    let p = plan(&s.machine, &s.program, &vms).unwrap();
+    assert_eq!(p.home_nodes, vec![vec![0]]);
+    assert_eq!(p.thread_vcpu, vec![(0, 0), (0, 1), (0, 2), (0, 3), (0, 0), (0, 1)]);
+    assert_eq!(p.pinned_program(&s.program).initial_cpus, vec![0, 1, 2, 3, 0, 1]);
+}
+
+/// Round-4k interleaves guest frames over the home nodes at creation: page p of a VM on
+/// {0, 1} lives on node p mod 2, so half the accesses of pinned streams are remote. Round-1g
+/// puts the first GiB in 2 MiB extents rotating over {0, 1} (the first GiB is never one
+/// 1 GiB extent), so a small workload's pages are spread in 512-page runs.
+#[test]
+fn eager_vm_layouts_back_pages_where_the_host_put_their_frames() {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let base = format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", 256 * MIB);
+    let r4 = run_one_vm(&s, &setup(&format!("{base}static_policy = \"round-4k\"\n")), 1).unwrap();
+    check_vm_run(&r4, &s.machine, s.program.total_pages, &[0, 1]);
+    assert_eq!(r4.first_touch_faults, 0, "every frame was backed at creation");
+    let pages = s.program.total_pages;
+    assert_eq!(r4.pages_per_node[..2], [pages.div_ceil(2), pages / 2]);
+    assert!((r4.local_access_ratio.unwrap() - 0.5).abs() < 0.02, "{:?}", r4.local_access_ratio);
+
+    let r1 = run_one_vm(&s, &setup(&format!("{base}static_policy = \"round-1g\"\n")), 1).unwrap();
+    check_vm_run(&r1, &s.machine, pages, &[0, 1]);
+    assert_eq!(r1.first_touch_faults, 0);
+    assert!(pages > 512 && pages < 1024, "{pages}");
+    assert_eq!(r1.pages_per_node[..2], [512, pages - 512], "frames 0–511 are the first 2 MiB extent, on node 0");
+    // Same seed, same bytes.
+    assert_eq!(r4, run_one_vm(&s, &setup(&format!("{base}static_policy = \"round-4k\"\n")), 1).unwrap());
+}
+
+/// A native run may use every node; the VM run of the same workload is confined to its
+/// home nodes.
+#[test]
+fn a_vm_confines_a_workload_that_natively_spreads() {
+    let s = scenario("server-a-4n", "stream-like", 8, 0.002);
+    let native = run_one(&s, 1).unwrap();
+    let vms = setup(&format!("[[vm]]\nvcpus = 8\nmem_bytes = {}\nstatic_policy = \"round-4k\"\n", 128 * MIB));
+    let v = run_one_vm(&s, &vms, 1).unwrap();
+    check_vm_run(&v, &s.machine, s.program.total_pages, &[0]);
+    assert_eq!(v.local_access_ratio, Some(1.0), "one home node: round-4k over {{0}} is local");
+    assert_eq!(native.pages_per_node.iter().filter(|&&x| x > 0).count(), 4, "scatter: thread t on node t mod 4");
+}
+
+/// Two VMs, one per process of a two-program mix: each packs on its own nodes, and each
+/// program's pages and accesses stay on its VM's nodes.
+#[test]
+fn two_vms_one_per_process_of_a_mix() {
+    let m = Arc::new(presets::load("server-a-4n").unwrap());
+    let text = "mix = { name = \"two\", placement = \"compact\" }\nmember = [{ preset = \"stream-like\", copies = 2, threads = 8 }]\n";
+    let spec = WorkloadSpec::parse(text, "test").unwrap();
+    let program = compile_spec(&spec, "test", &m, &CompileOptions { threads: None, scale: 0.002 }).unwrap();
+    let mut sim = SimConfig::default();
+    sim.sched.noise_rate_per_cpu_hz = 0.0;
+    let s = Scenario {
+        machine: m.clone(),
+        program: Arc::new(program),
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: Default::default(),
+        sim,
+    };
+    let one = format!("[[vm]]\nvcpus = 8\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n", 128 * MIB);
+    let vms = setup(&format!("{one}{one}"));
+    let p = plan(&m, &s.program, &vms).unwrap();
+    assert_eq!(p.home_nodes, vec![vec![0], vec![1]]);
+    assert_eq!(p.pins, vec![(0..8).collect::<Vec<u32>>(), (8..16).collect::<Vec<u32>>()]);
+    assert_eq!(p.space_vm, vec![0, 1]);
+    // Each VM's pages start at its guest frame 0.
+    let second = s.program.members[1].first_page as usize;
+    assert_eq!((p.frame_of_page[0], p.frame_of_page[second]), (0, 0));
+    let runs = run_many_vm(&s, &vms, 5, 2, &|| ()).unwrap();
+    for r in &runs {
+        check_vm_run(r, &m, s.program.total_pages, &[0, 1]);
+        assert!(r.local_access_ratio.unwrap() > 0.99);
+    }
+    assert_ne!(runs[0].seed, runs[1].seed);
+}
+
+#[test]
+fn impossible_setups_are_typed_errors() {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let key = |r: Result<_, VmSetupError>| match r {
+        Err(VmSetupError::Config { key, message }) => (key, message),
+        Ok(_) => panic!("expected an error"),
+        Err(e) => panic!("expected a config error, got {e:?}"),
+    };
+    // Larger than the machine (4 × 48 GiB).
+    let (k, msg) = key(plan(&s.machine, &s.program, &setup("[[vm]]\nvcpus = 4\nmem_bytes = 207232172032\n")));
+    assert_eq!(k, "vm[0].mem_bytes");
+    assert_eq!(msg, "207232172032 bytes of guest memory exceed the machine's 206158430208 bytes");
+    // Smaller than the machine but larger than what the host may use (a reserve of 12,000,000
+    // of each node's 12,582,912 frames leaves 4 × 582,912): the host refuses it.
+    let text = format!(
+        "[hypervisor]\nnode_reserve_frames = 12000000\n[[vm]]\nvcpus = 4\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n",
+        10u64 << 30
+    );
+    let (k, msg) = key(plan(&s.machine, &s.program, &setup(&text)));
+    assert_eq!(k, "vm[0]");
+    assert_eq!(msg, "vm needs 2621440 pages of 4096 bytes but the machine has only 2331648 free pages on its memory nodes");
+    // More vCPUs than pCPUs: no packing, refused.
+    let (k, msg) = key(plan(&s.machine, &s.program, &setup(&format!("[[vm]]\nvcpus = 40\nmem_bytes = {}\n", 256 * MIB))));
+    assert_eq!(k, "vm[0]");
+    assert!(msg.contains("40 vCPUs") && msg.contains("no hypervisor scheduler"), "{msg}");
+    // Too little guest memory for the workload.
+    let (k, msg) = key(plan(&s.machine, &s.program, &setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", MIB))));
+    assert_eq!(k, "vm[0].mem_bytes");
+    assert!(msg.contains("has 256 pages of RAM"), "{msg}");
+    // Two VMs for one program.
+    let one = format!("[[vm]]\nvcpus = 2\nmem_bytes = {}\n", 256 * MIB);
+    let (k, msg) = key(plan(&s.machine, &s.program, &setup(&format!("{one}{one}"))));
+    assert_eq!(k, "vm");
+    assert!(msg.contains("2 [[vm]] tables for a workload of 1 process(es)"), "{msg}");
+    // No VM.
+    assert_eq!(key(plan(&s.machine, &s.program, &VmSetup::default())).0, "vm");
+    // Unknown keys and policies.
+    let e = VmSetup::from_toml_str("[[vm]]\nvcpu = 2\n").unwrap_err();
+    assert!(e.to_string().contains("unknown field `vcpu`"), "{e}");
+    let e = VmSetup::from_toml_str("[[vm]]\nstatic_policy = \"linux\"\n").unwrap_err();
+    assert!(e.to_string().contains("unknown variant `linux`"), "{e}");
+    assert_eq!(static_kind("round-1g").unwrap(), StaticKind::Round1G);
+    let e = static_kind("autonuma").unwrap_err();
+    assert_eq!(e.to_string(), "vm setup 'policy': unknown vm policy 'autonuma': a vm runs first-touch, round-4k or round-1g");
+    // A workload region with an explicit home node (`home = 1` in a workload file).
+    let mut program = (*s.program).clone();
+    program.regions[0].home = Some(numalab_workload::program::HomeRule::Node(1));
+    let (k, msg) = key(plan(&s.machine, &program, &setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", 256 * MIB))));
+    assert_eq!(k, "vm");
+    assert!(msg.contains("explicit home node"), "{msg}");
+}
