@@ -44,3 +44,43 @@ fn bad_run_files_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `vcpu`"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+const VM_ONE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/vm-one.toml");
+
+/// `numalab sim --vm` (docs/vm.md, "A workload inside VMs"): the example VM on two of
+/// server-a-4n's nodes, its memory interleaved page by page by round-4k, so half the accesses
+/// are local; the policy names and the pairing of `--vm` with a `vm` policy are checked.
+#[test]
+fn a_workload_runs_inside_the_example_vm() {
+    let args = [
+        "sim",
+        "--machine",
+        "server-a-4n",
+        "--workload",
+        "stream-like",
+        "--threads",
+        "12",
+        "--scale",
+        "0.002",
+        "--runs",
+        "1",
+        "--vm",
+        VM_ONE,
+    ];
+    let r = run_json(&[&args[..], &["--policy", "vm:round-4k"]].concat());
+    let run = &r["runs"][0];
+    let local = run["local_access_ratio"].as_f64().unwrap();
+    assert!((local - 0.5).abs() < 0.01, "round-4k over the VM's two nodes: local ratio {local}");
+    let pages = run["pages_per_node"].as_array().unwrap();
+    assert!(pages[2..].iter().all(|p| p == 0), "nothing outside the VM's home nodes: {pages:?}");
+    let ft = run_json(&[&args[..], &["--policy", "vm:first-touch"]].concat());
+    assert_eq!(ft["runs"][0]["local_access_ratio"], 1.0, "pinned vCPUs touch their own pages first");
+    for (policy, msg) in
+        [("vm:bogus", "unknown vm policy 'bogus'"), ("first-touch", "--vm runs the workload in VMs only under --policy vm or vm:KIND")]
+    {
+        let out = numalab().args(args).args(["--policy", policy]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{policy}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(msg), "{policy}: {err}");
+    }
+}
