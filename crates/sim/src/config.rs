@@ -18,6 +18,10 @@ pub struct SimConfig {
     /// How references are charged: `exact` draws every one, `fast` charges uniform-random
     /// references by the expected share of each node (docs/simulator.md, "The fast engine").
     pub engine: EngineKind,
+    /// Longest window the fast engine advances in one step while nothing changes (no
+    /// barrier, scheduler, noise, tick or scan event, and the contention solve reused);
+    /// 0 turns fast-forward off (docs/simulator.md, "Fast-forward") [ours].
+    pub fast_forward_max_us: f64,
 }
 
 /// The two ways of charging references (docs/simulator.md, "The fast engine").
@@ -42,6 +46,7 @@ impl Default for SimConfig {
             tick_ms: 1000.0,
             metrics_interval_ms: 1000.0,
             engine: EngineKind::Exact,
+            fast_forward_max_us: 0.0,
         }
     }
 }
@@ -95,11 +100,22 @@ pub struct MemoryConfig {
     /// close share one class of the solve [ours]. The exact engine merges only identical
     /// demands and never skips a solve.
     pub demand_tolerance: f64,
+    /// The fast engine also reuses a solve while the machine's population of misses in
+    /// flight moved by at most this share of the solved one, as when a background task takes
+    /// part of one thread's CPU; the cost tables still take every thread's current CPU share
+    /// (docs/simulator.md, "Contention") [ours]. 0: any change of a CPU share re-solves.
+    pub population_tolerance: f64,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { random_efficiency: 0.78, solver_iterations: 200, solver_tolerance: 1e-4, demand_tolerance: 1e-3 }
+        MemoryConfig {
+            random_efficiency: 0.78,
+            solver_iterations: 200,
+            solver_tolerance: 1e-4,
+            demand_tolerance: 1e-3,
+            population_tolerance: 0.0,
+        }
     }
 }
 
@@ -176,6 +192,13 @@ impl SimConfig {
             }
         };
         range("epoch_us", self.epoch_us, 1.0, 1e6, "µs")?;
+        range("fast_forward_max_us", self.fast_forward_max_us, 0.0, 1e6, "µs")?;
+        if self.fast_forward_max_us > 0.0 && self.fast_forward_max_us < self.epoch_us {
+            return Err(format!(
+                "sim.fast_forward_max_us = {} µs: must be 0 (off) or at least sim.epoch_us = {} µs",
+                self.fast_forward_max_us, self.epoch_us
+            ));
+        }
         range("core.flops_per_cycle", self.core.flops_per_cycle, 1e-3, 1e4, "flops/cycle")?;
         range("core.mlp_stream", self.core.mlp_stream, 1e-3, 1e4, "misses")?;
         range("core.mlp_random", self.core.mlp_random, 1e-3, 1e4, "misses")?;
@@ -196,6 +219,7 @@ impl SimConfig {
         range("sched.intra_node_refill_share", self.sched.intra_node_refill_share, 0.0, 1.0, "")?;
         range("memory.solver_tolerance", self.memory.solver_tolerance, 0.0, 1.0, "")?;
         range("memory.demand_tolerance", self.memory.demand_tolerance, 0.0, 1.0, "")?;
+        range("memory.population_tolerance", self.memory.population_tolerance, 0.0, 1.0, "")?;
         if self.memory.solver_iterations > 100_000 {
             return Err(format!("sim.memory.solver_iterations = {}: at most 100000", self.memory.solver_iterations));
         }

@@ -56,6 +56,30 @@ impl Demand {
     }
 }
 
+/// Whether a solve made for the demands `solved` still holds for `now` (the fast engine's
+/// reuse, docs/simulator.md "Contention"): every thread keeps its node and whether it runs,
+/// its access mix, compute, MLP and service multiplier stay within `tol` ([`Demand::close_to`]
+/// without the CPU share), and the machine's population, the misses in flight of all threads
+/// (`N_t = m·share`), moves by at most `population_tol` of the solved one in sum. A thread
+/// that loses part of its CPU to a background task changes its own population only; in a
+/// closed network no station's queue grows by a larger fraction than the total population,
+/// so the latencies move by at most about `population_tol`.
+pub fn solve_holds(now: &[Demand], solved: &[Demand], tol: f64, population_tol: f64) -> bool {
+    if now.len() != solved.len() {
+        return false;
+    }
+    let (mut moved, mut total) = (0.0, 0.0);
+    for (a, b) in now.iter().zip(solved) {
+        if (a.share > 0.0) != (b.share > 0.0) || !a.close_to(&Demand { share: a.share, ..b.clone() }, tol) {
+            return false;
+        }
+        let pop = |d: &Demand| d.share / d.inv_mlp.max(1e-9);
+        moved += (pop(a) - pop(b)).abs();
+        total += pop(b);
+    }
+    moved <= population_tol * total
+}
+
 pub struct Contention {
     n: usize,
     /// Stations: controllers 0..n, then links.

@@ -32,6 +32,10 @@ use std::collections::VecDeque;
 /// 4 KiB page), so longer cycles would almost never qualify.
 const MAX_BULK_PERIOD: u64 = 64;
 
+/// The share of a step's predicted remaining time a fast-forward window may cover: the
+/// prediction takes this epoch's latencies and CPU share, which may still change [ours].
+const FAST_FORWARD_MARGIN: f64 = 0.75;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Run,
@@ -153,6 +157,9 @@ pub(crate) struct World<'a> {
     solved_for: Vec<Demand>,
     /// The CPU shares the cost tables were built with.
     solved_share: Vec<f64>,
+    /// The latest `update_costs` reused the solve before it: the demands are steady, one
+    /// condition of fast-forward (docs/simulator.md, "Fast-forward").
+    solve_reused: bool,
     /// Node shares of the segments random entries draw from (fast engine).
     shares: SegShares,
     /// Per-space counters of the current tick interval (`Tick::spaces`).
@@ -367,6 +374,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),
             solved_share: Vec::new(),
+            solve_reused: false,
             shares: SegShares::default(),
             space_counters,
             maps,
@@ -384,7 +392,7 @@ impl<'a, 'l> Engine<'a, 'l> {
         let spin_ns = w.cfg.sched.barrier_spin_us * 1e3;
         loop {
             let start = w.now;
-            let end = start + epoch;
+            let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
             for (t, th) in w.threads.iter().enumerate() {
                 w.states[t] = task_state(th, start, spin_ns);
             }
@@ -510,7 +518,6 @@ impl World<'_> {
 
     /// Solve the contention model for the coming epoch and build each thread's cost table.
     fn update_costs(&mut self) {
-        let n = self.n;
         for (t, th) in self.threads.iter().enumerate() {
             let compute_ns = self.compute_ns(t, th);
             let d = &mut self.demands[t];
@@ -537,11 +544,16 @@ impl World<'_> {
         // `memory.demand_tolerance` of the demand it was solved for (docs/simulator.md,
         // "Contention"): the loaded latencies would move by about as much as the solve's own
         // tolerance, far less than the sampling noise of the demand estimate itself.
+        let mem = &self.cfg.memory;
         let reuse = self.cfg.engine == EngineKind::Fast
-            && self.solved_for.len() == self.demands.len()
-            && self.share == self.solved_share
-            && self.demands.iter().zip(&self.solved_for).all(|(a, b)| a.close_to(b, self.cfg.memory.demand_tolerance));
+            && crate::contention::solve_holds(&self.demands, &self.solved_for, mem.demand_tolerance, mem.population_tolerance);
+        self.solve_reused = reuse;
         if reuse {
+            // The latencies hold; the cost tables take this epoch's CPU shares.
+            if self.share != self.solved_share {
+                self.solved_share.clone_from(&self.share);
+                self.build_costs();
+            }
             return;
         }
         self.solved_for.clone_from(&self.demands);
@@ -550,6 +562,13 @@ impl World<'_> {
         // demands within the tolerance it reuses solves by, the exact engine only identical ones.
         let merge_tolerance = Some(if self.cfg.engine == EngineKind::Fast { self.cfg.memory.demand_tolerance } else { 0.0 });
         self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance);
+        self.build_costs();
+    }
+
+    /// Each thread's ns per access by kind and memory node: its compute and the loaded latency
+    /// of the last solve over its memory-level parallelism, stretched by its CPU share.
+    fn build_costs(&mut self) {
+        let n = self.n;
         for t in 0..self.threads.len() {
             let share = self.share[t].max(1e-3);
             let compute = self.compute_ns(t, &self.threads[t]);
@@ -560,6 +579,60 @@ impl World<'_> {
                 }
             }
         }
+    }
+
+    /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
+    /// "Fast-forward"). One, unless the fast engine may fast-forward and the system is steady:
+    /// every thread runs (none waits at a barrier or for a pipeline stage), no follow-up event
+    /// is queued, and the last contention solve was reused. Then the window runs up to the
+    /// first event that an epoch boundary would have to meet: a background task's arrival,
+    /// a scheduler balance, the policy tick, the scheduler tick, a page scan, the end of a
+    /// metrics interval, and the predicted end of every running thread's step; at most
+    /// `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
+    fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
+        let max_ns = self.cfg.fast_forward_max_us * 1e3;
+        if self.cfg.engine != EngineKind::Fast || max_ns < 2.0 * epoch_ns || !self.solve_reused || !self.follow_ups.is_empty() {
+            return 1;
+        }
+        if self.threads.iter().any(|th| !matches!(th.state, State::Run | State::Done)) {
+            return 1;
+        }
+        // Epochs that fit before `at`, where an event must start an epoch of its own, and
+        // epochs until the first boundary at or after `at`, where an event fires at the
+        // boundary.
+        let before = |at: f64| ((at - start) / epoch_ns).floor();
+        let until = |at: f64| ((at - start) / epoch_ns).ceil();
+        let (arrival_ns, due_ns) = self.sched.next_events(start);
+        let mut epochs = (max_ns / epoch_ns).floor().min(before(arrival_ns)).min(until(due_ns));
+        epochs = epochs.min(until(self.tick_next_ns)).min(until(self.task_tick_next_ns));
+        if let Some(maps) = &self.maps {
+            epochs = epochs.min(until(maps.next_ns));
+        }
+        epochs = epochs.min(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6));
+        // A thread that ends its step changes what the scheduler sees once it stops spinning
+        // at the barrier and sleeps; the window stops short of that, with a margin for the
+        // error of the step's predicted end (its CPU share and latencies may still change).
+        let n = self.n;
+        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
+        for (t, th) in self.threads.iter().enumerate() {
+            if th.state != State::Run || epochs <= 1.0 {
+                continue;
+            }
+            if self.p.steps_of(t as u32)[th.step].p2p.is_some() {
+                return 1;
+            }
+            let mut step_ns = 0.0;
+            for e in th.work.entries.iter().chain(&th.work.epilogue) {
+                let k = kind_index(e.kind);
+                let per_ref_ns: f64 = (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum();
+                step_ns += e.remaining() as f64 * per_ref_ns;
+            }
+            if !(step_ns > 0.0) {
+                return 1;
+            }
+            epochs = epochs.min(before(th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns + spin_ns));
+        }
+        epochs.max(1.0) as u64
     }
 
     /// Take the policy's sampling period for this epoch. A thread's countdown starts (or

@@ -199,6 +199,34 @@ impl Scheduler {
         self.nr(cpu) == 0
     }
 
+    /// What bounds a fast-forward window that starts at `start` (docs/simulator.md,
+    /// "Fast-forward"): `(arrival_ns, due_ns)`. While a CPU has no thread, a background task
+    /// arriving at `arrival_ns` must start in its own epoch, so the window ends at the grid
+    /// point at or before it; at `due_ns` the scheduler has work it does at an epoch's start (a periodic
+    /// balance falls due, or a background task starts or ends on a CPU with no thread, which
+    /// changes whether the CPU is idle), so the window ends at the grid point at or after it.
+    pub fn next_events(&self, start: f64) -> (f64, f64) {
+        let mut due_ns = f64::INFINITY;
+        if !self.pinned {
+            for levels in &self.balance {
+                for d in levels.iter().filter(|d| d.weight > 0) {
+                    due_ns = due_ns.min(d.next_ns);
+                }
+            }
+        }
+        for task in self.noise.tasks.iter().filter(|n| self.load[n.cpu] == 0) {
+            for at in [task.start_ns, task.end_ns] {
+                if at > start {
+                    due_ns = due_ns.min(at);
+                }
+            }
+        }
+        // With a thread on every CPU, an arrival only takes part of one thread's CPU, which
+        // the window's shares average; with an idle CPU it may end the idleness.
+        let arrival_ns = if self.load.iter().all(|&l| l > 0) { f64::INFINITY } else { self.noise.next_arrival_ns() };
+        (arrival_ns, due_ns)
+    }
+
     /// Advance to the epoch `[start, end)`: start background tasks, balance load. Returns the
     /// moves made; `share` receives each thread's CPU share for the epoch.
     pub fn epoch(&mut self, start: f64, end: f64, states: &[TaskState], share: &mut [f64], moves: &mut Vec<Move>) {

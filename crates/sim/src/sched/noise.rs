@@ -65,6 +65,11 @@ impl Noise {
         }
     }
 
+    /// When the next background task arrives (infinite when there is no noise).
+    pub fn next_arrival_ns(&self) -> f64 {
+        self.next_ns
+    }
+
     /// Forget tasks that ended before `start`.
     pub fn expire(&mut self, start: f64) {
         self.tasks.retain(|t| t.end_ns > start);
