@@ -157,9 +157,14 @@ pub(crate) struct World<'a> {
     solved_for: Vec<Demand>,
     /// The CPU shares the cost tables were built with.
     solved_share: Vec<f64>,
-    /// The latest `update_costs` reused the solve before it: the demands are steady, one
-    /// condition of fast-forward (docs/simulator.md, "Fast-forward").
-    solve_reused: bool,
+    /// Steps begun by any thread so far, and that count when the loop's last step began: a
+    /// window follows only a step of the loop in which no thread began a step, so the demand
+    /// it was solved for is the traffic of the steps the threads are in (docs/simulator.md,
+    /// "Fast-forward").
+    steps_begun: u64,
+    steps_begun_at_last: u64,
+    /// Steps of the epoch loop so far (`RunMetrics::loop_steps`).
+    loop_steps: u64,
     /// Node shares of the segments random entries draw from (fast engine).
     shares: SegShares,
     /// Per-space counters of the current tick interval (`Tick::spaces`).
@@ -374,7 +379,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),
             solved_share: Vec::new(),
-            solve_reused: false,
+            steps_begun: 0,
+            steps_begun_at_last: 0,
+            loop_steps: 0,
             shares: SegShares::default(),
             space_counters,
             maps,
@@ -393,6 +400,8 @@ impl<'a, 'l> Engine<'a, 'l> {
         loop {
             let start = w.now;
             let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
+            w.loop_steps += 1;
+            w.steps_begun_at_last = w.steps_begun;
             for (t, th) in w.threads.iter().enumerate() {
                 w.states[t] = task_state(th, start, spin_ns);
             }
@@ -422,6 +431,7 @@ impl<'a, 'l> Engine<'a, 'l> {
 
 impl World<'_> {
     fn load_step(&mut self, t: usize) {
+        self.steps_begun += 1;
         let th = &mut self.threads[t];
         th.work = self.p.work(th.step, t as u32, &mut th.rng);
         th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.refs));
@@ -547,7 +557,6 @@ impl World<'_> {
         let mem = &self.cfg.memory;
         let reuse = self.cfg.engine == EngineKind::Fast
             && crate::contention::solve_holds(&self.demands, &self.solved_for, mem.demand_tolerance, mem.population_tolerance);
-        self.solve_reused = reuse;
         if reuse {
             // The latencies hold; the cost tables take this epoch's CPU shares.
             if self.share != self.solved_share {
@@ -591,10 +600,11 @@ impl World<'_> {
     /// `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
     fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
-        if self.cfg.engine != EngineKind::Fast || max_ns < 2.0 * epoch_ns || !self.solve_reused || !self.follow_ups.is_empty() {
-            return 1;
-        }
-        if self.threads.iter().any(|th| !matches!(th.state, State::Run | State::Done)) {
+        if self.cfg.engine != EngineKind::Fast
+            || max_ns < 2.0 * epoch_ns
+            || self.steps_begun != self.steps_begun_at_last
+            || !self.follow_ups.is_empty()
+        {
             return 1;
         }
         // Epochs that fit before `at`, where an event must start an epoch of its own, and
@@ -609,17 +619,34 @@ impl World<'_> {
             epochs = epochs.min(until(maps.next_ns));
         }
         epochs = epochs.min(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6));
-        // A thread that ends its step changes what the scheduler sees once it stops spinning
-        // at the barrier and sleeps; the window stops short of that, with a margin for the
-        // error of the step's predicted end (its CPU share and latencies may still change).
+        // A thread that waits (at a barrier, or for its pipeline predecessor) changes what the
+        // scheduler sees once it stops spinning and sleeps, `spin_ns` after it arrived: the
+        // window ends at the first boundary after that for a thread already waiting, and short
+        // of it for one that may begin to wait in the window. No thread that begins to wait in
+        // the window sleeps before `start + spin_ns`; beyond that, the window needs the
+        // predicted end of every running thread's step, with a margin for the prediction's
+        // error (its CPU share and latencies may still change). A pipelined step may wait at
+        // any stage, so it allows no more than the spin.
         let n = self.n;
         let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
+        let spin_floor = before(start + spin_ns).max(1.0);
         for (t, th) in self.threads.iter().enumerate() {
-            if th.state != State::Run || epochs <= 1.0 {
-                continue;
+            if epochs <= 1.0 {
+                break;
+            }
+            match th.state {
+                State::Done => continue,
+                State::Barrier(_) | State::P2pWait => {
+                    if th.clock + spin_ns > start {
+                        epochs = epochs.min(until(th.clock + spin_ns));
+                    }
+                    continue;
+                }
+                State::Run => {}
             }
             if self.p.steps_of(t as u32)[th.step].p2p.is_some() {
-                return 1;
+                epochs = epochs.min(spin_floor);
+                continue;
             }
             let mut step_ns = 0.0;
             for e in th.work.entries.iter().chain(&th.work.epilogue) {
@@ -628,9 +655,10 @@ impl World<'_> {
                 step_ns += e.remaining() as f64 * per_ref_ns;
             }
             if !(step_ns > 0.0) {
-                return 1;
+                epochs = epochs.min(spin_floor);
+                continue;
             }
-            epochs = epochs.min(before(th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns + spin_ns));
+            epochs = epochs.min(before(th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns + spin_ns).max(spin_floor));
         }
         epochs.max(1.0) as u64
     }
@@ -1277,6 +1305,7 @@ impl World<'_> {
             access_samples: c.access_samples,
             refused_decisions: c.refused_decisions,
             policy_counters: Default::default(),
+            loop_steps: self.loop_steps,
             timeline: std::mem::take(&mut self.timeline),
         }
     }

@@ -178,6 +178,11 @@ pub struct RunMetrics {
     /// The run interval by interval, every `sim.metrics_interval_ms`.
     #[serde(default)]
     pub timeline: Vec<TimelinePoint>,
+    /// Steps the epoch loop took: one per epoch, fewer under fast-forward (docs/simulator.md,
+    /// "Fast-forward"). Bookkeeping of the simulator, not a measurement of the program: not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub loop_steps: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -118,6 +118,7 @@ mod tests {
             replica_collapses: 0,
             access_samples: 0,
             policy_counters: Default::default(),
+            loop_steps: 0,
             timeline: Vec::new(),
             refused_decisions: 0,
         };

@@ -1,0 +1,190 @@
+//! Fast-forward (docs/simulator.md, "Fast-forward"): while nothing changes, the fast engine
+//! advances several epochs in one step of its loop. These runs check that it does skip
+//! epochs, that a run keeps its meaning (same references, time and locality within small
+//! tolerances of the run that advances epoch by epoch), that the exact engine ignores it, and
+//! that its settings are checked. Short runs; the published comparison is
+//! docs/results/fast-forward.md.
+
+use numalab_core::machine::presets;
+use numalab_sim::config::EngineKind;
+use numalab_sim::{run_one, RunMetrics, Scenario, SimConfig};
+use numalab_workload::{compile, presets as wp, CompileOptions};
+use std::sync::Arc;
+
+struct Setup {
+    machine: &'static str,
+    workload: &'static str,
+    threads: u32,
+    scale: f64,
+    policy: &'static str,
+    /// Iterations of the workload's main loop (its own count if `None`).
+    iterations: Option<u32>,
+    policy_config: &'static [(&'static str, i64)],
+    noise: bool,
+}
+
+fn scenario(s: &Setup, engine: EngineKind, fast_forward_max_us: f64, population_tolerance: f64) -> Scenario {
+    let m = Arc::new(presets::load(s.machine).unwrap());
+    let mut file = wp::load(s.workload).unwrap();
+    if let Some(i) = s.iterations {
+        file.workload.run.iterations = i;
+    }
+    let program = compile(&file, s.workload, &m, &CompileOptions { threads: Some(s.threads), scale: s.scale }).unwrap();
+    let mut sim = SimConfig { engine, fast_forward_max_us, ..SimConfig::default() };
+    sim.memory.population_tolerance = population_tolerance;
+    if !s.noise {
+        sim.sched.noise_rate_per_cpu_hz = 0.0;
+    }
+    sim.validate().unwrap();
+    Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find(s.policy).unwrap(),
+        policy_config: s.policy_config.iter().map(|(k, v)| (k.to_string(), toml::Value::Integer(*v))).collect(),
+        sim,
+    }
+}
+
+fn runs(s: &Setup, engine: EngineKind, fast_forward_max_us: f64, population_tolerance: f64, seeds: &[u64]) -> Vec<RunMetrics> {
+    let sc = scenario(s, engine, fast_forward_max_us, population_tolerance);
+    seeds.iter().map(|&seed| run_one(&sc, seed).unwrap()).collect()
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.collect();
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn close(what: &str, off: f64, on: f64, rel: f64) {
+    assert!((off - on).abs() <= rel * off.abs(), "{what}: epoch by epoch {off}, fast-forward {on} (allowed {rel} relative)");
+}
+
+/// Epoch-by-epoch runs and fast-forward runs at the same seeds: fast-forward must take at
+/// most `1/min_skip` of the loop steps, issue the same references, and keep the mean time
+/// and locality within `time_rel` and `local_abs`.
+fn compare(s: &Setup, seeds: &[u64], min_skip: f64, time_rel: f64, local_abs: f64) -> (Vec<RunMetrics>, Vec<RunMetrics>) {
+    let off = runs(s, EngineKind::Fast, 0.0, 0.0, seeds);
+    let on = runs(s, EngineKind::Fast, 2000.0, 0.01, seeds);
+    let what = |m: &str| format!("{} on {} under {}: {m}", s.workload, s.machine, s.policy);
+    for (a, b) in off.iter().zip(&on) {
+        assert_eq!(a.accesses, b.accesses, "{}", what("references issued"));
+        assert!(
+            b.loop_steps as f64 * min_skip <= a.loop_steps as f64,
+            "{}: {} loop steps epoch by epoch, {} with fast-forward (expected at most 1/{min_skip})",
+            what("loop steps"),
+            a.loop_steps,
+            b.loop_steps
+        );
+    }
+    close(&what("mean time"), mean(off.iter().map(|r| r.exec_time_s)), mean(on.iter().map(|r| r.exec_time_s)), time_rel);
+    let local = |rs: &[RunMetrics]| mean(rs.iter().map(|r| r.local_access_ratio.unwrap()));
+    assert!((local(&off) - local(&on)).abs() <= local_abs, "{}: {} against {}", what("local ratio"), local(&off), local(&on));
+    (off, on)
+}
+
+#[test]
+fn a_steady_run_without_noise_skips_most_epochs_and_keeps_its_time() {
+    // ep-like: long compute-bound steps with every thread running, nothing to stop a window
+    // but the metrics interval and the step ends.
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "ep-like",
+        threads: 32,
+        scale: 0.05,
+        policy: "linux",
+        iterations: None,
+        policy_config: &[],
+        noise: false,
+    };
+    compare(&s, &[1, 2], 5.0, 0.002, 0.001);
+}
+
+#[test]
+fn background_noise_inside_windows_averages_to_the_same_time() {
+    // With a thread on every CPU, a background task's arrival only takes part of one
+    // thread's CPU, which the window's shares average. The local ratio is bimodal here (0.773
+    // in a run where no thread is pulled to another node at a barrier, 0.72-0.75 where idle
+    // balancing pulls one), and three runs may fall differently in either mode: it is
+    // compared within 0.03.
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "cg-like",
+        threads: 32,
+        scale: 0.05,
+        policy: "linux",
+        iterations: Some(2),
+        policy_config: &[],
+        noise: true,
+    };
+    compare(&s, &[1, 2, 3], 3.0, 0.01, 0.03);
+}
+
+#[test]
+fn a_dynamic_policy_keeps_its_faults_and_migrations() {
+    // autonuma's task ticks stop every window, so windows are at most a tick long; the
+    // scanner, the faults and the migrations must come out as epoch by epoch.
+    // The scanner's delays are cut so that the short run faults again and again.
+    const SCAN: &[(&str, i64)] = &[("scan_delay_ms", 2), ("scan_period_min_ms", 2), ("scan_period_max_ms", 20)];
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "is-like",
+        threads: 16,
+        scale: 0.1,
+        policy: "autonuma",
+        iterations: None,
+        policy_config: SCAN,
+        noise: true,
+    };
+    let (off, on) = compare(&s, &[1, 2, 3], 1.2, 0.03, 0.01);
+    let hint = |rs: &[RunMetrics]| mean(rs.iter().map(|r| r.hint_faults as f64));
+    let moved = |rs: &[RunMetrics]| mean(rs.iter().map(|r| r.page_migrations as f64));
+    assert!(hint(&off) > 0.0, "the runs must fault for the comparison to mean anything");
+    close("hint faults", hint(&off), hint(&on), 0.1);
+    close("page migrations", moved(&off), moved(&on), 0.1);
+}
+
+#[test]
+fn fast_forward_is_deterministic() {
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "cg-like",
+        threads: 32,
+        scale: 0.05,
+        policy: "linux",
+        iterations: Some(1),
+        policy_config: &[],
+        noise: true,
+    };
+    let a = runs(&s, EngineKind::Fast, 2000.0, 0.01, &[7]);
+    let b = runs(&s, EngineKind::Fast, 2000.0, 0.01, &[7]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn the_exact_engine_advances_epoch_by_epoch_whatever_the_setting() {
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "ep-like",
+        threads: 32,
+        scale: 0.02,
+        policy: "linux",
+        iterations: None,
+        policy_config: &[],
+        noise: false,
+    };
+    let off = runs(&s, EngineKind::Exact, 0.0, 0.0, &[1]);
+    let on = runs(&s, EngineKind::Exact, 2000.0, 0.01, &[1]);
+    assert_eq!(off, on);
+}
+
+#[test]
+fn a_window_shorter_than_an_epoch_is_refused() {
+    let sim = SimConfig { fast_forward_max_us: 20.0, ..SimConfig::default() };
+    let err = sim.validate().unwrap_err();
+    assert!(err.contains("sim.fast_forward_max_us = 20") && err.contains("sim.epoch_us = 50"), "{err}");
+    let sim = SimConfig { fast_forward_max_us: -1.0, ..SimConfig::default() };
+    assert!(sim.validate().unwrap_err().contains("sim.fast_forward_max_us"));
+    let mut sim = SimConfig::default();
+    sim.memory.population_tolerance = 2.0;
+    assert!(sim.validate().unwrap_err().contains("sim.memory.population_tolerance"));
+}
