@@ -103,25 +103,7 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
         // The parts furthest behind their shares that have room get one more each, those
         // with a share first (a part with no share only if no other has room, which
         // rounding of the shares can cause); ties to the lowest index.
-        let with_room = (0..share.len()).filter(|&j| out[j] < cap[j]).count() as u64;
-        if total - sum <= with_room {
-            let mut picked = 0u64;
-            while sum < total {
-                // Ahead: with a share, then the larger residual, then the lower index.
-                let key = |j: usize| (share[j] > 0.0, resid[j]);
-                let ahead = |a: usize, b: usize| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal).then(b.cmp(&a)).is_gt();
-                let best = (0..share.len())
-                    .filter(|&j| out[j] < cap[j] && picked & (1 << j) == 0)
-                    .reduce(|a, b| if ahead(b, a) { b } else { a })
-                    .expect("a part with room");
-                picked |= 1 << best;
-                out[best] += 1;
-                resid[best] -= 1.0;
-                sum += 1;
-            }
-        } else {
-            apportion_in_rounds(total, &mut sum, share, cap, resid, out);
-        }
+        apportion_in_rounds(total, &mut sum, share, cap, resid, out);
     }
     while sum > total {
         let pick = (0..share.len())
@@ -136,8 +118,8 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
     resid.iter_mut().for_each(|r| *r = r.clamp(-2.0, 2.0));
 }
 
-/// The parts furthest behind their shares that have room get one more each, in rounds, until
-/// `sum` reaches `total`: what [`apportion`] does when more parts are short than have room.
+/// The parts furthest behind their shares that have room get one more each, in rounds over
+/// their order (sorted once), until `sum` reaches `total`.
 fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
     let key = |j: usize| (share[j] > 0.0, resid[j]);
     let mut order: [usize; crate::memory::MAX_NODES] = [0; crate::memory::MAX_NODES];
@@ -580,8 +562,27 @@ mod tests {
         }
     }
 
+    /// The short parts picked one by one, each the furthest behind of those not yet picked
+    /// that have room (what `apportion` did before it used the sorted rounds): the reference
+    /// its rounds must reproduce when one round suffices.
+    fn picks_one_by_one(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+        let mut picked = 0u64;
+        while *sum < total {
+            let key = |j: usize| (share[j] > 0.0, resid[j]);
+            let ahead = |a: usize, b: usize| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal).then(b.cmp(&a)).is_gt();
+            let best = (0..share.len())
+                .filter(|&j| out[j] < cap[j] && picked & (1 << j) == 0)
+                .reduce(|a, b| if ahead(b, a) { b } else { a })
+                .expect("a part with room");
+            picked |= 1 << best;
+            out[best] += 1;
+            resid[best] -= 1.0;
+            *sum += 1;
+        }
+    }
+
     proptest::proptest! {
-        /// Picking the short parts one by one gives what a round over the sorted order gives.
+        /// A round over the sorted order gives what picking the short parts one by one gives.
         #[test]
         fn apportion_picks_as_the_rounds_do(
             parts in proptest::collection::vec((0.0f64..1.0, -2.0f64..2.0, 0u64..4), 1..9),
@@ -603,7 +604,10 @@ mod tests {
                 r2[j] = x - o2[j] as f64;
                 sum += o2[j];
             }
-            if sum < total {
+            let with_room = (0..n).filter(|&j| o2[j] < cap[j]).count() as u64;
+            if sum < total && total - sum <= with_room {
+                picks_one_by_one(total, &mut sum, &share, &cap, &mut r2, &mut o2);
+            } else if sum < total {
                 apportion_in_rounds(total, &mut sum, &share, &cap, &mut r2, &mut o2);
             }
             if sum <= total {

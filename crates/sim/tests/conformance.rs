@@ -145,6 +145,14 @@ fn pages_conserved(name: &str) {
         let r = run_one(&s, 7).unwrap();
         check_pages(&r, &s);
         assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>());
+        // The same on the fast engine advancing in windows (docs/simulator.md, "Fast-forward").
+        let mut fast = s.clone();
+        fast.sim.engine = numalab_sim::config::EngineKind::Fast;
+        fast.sim.fast_forward_max_us = 2000.0;
+        fast.sim.memory.population_tolerance = 0.01;
+        let r = run_one(&fast, 7).unwrap();
+        check_pages(&r, &fast);
+        assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>());
     }
 }
 
