@@ -114,7 +114,11 @@ fn every_app_preset_expands_into_its_closed_form_counts() {
                         if row.dunx_class == "PR" {
                             assert_eq!(g / row.pages.unwrap(), u64::from(t), "{name}: PR page of another thread");
                         } else {
-                            assert!(sharers(g, u64::from(row.sharers.unwrap())).contains(&u64::from(t)), "{name}: {} page {g} by {t}", reg.name);
+                            assert!(
+                                sharers(g, u64::from(row.sharers.unwrap())).contains(&u64::from(t)),
+                                "{name}: {} page {g} by {t}",
+                                reg.name
+                            );
                         }
                         let x = &mut tally[ri][t as usize];
                         if write {
@@ -137,7 +141,8 @@ fn app_presets_refuse_fewer_threads_than_sharers() {
     for (name, _) in APPS {
         let f = presets::load(name).unwrap();
         let max_m = f.region.iter().map(|r| r.sharers.unwrap()).max().unwrap();
-        let e = compile(&f, name, &machines::load("gp1000").unwrap(), &CompileOptions { threads: Some(max_m - 1), scale: 1.0 }).unwrap_err();
+        let e =
+            compile(&f, name, &machines::load("gp1000").unwrap(), &CompileOptions { threads: Some(max_m - 1), scale: 1.0 }).unwrap_err();
         assert!(e.to_string().contains("sharers"), "{name}: {e}");
     }
 }
