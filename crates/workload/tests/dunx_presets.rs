@@ -35,8 +35,11 @@ fn sharers(g: u64, m: u64) -> Vec<u64> {
     (0..m).map(|j| (g * m + j) % N).collect()
 }
 
+/// One class's closed form: its class, region, and per thread (reads, writes).
+type ClassForm = (DunxClass, String, Vec<(u64, u64)>);
+
 /// Closed form from the class rows alone: per class, per thread, (reads, writes); and K.
-fn closed_form(f: &WorkloadFile) -> (Vec<(DunxClass, String, Vec<(u64, u64)>)>, u64) {
+fn closed_form(f: &WorkloadFile) -> (Vec<ClassForm>, u64) {
     let mut out = Vec::new();
     let mut k = 1;
     for r in &f.region {
@@ -91,8 +94,8 @@ fn every_app_preset_expands_into_its_closed_form_counts() {
         for (class, region, per_thread) in &want {
             let c = counts[0].classes.iter().find(|c| c.class == *class).unwrap_or_else(|| panic!("{name}: {class:?}"));
             assert_eq!(&c.region, region);
-            for t in 0..N as usize {
-                assert_eq!((c.reads[t], c.writes[t]), per_thread[t], "{name} {class:?} thread {t}");
+            for (t, want_t) in per_thread.iter().enumerate() {
+                assert_eq!((c.reads[t], c.writes[t]), *want_t, "{name} {class:?} thread {t}");
             }
         }
 
