@@ -18,21 +18,54 @@ it calls `numalab model mva` twice on the same instance (`--classes` = the cell'
   q_m = (migration faults + coherency faults with a copy) / references, q_r = replication
   faults / references, q_c = coherency faults / references), so that the model only times it.
 
-Both get tau = 2 us (the workload's compute gap) and the first-touch faults as other faults
+Both get tau = the workload's compute gap (`gap.us` of its runs phase: 2 us for the synth
+instances, 20 us for mandel-like) and the first-touch faults as other faults
 (q_o = first-touch faults / references, c_o = the machine's first-touch fault cost).
-Standard library only; prints Markdown tables.
+A cell's workload may be a file or a built-in preset (the DUnX application presets
+`msort-like` ... `mandel-like`); a preset is written out with `numalab workload show` first.
+Standard library only (Python 3.11+ for tomllib); prints Markdown tables.
 """
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import tomllib
 
 NUMALAB = os.environ.get("NUMALAB", "numalab")
 
 
+_FILES = {}
+
+
+def workload_file(workload):
+    """A TOML file for the cell's workload: the file itself, or a preset written out."""
+    if os.path.isfile(workload):
+        return workload
+    if workload not in _FILES:
+        text = subprocess.run([NUMALAB, "workload", "show", workload, "--format", "table"], check=True,
+                              capture_output=True, text=True).stdout
+        f = tempfile.NamedTemporaryFile("w", suffix=".toml", prefix=workload + "-", delete=False)
+        f.write(text)
+        f.close()
+        _FILES[workload] = f.name
+    return _FILES[workload]
+
+
+def tau_us(path):
+    """The compute gap of the workload's runs phase, in us (the model's tau)."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    gaps = {ph["gap"]["us"] for ph in doc["phase"] if "gap" in ph}
+    if len(gaps) != 1:
+        raise SystemExit(f"{path}: need exactly one compute gap, found {sorted(gaps)}")
+    return gaps.pop()
+
+
 def model(workload, policy, extra):
-    cmd = [NUMALAB, "model", "mva", "--machine", "gp1000", "--classes", workload, "--policy", policy,
-           "--tau", "2", "--format", "json"] + extra
+    path = workload_file(workload)
+    cmd = [NUMALAB, "model", "mva", "--machine", "gp1000", "--classes", path, "--policy", policy,
+           "--tau", repr(tau_us(path)), "--format", "json"] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["points"][0]
 

@@ -26,7 +26,7 @@ const MACHINES: [&str; 11] = [
     "cxl-expander",
 ];
 
-const WORKLOADS: [&str; 17] = [
+const WORKLOADS: [&str; 25] = [
     "is-like",
     "ep-like",
     "cg-like",
@@ -41,6 +41,14 @@ const WORKLOADS: [&str; 17] = [
     "stream-like",
     "master-slave",
     "dunx-synth",
+    "msort-like",
+    "gauss-like",
+    "hh3d-like",
+    "hough-like",
+    "psolu-like",
+    "wave-like",
+    "fish-like",
+    "mandel-like",
     "hydm-npb-mix",
     "hydm-npb-mix-32",
     "tiering-mix",

@@ -67,6 +67,46 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "DUnX synth: five page classes (PR, RO, RM, SS, SP) with exact run schedules, 8 processes one per node",
         include_str!("../presets/dunx-synth.toml"),
     ),
+    (
+        "msort-like",
+        "DUnX msort: private sort slices, sorted runs handed between process pairs at merge levels (SS)",
+        include_str!("../presets/msort-like.toml"),
+    ),
+    (
+        "gauss-like",
+        "DUnX gauss: integer Gaussian elimination, owned rows (PR), pivot rows read by all (RO), barrier per step",
+        include_str!("../presets/gauss-like.toml"),
+    ),
+    (
+        "hh3d-like",
+        "DUnX hh3d: cardiac conduction on a block-partitioned grid (PR), block-edge pages shared by two (SS)",
+        include_str!("../presets/hh3d-like.toml"),
+    ),
+    (
+        "hough-like",
+        "DUnX hough: Hough transform, read-only shared image (RO), per-process accumulators (PR)",
+        include_str!("../presets/hough-like.toml"),
+    ),
+    (
+        "psolu-like",
+        "DUnX psolu: block chaotic relaxation, owned blocks (PR), others' blocks read asynchronously (RM), no barriers",
+        include_str!("../presets/psolu-like.toml"),
+    ),
+    (
+        "wave-like",
+        "DUnX wave: wave equation, row blocks (PR), wrap-around halo rows read-mostly (RM)",
+        include_str!("../presets/wave-like.toml"),
+    ),
+    (
+        "fish-like",
+        "DUnX fish: sharks and fishes, sea grid written by all at fine grain (SP), small private lists (PR)",
+        include_str!("../presets/fish-like.toml"),
+    ),
+    (
+        "mandel-like",
+        "DUnX mandel: Mandelbrot set, compute-bound, disjoint output rows (PR), one read-only parameter page (RO)",
+        include_str!("../presets/mandel-like.toml"),
+    ),
 ];
 
 /// Built-in mixes (several programs at once), `(name, what it mimics, TOML text)`.

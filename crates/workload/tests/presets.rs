@@ -31,9 +31,15 @@ fn scale_for(f: &WorkloadFile, mb: f64) -> f64 {
     (mb * 1e6 / base_bytes(f)).min(1.0)
 }
 
-/// The non-synth presets.
+/// Presets built on the `runs` pattern (dunx-synth and the DUnX application presets): fixed
+/// thread count, counts from class rows (tests/synth.rs, tests/dunx_presets.rs).
+fn is_runs_preset(name: &str) -> bool {
+    presets::load(name).unwrap().region.iter().any(|r| !r.dunx_class.is_empty())
+}
+
+/// The presets that do not use the `runs` pattern.
 fn npb_and_friends() -> Vec<&'static str> {
-    presets::names().into_iter().filter(|n| *n != "dunx-synth").collect()
+    presets::names().into_iter().filter(|n| !is_runs_preset(n)).collect()
 }
 
 fn compiled(name: &str, threads: u32, mb: f64) -> (WorkloadFile, Program) {
@@ -115,13 +121,13 @@ fn first_steps(p: &Program, phases: usize) -> Vec<(usize, usize)> {
 
 #[test]
 fn every_preset_parses_compiles_and_has_a_description() {
-    assert_eq!(presets::names().len(), 14);
+    assert_eq!(presets::names().len(), 22);
     for (name, what, text) in presets::PRESETS {
         assert!(!what.is_empty());
         assert!(text.starts_with(&format!("# {name}:")), "{name}: header comment first");
         let f = presets::parse(text, name).unwrap();
         assert_eq!(f.workload.name, *name);
-        if *name == "dunx-synth" {
+        if is_runs_preset(name) {
             let p = compile(&f, name, &machines::load("gp1000").unwrap(), &CompileOptions::default()).unwrap();
             assert_eq!(p.threads, 8);
             continue;
