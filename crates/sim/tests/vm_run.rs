@@ -207,3 +207,108 @@ fn impossible_setups_are_typed_errors() {
     assert_eq!(k, "vm");
     assert!(msg.contains("explicit home node"), "{msg}");
 }
+
+/// A guest that ran 64 processes of 1 MiB (12 at a time, on random vCPUs) before a 12-thread
+/// stream-like run on server-a-4n (home nodes {0, 1}).
+fn churned(queue: &str) -> (Scenario, VmSetup) {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let text = format!(
+        "[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n[vm.guest]\nprocesses = 64\nprocess_bytes = {}\n[vm.queue]\n{queue}\n",
+        256 * MIB,
+        MIB
+    );
+    (s, setup(&text))
+}
+
+/// The frame of each workload page before the guest allocates it, and the node the page gets
+/// when a vCPU on node 1 (thread 11, CPU 11) touches it.
+fn placements(queue: &str) -> Vec<(numalab_policy::vm::FrameState, u16)> {
+    use numalab_policy::{decision::PlaceRequest, DynPolicy};
+    let (s, vms) = churned(queue);
+    let (s2, p) = numalab_sim::vmrun::vm_scenario(&s, &vms).unwrap();
+    let mut vp = numalab_sim::vmrun::VmPlacement::new(&s2.machine, &s2.program, &vms, p, 7).unwrap();
+    (0..s2.program.total_pages)
+        .map(|page| {
+            let pfn = vp.frame_of_page(page);
+            let before = vp.host().vms().next().unwrap().frame(pfn).unwrap();
+            let mem = vp.host().memory().clone();
+            let req = PlaceRequest { space: 0, thread: 11, cpu: 11, cpu_node: 1, page };
+            (before, vp.place(&req, &mem).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_reused_frame_is_placed_again_only_when_the_queue_reported_it() {
+    use numalab_policy::vm::FrameState::{Backed, Unbacked};
+    // Without the queue the hypervisor never hears of the frees: every reused frame keeps the
+    // node of the vCPU that first touched it since boot, some of them node 0.
+    let off = placements("enabled = false");
+    let reused = off.iter().filter(|(b, _)| matches!(b, Backed(_))).count();
+    assert!(reused > 0, "the workload reuses frames the guest's processes freed");
+    for (before, node) in &off {
+        match before {
+            Backed(n) => assert_eq!(node, n, "a frame the queue did not report stays where it was"),
+            _ => assert_eq!(*node, 1, "a frame never touched is placed at its first touch"),
+        }
+    }
+    assert!(off.iter().any(|&(_, n)| n == 0), "some reused frames were first touched on node 0");
+    // A queue of one entry delivers every free as it happens: every freed frame was unbacked,
+    // so every page is placed again by its toucher (node 1).
+    let each = placements("capacity = 1\npartitions = 1");
+    assert!(each.iter().all(|&(b, n)| b == Unbacked && n == 1), "{:?}", &each[..4]);
+    // A queue that never fills before the workload: the frees are still pending when the
+    // workload allocates the frames, so the newest entry (the allocation) decides and the
+    // frames keep their old nodes; a frame is placed again exactly when it was unbacked.
+    let pending = placements("capacity = 1048576");
+    assert_eq!(pending.iter().filter(|(b, _)| matches!(b, Backed(_))).count(), reused);
+    for (before, node) in &pending {
+        match before {
+            Backed(n) => assert_eq!(node, n),
+            _ => assert_eq!(*node, 1),
+        }
+    }
+}
+
+#[test]
+fn timed_runs_show_stale_first_touch_without_the_queue_and_charge_it_with() {
+    let (s, off) = churned("enabled = false");
+    let r_off = run_one_vm(&s, &off, 3).unwrap();
+    let (_, each) = churned("capacity = 1\npartitions = 1");
+    let r_each = run_one_vm(&s, &each, 3).unwrap();
+    let fresh = setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n", 256 * MIB));
+    let r_fresh = run_one_vm(&s, &fresh, 3).unwrap();
+    let local = |r: &RunMetrics| r.local_access_ratio.unwrap();
+    assert!(local(&r_off) < local(&r_fresh) - 0.05, "stale frames: {} vs fresh {}", local(&r_off), local(&r_fresh));
+    assert!(local(&r_each) > 0.99, "every reused frame placed again: {}", local(&r_each));
+    assert!(r_each.policy_counters["vm_frames_unbacked"] > 0);
+    assert!(r_each.policy_counters["vm_queue_ns"] > 0, "the queue's deliveries cost the guest time");
+    assert_eq!(r_off.policy_counters["vm_queue_ns"], 0);
+    // Same inputs and seed, same run.
+    assert_eq!(run_one_vm(&s, &off, 3).unwrap().exec_time_s, r_off.exec_time_s);
+}
+
+#[test]
+fn a_guest_history_larger_than_the_vm_is_refused() {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let text = format!(
+        "[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n[vm.guest]\npreset = \"build-like\"\n",
+        256 * MIB
+    );
+    match plan(&s.machine, &s.program, &setup(&text)) {
+        Err(VmSetupError::Config { key, message }) => {
+            assert_eq!(key, "vm[0].guest");
+            assert!(message.contains("do not fit"), "{message}");
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+#[test]
+fn policy_names_force_the_queue_on_or_off() {
+    let (_, vms) = churned("enabled = true");
+    assert!(!vms.with_policy_name("first-touch-no-queue").unwrap().vm[0].queue.enabled);
+    assert!(vms.with_policy_name("first-touch+queue").unwrap().vm[0].queue.enabled);
+    assert_eq!(vms.with_policy_name("round-1g").unwrap().vm[0].static_policy, StaticKind::Round1G);
+    assert!(vms.with_policy_name("first-touch+carrefour").is_err());
+}
