@@ -238,7 +238,15 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         resolved = resolve(&args).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
                     }
                     let key = cell_key(&resolved);
-                    out.push(Cell { machine: machine.clone(), workload: workload.clone(), policy: policy.clone(), grid, resolved, vm, key });
+                    out.push(Cell {
+                        machine: machine.clone(),
+                        workload: workload.clone(),
+                        policy: policy.clone(),
+                        grid,
+                        resolved,
+                        vm,
+                        key,
+                    });
                 }
             }
         }

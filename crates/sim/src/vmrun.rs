@@ -35,11 +35,11 @@ use numalab_core::{CpuId, Machine, NodeId};
 use numalab_policy::decision::{PlaceRequest, Tick};
 use numalab_policy::vm::{Access, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
 use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, SystemView};
-use rand::Rng;
-use std::collections::VecDeque;
 use numalab_workload::Program;
+use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -458,8 +458,8 @@ impl DynPolicy for VmPlacement {
     fn should_unmap(&mut self, _space: u32, _page: u64, _node: NodeId) -> bool {
         false
     }
-    fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
-        let _ = tick;
+    /// Keeps the policy's clock up with the run's (the queue's lock times).
+    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
         self.clock_ns = self.clock_ns.max(self.start_ns + view.now_ns() as f64);
     }
     /// Summed over the VMs (docs/vm.md, "Counters").

@@ -88,8 +88,8 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
                 None => run_one(&cells[c].resolved.scenario, seed_of(k)),
                 Some(setup) => run_one_vm(&cells[c].resolved.scenario, setup, seed_of(k)),
             }
-                .map_err(anyhow::Error::from)
-                .and_then(|r| write_cached(&cache_path(&cache, &cells[c], k, seed_of(k)), &r));
+            .map_err(anyhow::Error::from)
+            .and_then(|r| write_cached(&cache_path(&cache, &cells[c], k, seed_of(k)), &r));
             if let Err(e) = res {
                 let cell = &cells[c];
                 failure

@@ -225,10 +225,7 @@ impl GuestConfig {
             });
         }
         if c.processes > 0 && c.process_bytes == 0 {
-            return Err(VmError::Config {
-                key: "vm.guest.process_bytes",
-                message: "guest processes must touch at least one byte".into(),
-            });
+            return Err(VmError::Config { key: "vm.guest.process_bytes", message: "guest processes must touch at least one byte".into() });
         }
         Ok(())
     }
