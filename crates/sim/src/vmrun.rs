@@ -383,12 +383,11 @@ impl VmPlacement {
             free_lists.push(free);
             start_ns = start_ns.max(end_ns);
         }
-        let spaces = space_first_page.len();
         let mut frame_of_page = vec![0u64; program.total_pages as usize];
-        for s in 0..spaces {
+        for (s, &first) in space_first_page.iter().enumerate() {
             let vm = plan.space_vm[s];
             let pages = if program.members.is_empty() { program.total_pages } else { program.members[s].program.total_pages };
-            for pg in space_first_page[s]..space_first_page[s] + pages {
+            for pg in first..first + pages {
                 frame_of_page[pg as usize] = free_lists[vm].pop().ok_or_else(|| VmSetupError::Config {
                     key: format!("vm[{vm}].mem_bytes"),
                     message: "the guest's free list ran out before the workload's last page".into(),
