@@ -9,6 +9,7 @@ use crate::output::Table;
 use crate::scenario::{resolve, tree_json, Resolved, ScenarioArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use numalab_core::stats::Summary;
+use numalab_sim::vmrun::VmSetup;
 use numalab_sim::{RunMetrics, RunsSummary};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -77,6 +78,16 @@ pub struct StudyFile {
     pub study: StudySpec,
     #[serde(default)]
     pub grid: BTreeMap<String, Vec<toml::Value>>,
+    /// The VMs that `vm` and `vm:KIND` policies run the workload in: the `[hypervisor]` and
+    /// `[[vm]]` tables of a `--vm` file (docs/vm.md, "VMs in a study").
+    #[serde(default, skip_serializing_if = "is_default_hypervisor")]
+    pub hypervisor: numalab_policy::vm::HypervisorConfig,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vm: Vec<numalab_policy::vm::VmConfig>,
+}
+
+fn is_default_hypervisor(h: &numalab_policy::vm::HypervisorConfig) -> bool {
+    *h == numalab_policy::vm::HypervisorConfig::default()
 }
 
 impl StudyFile {
@@ -126,6 +137,11 @@ impl StudyFile {
         Ok(f)
     }
 
+    /// The VMs of the file, if it has any `[[vm]]` table.
+    pub fn vm_setup(&self) -> Option<VmSetup> {
+        (!self.vm.is_empty()).then(|| VmSetup { hypervisor: self.hypervisor.clone(), vm: self.vm.clone() })
+    }
+
     /// The grid's points: every combination, the last key varying fastest. One empty point
     /// when there is no grid.
     pub fn grid_points(&self) -> Vec<BTreeMap<String, toml::Value>> {
@@ -173,6 +189,8 @@ pub struct Cell {
     pub policy: String,
     pub grid: BTreeMap<String, toml::Value>,
     pub resolved: Resolved,
+    /// The VMs a `vm`/`vm:KIND` cell runs in (the policy's setup); `None` for a native cell.
+    pub vm: Option<VmSetup>,
     /// Content hash of the resolved config and the numalab version.
     pub key: String,
 }
@@ -180,6 +198,7 @@ pub struct Cell {
 /// Expand a study into resolved cells, machine-major, then workload, policy, grid point.
 pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
     let mut out = Vec::new();
+    let setup = f.vm_setup();
     for machine in &f.study.machines {
         for workload in &f.study.workloads {
             for policy in &f.study.policies {
@@ -203,17 +222,31 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         // Per-workload iterations go in through `set` above.
                         iterations: None,
                     };
-                    let mut resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
+                    let vm = crate::cmd::sim::vm_setup_for(policy, setup.as_ref())
+                        .with_context(|| format!("cell {machine} / {workload} / {policy} (a study gives its VMs as [[vm]] tables)"))?;
+                    let resolve = |args: &ScenarioArgs| match &vm {
+                        None => resolve(args, policy),
+                        Some(s) => crate::cmd::sim::resolve_vm(args, policy, s),
+                    };
+                    let mut resolved = resolve(&args).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
                     if let Some(x) = grid.get(FAST_TIER_FRACTION) {
                         // Sized from the cell as resolved so far (its machine, its footprint at
                         // the study's scale), then resolved again with the new node sizes.
                         let fraction = x.as_float().or_else(|| x.as_integer().map(|i| i as f64)).unwrap_or(1.0);
                         let sc = &resolved.scenario;
                         args.set.extend(fast_tier_sets(&sc.machine, sc.program.footprint_bytes(), sc.program.page_bytes, fraction));
-                        resolved = resolve(&args, policy).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
+                        resolved = resolve(&args).with_context(|| format!("cell {machine} / {workload} / {policy}"))?;
                     }
                     let key = cell_key(&resolved);
-                    out.push(Cell { machine: machine.clone(), workload: workload.clone(), policy: policy.clone(), grid, resolved, key });
+                    out.push(Cell {
+                        machine: machine.clone(),
+                        workload: workload.clone(),
+                        policy: policy.clone(),
+                        grid,
+                        resolved,
+                        vm,
+                        key,
+                    });
                 }
             }
         }

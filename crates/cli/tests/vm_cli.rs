@@ -84,3 +84,33 @@ fn a_workload_runs_inside_the_example_vm() {
         assert!(err.contains(msg), "{policy}: {err}");
     }
 }
+
+/// A study file with `[[vm]]` tables (docs/vm.md, "VMs in a study"): native and VM policies
+/// side by side, the VMs in each VM cell's config, and a `vm` policy without VMs refused.
+#[test]
+fn a_study_runs_vm_cells_beside_native_ones() {
+    let dir = std::env::temp_dir().join(format!("numalab-vm-study-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("s.toml");
+    let study = "[study]\nmachines = [\"server-a-4n\"]\nworkloads = [\"stream-like\"]\n\
+                 policies = [\"first-touch\", \"vm:round-4k\", \"vm:first-touch-no-queue\"]\nruns = 1\nscale = 0.002\nthreads = 12\n";
+    std::fs::write(&f, format!("{study}[[vm]]\nvcpus = 12\nmem_bytes = 268435456\n[vm.guest]\nprocesses = 24\nprocess_bytes = 1048576\n"))
+        .unwrap();
+    let out = numalab().args(["study", f.to_str().unwrap(), "--jobs", "1", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    assert_eq!(cells[1]["config"]["policy"]["name"], "vm:round-4k");
+    assert_eq!(cells[1]["config"]["policy"]["vm"][0]["static_policy"], "round-4k");
+    assert_eq!(cells[2]["config"]["policy"]["vm"][0]["queue"]["enabled"], false);
+    let local = |c: &Value| c["runs"][0]["local_access_ratio"].as_f64().unwrap_or(-1.0);
+    assert!((local(&cells[1]) - 0.5).abs() < 0.02, "round-4k over two nodes: {}", local(&cells[1]));
+    assert!(local(&cells[2]) < 0.99, "reused frames keep their old nodes without the queue: {}", local(&cells[2]));
+    std::fs::write(&f, study).unwrap();
+    let out = numalab().args(["study", f.to_str().unwrap(), "--dry-run"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a study gives its VMs as [[vm]] tables"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -191,25 +191,48 @@ pub trait Policy: Send + Sized + 'static {
 }
 
 /// Object-safe face of [`Policy`], implemented for every policy.
+///
+/// Every hook but `name`, `config_toml` and `place` has a default that is the same as
+/// [`Policy`]'s own default, so an implementer that is not a [`Policy`] (a VM run's placement,
+/// `numalab_sim::vmrun`) states only the hooks it uses. The blanket implementation for every
+/// [`Policy`] forwards every hook explicitly, so no policy falls back to these defaults.
 pub trait DynPolicy: Send {
     fn name(&self) -> &'static str;
     /// The resolved configuration, for result files.
     fn config_toml(&self) -> toml::Table;
     fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory>;
-    fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory>;
-    fn should_unmap(&mut self, space: SpaceId, page: PageIdx, node: NodeId) -> bool;
-    fn on_hint_fault(&mut self, fault: &HintFault, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn on_scan_step(&mut self, step: &ScanStepDone, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn on_tick(&mut self, tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn on_task_tick(&mut self, tick: &TaskTick, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn on_thread_migrated(&mut self, moved: &ThreadMigrated, view: &dyn SystemView, out: &mut Vec<Decision>);
-    fn sample_period_ns(&self) -> Option<f64>;
-    fn on_sample(&mut self, sample: &AccessSample);
-    fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]);
-    fn mempolicy(&self) -> Option<MempolicyIntent>;
-    fn counters(&self) -> Vec<(&'static str, u64)>;
-    fn page_scanner_period_ns(&self) -> Option<u64>;
-    fn on_page_scan(&mut self, scan: &PageScan, view: &dyn SystemView, out: &mut Vec<Decision>);
+    /// Time the last [`DynPolicy::place`] call costs the faulting thread on top of the
+    /// first-touch fault, taken (reset to zero) by the driver; zero by default. A VM run's
+    /// guest pays its notification-queue appends here (docs/vm.md, "Guest frame reuse").
+    fn take_place_cost_ns(&mut self) -> f64 {
+        0.0
+    }
+    fn layout(&mut self, _space: &AddressSpaceInfo, _mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
+        Ok(None)
+    }
+    fn should_unmap(&mut self, _space: SpaceId, _page: PageIdx, _node: NodeId) -> bool {
+        true
+    }
+    fn on_hint_fault(&mut self, _fault: &HintFault, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn on_scan_step(&mut self, _step: &ScanStepDone, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn on_tick(&mut self, _tick: &Tick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn on_task_tick(&mut self, _tick: &TaskTick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn on_thread_migrated(&mut self, _moved: &ThreadMigrated, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn sample_period_ns(&self) -> Option<f64> {
+        None
+    }
+    fn on_sample(&mut self, _sample: &AccessSample) {}
+    fn on_outcomes(&mut self, _cause: &EventRef, _decisions: &[Decision], _outcomes: &[Outcome]) {}
+    fn mempolicy(&self) -> Option<MempolicyIntent> {
+        None
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    fn page_scanner_period_ns(&self) -> Option<u64> {
+        None
+    }
+    fn on_page_scan(&mut self, _scan: &PageScan, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 }
 
 impl<P: Policy> DynPolicy for P {

@@ -48,6 +48,11 @@ impl<'l> Driver<'l> {
         self.policy.place(req, &w.mem)
     }
 
+    /// Extra time the last placement costs the faulting thread (a VM guest's queue appends).
+    pub fn take_place_cost_ns(&mut self) -> f64 {
+        self.policy.take_place_cost_ns()
+    }
+
     /// Call one hook, carry out its decisions for `actor` (the thread in whose context the
     /// hook ran, which pays their cost), then deliver follow-up events. Returns the time
     /// charged to the actor. `in_fault` marks decisions taken while handling a hinting fault

@@ -1016,7 +1016,7 @@ impl World<'_> {
             }
             self.mem.place(page, node);
             self.counters.first_touch_faults += 1;
-            extra += costs.first_touch_fault_ns;
+            extra += costs.first_touch_fault_ns + drv.take_place_cost_ns();
             h = node as u8;
             if let Some(maps) = &mut self.maps {
                 // The first-touch fault maps the toucher to the new (only) copy, writably.

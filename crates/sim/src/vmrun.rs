@@ -16,23 +16,30 @@
 //!   at VM creation under round-4k and round-1g, at the first touch of a vCPU under
 //!   first-touch (the node of the pCPU it is pinned to).
 //!
-//! What this does not model: guest frame reuse (a process that exits returns its frames to
-//! the guest, but no later process of the run reuses them, so the notification queue never
-//! delivers a free that matters); the guest OS's own memory; second-level address
-//! translation costs; a hypervisor scheduler that moves vCPUs (a VM that cannot be packed is
-//! refused).
+//! - **Guest frame reuse** (docs/vm.md, "Guest frame reuse"). Before the workload starts, the
+//!   guest OS runs the processes of its `[vm.guest]` behaviour (a preset such as
+//!   `build-like`): each takes frames off the guest's free list (most recently freed first),
+//!   touches them from one vCPU, and frees them at its exit. The workload's pages then take
+//!   frames off that free list in page order, so a reused frame is backed where the earlier
+//!   process's vCPU first touched it unless the notification queue reported its free and the
+//!   hypervisor unbacked it. Each workload page's first touch is a guest allocation: with the
+//!   queue on, its append (and any delivery it triggers) costs the touching thread.
+//!
+//! What this does not model: frees and reuse *during* the workload (a process of a mix that
+//! exits returns its frames, but no later process of the run reuses them); the guest OS's own
+//! memory; second-level address translation costs; a hypervisor scheduler that moves vCPUs (a
+//! VM that cannot be packed is refused).
 
 use crate::{metrics::RunMetrics, run_with_policy, Scenario, SimError};
 use numalab_core::{CpuId, Machine, NodeId};
-use numalab_policy::decision::{
-    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PageScan, PlaceRequest, ScanStepDone, TaskTick,
-    ThreadMigrated, Tick,
-};
-use numalab_policy::vm::{Access, FrameState, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
-use numalab_policy::{AddressSpaceInfo, DynPolicy, MemoryState, OutOfMemory, SystemView};
+use numalab_policy::decision::{PlaceRequest, Tick};
+use numalab_policy::vm::{Access, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
+use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, SystemView};
 use numalab_workload::Program;
+use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -66,6 +73,22 @@ impl VmSetup {
         s.vm.iter_mut().for_each(|v| v.static_policy = kind);
         s
     }
+
+    /// The same VMs under the policy `vm:NAME` names: `first-touch`, `round-4k`, `round-1g`
+    /// (the queue as the file sets it, on by default), `first-touch+queue` and
+    /// `first-touch-no-queue` (the notification queue forced on or off).
+    pub fn with_policy_name(&self, name: &str) -> Result<VmSetup, VmSetupError> {
+        let (kind, queue) = match name {
+            "first-touch+queue" => (StaticKind::FirstTouch, Some(true)),
+            "first-touch-no-queue" => (StaticKind::FirstTouch, Some(false)),
+            other => (static_kind(other)?, None),
+        };
+        let mut s = self.with_policy(kind);
+        if let Some(on) = queue {
+            s.vm.iter_mut().for_each(|v| v.queue.enabled = on);
+        }
+        Ok(s)
+    }
 }
 
 /// The static policy named `name` (`first-touch`, `round-4k`, `round-1g`).
@@ -73,7 +96,9 @@ pub fn static_kind(name: &str) -> Result<StaticKind, VmSetupError> {
     [StaticKind::FirstTouch, StaticKind::Round4K, StaticKind::Round1G].into_iter().find(|k| k.name() == name).ok_or_else(|| {
         VmSetupError::Config {
             key: "policy".into(),
-            message: format!("unknown vm policy '{name}': a vm runs first-touch, round-4k or round-1g"),
+            message: format!(
+                "unknown vm policy '{name}': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g"
+            ),
         }
     })
 }
@@ -89,7 +114,9 @@ pub struct VmPlan {
     pub thread_vcpu: Vec<(usize, u32)>,
     /// Per process (address space) of the program: its VM.
     pub space_vm: Vec<usize>,
-    /// Per page of the program (global numbering): its guest frame in its VM.
+    /// Per page of the program (global numbering): its guest frame in its VM in a freshly
+    /// booted guest (a run with a guest history takes frames off the guest's free list
+    /// instead: [`VmPlacement::frame_of_page`]).
     pub frame_of_page: Vec<u64>,
 }
 
@@ -149,6 +176,21 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
             &format!("vm[{i}].mem_bytes"),
             format!("{} bytes of guest memory exceed the machine's {machine_bytes} bytes", v.mem_bytes),
         );
+    }
+    for (i, v) in setup.vm.iter().enumerate() {
+        let c = v.guest.churn();
+        let concurrency = u64::from(if c.concurrency == 0 { v.vcpus } else { c.concurrency }.min(c.processes));
+        let pb = machine.base_page_bytes();
+        let ram_pages = v.frames(pb) - v.hole_frames(pb);
+        if c.processes > 0 && concurrency * c.process_bytes.div_ceil(pb) > ram_pages {
+            return bad(
+                &format!("vm[{i}].guest"),
+                format!(
+                    "{concurrency} guest processes of {} bytes at once do not fit in the vm's {ram_pages} pages of RAM",
+                    c.process_bytes
+                ),
+            );
+        }
     }
     let spaces = program.members.len().max(1);
     let space_vm: Vec<usize> = match setup.vm.len() {
@@ -226,6 +268,65 @@ fn program_pages_of_vm(p: &Program, space_vm: &[usize], vm: usize, spaces: usize
     (0..spaces).filter(|&s| space_vm[s] == vm).map(|s| p.members[s].program.total_pages).sum()
 }
 
+/// The guest's free list of VM `vm` after its `[vm.guest]` history, replayed on `host` (frames
+/// touched from the vCPUs' pins, frees appended to the notification queue when it runs).
+/// `pop()` gives the next frame the guest allocates: most recently freed first; at boot, RAM
+/// frames in ascending order [A] (docs/vm.md, "Guest frame reuse"). Also returns the host
+/// time at which the history ended (the queue's clock: the run starts after it).
+pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: u64) -> Result<(Vec<u64>, f64), VmSetupError> {
+    let pb = host.page_bytes();
+    let mut free: Vec<u64> = (0..cfg.frames(pb)).rev().filter(|&f| !cfg.is_hole(f, pb)).collect();
+    let churn = cfg.guest.churn();
+    if churn.processes == 0 {
+        return Ok((free, 0.0));
+    }
+    let pins: Vec<CpuId> = (0..cfg.vcpus).map(|v| host.vm(id).ok().and_then(|x| x.pin(v)).unwrap_or(0)).collect();
+    let concurrency = if churn.concurrency == 0 { cfg.vcpus } else { churn.concurrency } as usize;
+    let pages = churn.process_bytes.div_ceil(pb);
+    let mut rng = numalab_core::rng::stream(seed, "vm.guest", vm as u64);
+    let mut alive: VecDeque<Vec<u64>> = VecDeque::new();
+    // Event times only order the queue's appends; one process start per 10 ms [ours], longer
+    // than the deliveries one start and one exit trigger at the preset sizes.
+    let mut now_ns = 0.0;
+    let exit = |host: &mut Host, free: &mut Vec<u64>, frames: Vec<u64>, now_ns: f64| -> Result<(), VmError> {
+        for f in frames {
+            host.guest_free(id, f, now_ns)?;
+            free.push(f);
+        }
+        Ok(())
+    };
+    for _ in 0..churn.processes {
+        if alive.len() >= concurrency {
+            let old = alive.pop_front().unwrap_or_default();
+            exit(host, &mut free, old, now_ns)?;
+        }
+        let vcpu = rng.random_range(0..cfg.vcpus);
+        let mut frames = Vec::with_capacity(pages as usize);
+        for _ in 0..pages {
+            let Some(pfn) = free.pop() else {
+                return Err(VmSetupError::Config {
+                    key: format!("vm[{vm}].guest"),
+                    message: format!(
+                        "{concurrency} guest processes of {} bytes at once do not fit in the vm's {} bytes",
+                        churn.process_bytes, cfg.mem_bytes
+                    ),
+                });
+            };
+            host.guest_alloc(id, pfn, now_ns)?;
+            host.touch(id, Access { vcpu, pcpu: pins[vcpu as usize], pfn })?;
+            frames.push(pfn);
+        }
+        alive.push_back(frames);
+        now_ns += 1e7;
+    }
+    while let Some(old) = alive.pop_front() {
+        exit(host, &mut free, old, now_ns)?;
+    }
+    // A delivery of the last exits may still hold a partition's lock: the run starts once it
+    // is over, one process period later [ours].
+    Ok((free, now_ns + 1e7))
+}
+
 /// The placement policy of a VM run: every page goes where the host backs its guest frame.
 pub struct VmPlacement {
     host: Host,
@@ -233,17 +334,38 @@ pub struct VmPlacement {
     plan: Arc<VmPlan>,
     /// First global page of each space.
     space_first_page: Vec<u64>,
+    /// Per page of the program: its guest frame, taken off its VM's free list after the
+    /// guest's history (page order).
+    frame_of_page: Vec<u64>,
+    /// The host's clock as this policy knows it: the run's start on the host's clock (after
+    /// the guests' histories) plus the last tick's time, advanced by the queue time it charged
+    /// since (the placement hook is not handed the time).
+    clock_ns: f64,
+    /// Host time at which the run started.
+    start_ns: f64,
+    /// Queue time the last placement charged, taken by the engine.
+    pending_cost_ns: f64,
     name: &'static str,
     config: toml::Table,
 }
 
 impl VmPlacement {
-    pub fn new(machine: &Arc<Machine>, program: &Program, setup: &VmSetup, plan: Arc<VmPlan>) -> Result<VmPlacement, VmSetupError> {
-        let (host, ids) = host_of(machine, setup)?;
+    /// The VMs of `setup` created on `machine`, each guest's history replayed with the run's
+    /// `seed` (its own stream per VM), and every page of `program` given its guest frame.
+    pub fn new(
+        machine: &Arc<Machine>,
+        program: &Program,
+        setup: &VmSetup,
+        plan: Arc<VmPlan>,
+        seed: u64,
+    ) -> Result<VmPlacement, VmSetupError> {
+        let (mut host, ids) = host_of(machine, setup)?;
         let kinds: Vec<StaticKind> = setup.vm.iter().map(|v| v.static_policy).collect();
         let name = match kinds.first() {
             Some(k) if kinds.iter().all(|x| x == k) => match k {
-                StaticKind::FirstTouch => "vm:first-touch",
+                StaticKind::FirstTouch if setup.vm.iter().all(|v| v.queue.enabled) => "vm:first-touch+queue",
+                StaticKind::FirstTouch if setup.vm.iter().all(|v| !v.queue.enabled) => "vm:first-touch-no-queue",
+                StaticKind::FirstTouch => "vm",
                 StaticKind::Round4K => "vm:round-4k",
                 StaticKind::Round1G => "vm:round-1g",
             },
@@ -254,16 +376,50 @@ impl VmPlacement {
             _ => toml::Table::new(),
         };
         let space_first_page = if program.members.is_empty() { vec![0] } else { program.members.iter().map(|m| m.first_page).collect() };
-        Ok(VmPlacement { host, ids, plan, space_first_page, name, config })
+        let mut free_lists = Vec::new();
+        let mut start_ns: f64 = 0.0;
+        for (i, (&id, cfg)) in ids.iter().zip(&setup.vm).enumerate() {
+            let (free, end_ns) = replay_guest(&mut host, id, i, cfg, seed)?;
+            free_lists.push(free);
+            start_ns = start_ns.max(end_ns);
+        }
+        let mut frame_of_page = vec![0u64; program.total_pages as usize];
+        for (s, &first) in space_first_page.iter().enumerate() {
+            let vm = plan.space_vm[s];
+            let pages = if program.members.is_empty() { program.total_pages } else { program.members[s].program.total_pages };
+            for pg in first..first + pages {
+                frame_of_page[pg as usize] = free_lists[vm].pop().ok_or_else(|| VmSetupError::Config {
+                    key: format!("vm[{vm}].mem_bytes"),
+                    message: "the guest's free list ran out before the workload's last page".into(),
+                })?;
+            }
+        }
+        Ok(VmPlacement {
+            host,
+            ids,
+            plan,
+            space_first_page,
+            frame_of_page,
+            clock_ns: start_ns,
+            start_ns,
+            pending_cost_ns: 0.0,
+            name,
+            config,
+        })
     }
 
     pub fn host(&self) -> &Host {
         &self.host
     }
 
+    /// The guest frame of the program's page `global_page`.
+    pub fn frame_of_page(&self, global_page: u64) -> u64 {
+        self.frame_of_page[global_page as usize]
+    }
+
     fn frame(&self, space: usize, local_page: u64) -> (VmId, u64) {
         let global = self.space_first_page[space] + local_page;
-        (self.ids[self.plan.space_vm[space]], self.plan.frame_of_page[global as usize])
+        (self.ids[self.plan.space_vm[space]], self.frame_of_page[global as usize])
     }
 }
 
@@ -274,68 +430,68 @@ impl DynPolicy for VmPlacement {
     fn config_toml(&self) -> toml::Table {
         self.config.clone()
     }
-    /// The node of the page's guest frame; an unbacked frame is placed by the VM's policy
-    /// now, from the pCPU the thread's vCPU is pinned to (`req.cpu`: threads are pinned).
+    /// The page's first touch in the guest: the guest allocates its frame (an append to the
+    /// notification queue when it runs, charged to the thread), then the vCPU touches it. A
+    /// backed frame keeps its node; an unbacked one is placed by the VM's policy now, from the
+    /// pCPU the thread's vCPU is pinned to (`req.cpu`: threads are pinned).
     fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
         let (vm, pfn) = self.frame(req.space as usize, req.page);
         let (_, vcpu) = self.plan.thread_vcpu[req.thread as usize];
+        match self.host.guest_alloc(vm, pfn, self.clock_ns) {
+            Ok(cost_ns) => {
+                self.clock_ns += cost_ns;
+                self.pending_cost_ns += cost_ns;
+            }
+            Err(_) => return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 }),
+        }
         match self.host.touch(vm, Access { vcpu, pcpu: req.cpu, pfn }) {
             Ok(t) => Ok(t.node),
             Err(VmError::OutOfMemory { wanted, .. }) => Err(OutOfMemory { wanted, pages: 1 }),
             Err(_) => Err(OutOfMemory { wanted: req.cpu_node, pages: 1 }),
         }
     }
-    /// Eager VM layouts (round-4k, round-1g) back every frame at creation: the space's pages
-    /// get those nodes, in runs. Under first-touch nothing is backed yet.
-    fn layout(&mut self, space: &AddressSpaceInfo, _mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
-        let s = space.space as usize;
-        let vm = self.host.vm(self.ids[self.plan.space_vm[s]]).map_err(|_| OutOfMemory { wanted: 0, pages: space.pages })?;
-        let mut out: Vec<Extent> = Vec::new();
-        for page in 0..space.pages {
-            let pfn = self.plan.frame_of_page[(self.space_first_page[s] + page) as usize];
-            let Some(FrameState::Backed(node)) = vm.frame(pfn) else { continue };
-            match out.last_mut() {
-                Some(e) if e.node == node && e.first_page + e.pages == page => e.pages += 1,
-                _ => out.push(Extent { first_page: page, pages: 1, node }),
-            }
-        }
-        Ok(if out.is_empty() { None } else { Some(out) })
+    fn take_place_cost_ns(&mut self) -> f64 {
+        std::mem::take(&mut self.pending_cost_ns)
     }
+    /// Scan steps never unmap a VM's pages: the hypervisor runs no NUMA balancing.
     fn should_unmap(&mut self, _space: u32, _page: u64, _node: NodeId) -> bool {
         false
     }
-    fn on_hint_fault(&mut self, _fault: &HintFault, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
-    fn on_scan_step(&mut self, _step: &ScanStepDone, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
-    fn on_tick(&mut self, _tick: &Tick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
-    fn on_task_tick(&mut self, _tick: &TaskTick, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
-    fn on_thread_migrated(&mut self, _moved: &ThreadMigrated, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
-    fn sample_period_ns(&self) -> Option<f64> {
-        None
-    }
-    fn on_sample(&mut self, _sample: &AccessSample) {}
-    fn on_outcomes(&mut self, _cause: &EventRef, _decisions: &[Decision], _outcomes: &[Outcome]) {}
-    fn mempolicy(&self) -> Option<MempolicyIntent> {
-        None
+    /// Keeps the policy's clock up with the run's (the queue's lock times).
+    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
+        self.clock_ns = self.clock_ns.max(self.start_ns + view.now_ns() as f64);
     }
     /// Summed over the VMs (docs/vm.md, "Counters").
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut access = 0;
         let mut fallbacks = 0;
         let mut oom = 0;
+        let mut unbacked = 0;
+        let mut kept = 0;
+        let mut deliveries = 0;
+        let mut queue_ns = 0.0;
         for &id in &self.ids {
             if let Ok(v) = self.host.vm(id) {
                 let c = v.counters();
                 access += c.access_placements;
                 fallbacks += c.fallbacks.values().sum::<u64>();
                 oom += c.out_of_memory;
+                unbacked += c.frames_unbacked;
+                kept += c.frames_kept_on_alloc;
+                deliveries += c.queue_deliveries;
+                queue_ns += c.queue_delivery_ns + c.queue_wait_ns;
             }
         }
-        vec![("vm_access_placements", access), ("vm_fallbacks", fallbacks), ("vm_out_of_memory", oom)]
+        vec![
+            ("vm_access_placements", access),
+            ("vm_fallbacks", fallbacks),
+            ("vm_out_of_memory", oom),
+            ("vm_frames_unbacked", unbacked),
+            ("vm_frames_kept_on_alloc", kept),
+            ("vm_queue_deliveries", deliveries),
+            ("vm_queue_ns", queue_ns as u64),
+        ]
     }
-    fn page_scanner_period_ns(&self) -> Option<u64> {
-        None
-    }
-    fn on_page_scan(&mut self, _scan: &PageScan, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
 }
 
 /// A scenario's workload run inside the VMs of `setup`: the plan, and the scenario with its
@@ -354,7 +510,7 @@ pub fn run_one_vm(s: &Scenario, setup: &VmSetup, seed: u64) -> Result<RunMetrics
 }
 
 fn run_planned(s2: &Scenario, setup: &VmSetup, plan: &Arc<VmPlan>, seed: u64) -> Result<RunMetrics, SimError> {
-    let p = VmPlacement::new(&s2.machine, &s2.program, setup, plan.clone()).map_err(|e| SimError::Config(e.to_string()))?;
+    let p = VmPlacement::new(&s2.machine, &s2.program, setup, plan.clone(), seed).map_err(|e| SimError::Config(e.to_string()))?;
     run_with_policy(s2, Box::new(p), seed, None)
 }
 

@@ -95,14 +95,18 @@ fn eager_vm_layouts_back_pages_where_the_host_put_their_frames() {
     let base = format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", 256 * MIB);
     let r4 = run_one_vm(&s, &setup(&format!("{base}static_policy = \"round-4k\"\n")), 1).unwrap();
     check_vm_run(&r4, &s.machine, s.program.total_pages, &[0, 1]);
-    assert_eq!(r4.first_touch_faults, 0, "every frame was backed at creation");
+    // Every page's first touch is a guest page fault (docs/vm.md, "A workload inside VMs"),
+    // but no access placed a frame: the host backed them all at creation.
+    assert_eq!(r4.first_touch_faults, s.program.total_pages);
+    assert_eq!(r4.policy_counters["vm_access_placements"], 0, "every frame was backed at creation");
     let pages = s.program.total_pages;
     assert_eq!(r4.pages_per_node[..2], [pages.div_ceil(2), pages / 2]);
     assert!((r4.local_access_ratio.unwrap() - 0.5).abs() < 0.02, "{:?}", r4.local_access_ratio);
 
     let r1 = run_one_vm(&s, &setup(&format!("{base}static_policy = \"round-1g\"\n")), 1).unwrap();
     check_vm_run(&r1, &s.machine, pages, &[0, 1]);
-    assert_eq!(r1.first_touch_faults, 0);
+    assert_eq!(r1.first_touch_faults, s.program.total_pages);
+    assert_eq!(r1.policy_counters["vm_access_placements"], 0);
     assert!(pages > 512 && pages < 1024, "{pages}");
     assert_eq!(r1.pages_per_node[..2], [512, pages - 512], "frames 0–511 are the first 2 MiB extent, on node 0");
     // Same seed, same bytes.
@@ -199,11 +203,114 @@ fn impossible_setups_are_typed_errors() {
     assert!(e.to_string().contains("unknown variant `linux`"), "{e}");
     assert_eq!(static_kind("round-1g").unwrap(), StaticKind::Round1G);
     let e = static_kind("autonuma").unwrap_err();
-    assert_eq!(e.to_string(), "vm setup 'policy': unknown vm policy 'autonuma': a vm runs first-touch, round-4k or round-1g");
+    assert_eq!(e.to_string(), "vm setup 'policy': unknown vm policy 'autonuma': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g");
     // A workload region with an explicit home node (`home = 1` in a workload file).
     let mut program = (*s.program).clone();
     program.regions[0].home = Some(numalab_workload::program::HomeRule::Node(1));
     let (k, msg) = key(plan(&s.machine, &program, &setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", 256 * MIB))));
     assert_eq!(k, "vm");
     assert!(msg.contains("explicit home node"), "{msg}");
+}
+
+/// A guest that ran 64 processes of 1 MiB (12 at a time, on random vCPUs) before a 12-thread
+/// stream-like run on server-a-4n (home nodes {0, 1}).
+fn churned(queue: &str) -> (Scenario, VmSetup) {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let text = format!(
+        "[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n[vm.guest]\nprocesses = 64\nprocess_bytes = {}\n[vm.queue]\n{queue}\n",
+        256 * MIB,
+        MIB
+    );
+    (s, setup(&text))
+}
+
+/// The frame of each workload page before the guest allocates it, and the node the page gets
+/// when a vCPU on node 1 (thread 11, CPU 11) touches it.
+fn placements(queue: &str) -> Vec<(numalab_policy::vm::FrameState, u16)> {
+    use numalab_policy::{decision::PlaceRequest, DynPolicy};
+    let (s, vms) = churned(queue);
+    let (s2, p) = numalab_sim::vmrun::vm_scenario(&s, &vms).unwrap();
+    let mut vp = numalab_sim::vmrun::VmPlacement::new(&s2.machine, &s2.program, &vms, p, 7).unwrap();
+    (0..s2.program.total_pages)
+        .map(|page| {
+            let pfn = vp.frame_of_page(page);
+            let before = vp.host().vms().next().unwrap().frame(pfn).unwrap();
+            let mem = vp.host().memory().clone();
+            let req = PlaceRequest { space: 0, thread: 11, cpu: 11, cpu_node: 1, page };
+            (before, vp.place(&req, &mem).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_reused_frame_is_placed_again_only_when_the_queue_reported_it() {
+    use numalab_policy::vm::FrameState::{Backed, Unbacked};
+    // Without the queue the hypervisor never hears of the frees: every reused frame keeps the
+    // node of the vCPU that first touched it since boot, some of them node 0.
+    let off = placements("enabled = false");
+    let reused = off.iter().filter(|(b, _)| matches!(b, Backed(_))).count();
+    assert!(reused > 0, "the workload reuses frames the guest's processes freed");
+    for (before, node) in &off {
+        match before {
+            Backed(n) => assert_eq!(node, n, "a frame the queue did not report stays where it was"),
+            _ => assert_eq!(*node, 1, "a frame never touched is placed at its first touch"),
+        }
+    }
+    assert!(off.iter().any(|&(_, n)| n == 0), "some reused frames were first touched on node 0");
+    // A queue of one entry delivers every free as it happens: every freed frame was unbacked,
+    // so every page is placed again by its toucher (node 1).
+    let each = placements("capacity = 1\npartitions = 1");
+    assert!(each.iter().all(|&(b, n)| b == Unbacked && n == 1), "{:?}", &each[..4]);
+    // A queue that never fills before the workload: the frees are still pending when the
+    // workload allocates the frames, so the newest entry (the allocation) decides and the
+    // frames keep their old nodes; a frame is placed again exactly when it was unbacked.
+    let pending = placements("capacity = 1048576");
+    assert_eq!(pending.iter().filter(|(b, _)| matches!(b, Backed(_))).count(), reused);
+    for (before, node) in &pending {
+        match before {
+            Backed(n) => assert_eq!(node, n),
+            _ => assert_eq!(*node, 1),
+        }
+    }
+}
+
+#[test]
+fn timed_runs_show_stale_first_touch_without_the_queue_and_charge_it_with() {
+    let (s, off) = churned("enabled = false");
+    let r_off = run_one_vm(&s, &off, 3).unwrap();
+    let (_, each) = churned("capacity = 1\npartitions = 1");
+    let r_each = run_one_vm(&s, &each, 3).unwrap();
+    let fresh = setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n", 256 * MIB));
+    let r_fresh = run_one_vm(&s, &fresh, 3).unwrap();
+    let local = |r: &RunMetrics| r.local_access_ratio.unwrap();
+    assert!(local(&r_off) < local(&r_fresh) - 0.05, "stale frames: {} vs fresh {}", local(&r_off), local(&r_fresh));
+    assert!(local(&r_each) > 0.99, "every reused frame placed again: {}", local(&r_each));
+    assert!(r_each.policy_counters["vm_frames_unbacked"] > 0);
+    assert!(r_each.policy_counters["vm_queue_ns"] > 0, "the queue's deliveries cost the guest time");
+    assert_eq!(r_off.policy_counters["vm_queue_ns"], 0);
+    // Same inputs and seed, same run.
+    assert_eq!(run_one_vm(&s, &off, 3).unwrap().exec_time_s, r_off.exec_time_s);
+}
+
+#[test]
+fn a_guest_history_larger_than_the_vm_is_refused() {
+    let s = scenario("server-a-4n", "stream-like", 12, 0.002);
+    let text =
+        format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n[vm.guest]\npreset = \"build-like\"\n", 256 * MIB);
+    match plan(&s.machine, &s.program, &setup(&text)) {
+        Err(VmSetupError::Config { key, message }) => {
+            assert_eq!(key, "vm[0].guest");
+            assert!(message.contains("do not fit"), "{message}");
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+#[test]
+fn policy_names_force_the_queue_on_or_off() {
+    let (_, vms) = churned("enabled = true");
+    assert!(!vms.with_policy_name("first-touch-no-queue").unwrap().vm[0].queue.enabled);
+    assert!(vms.with_policy_name("first-touch+queue").unwrap().vm[0].queue.enabled);
+    assert_eq!(vms.with_policy_name("round-1g").unwrap().vm[0].static_policy, StaticKind::Round1G);
+    assert!(vms.with_policy_name("first-touch+carrefour").is_err());
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 pub struct CompareArgs {
     /// Comma-separated policies; times are normalised to the first. With --vm, `vm` runs the
     /// workload in the file's VMs under their own static_policy and `vm:KIND` under KIND
-    /// (first-touch, round-4k, round-1g); e.g. linux,vm:round-1g,vm:round-4k,vm:first-touch.
+    /// (first-touch, first-touch+queue, first-touch-no-queue, round-4k, round-1g); e.g. linux,vm:round-1g,vm:round-4k,vm:first-touch.
     #[arg(long, value_delimiter = ',', default_value = "first-touch,round-4k,round-1g")]
     pub policies: Vec<String>,
     /// VM setup file (`[hypervisor]`, `[[vm]]`) for the `vm` and `vm:KIND` policies

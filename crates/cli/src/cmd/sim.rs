@@ -3,7 +3,7 @@
 use crate::output::{emit, OutputOpts, Table};
 use crate::scenario::{pool, progress, resolve, tree_json, usage, ScenarioArgs};
 use anyhow::{Context, Result};
-use numalab_sim::vmrun::{run_many_vm, static_kind, vm_scenario, VmSetup};
+use numalab_sim::vmrun::{run_many_vm, vm_scenario, VmSetup};
 use numalab_sim::{run_many, run_many_logged, DecisionLog, RunMetrics, RunsSummary, SimError};
 use serde_json::json;
 use std::fs::File;
@@ -62,7 +62,8 @@ pub struct SimArgs {
     pub decision_log: Option<std::path::PathBuf>,
     /// Run the workload inside the VMs of FILE (`[hypervisor]` and `[[vm]]` tables, docs/vm.md,
     /// "A workload inside VMs") with `--policy vm` (each VM's own static_policy) or
-    /// `--policy vm:KIND` (every VM under first-touch, round-4k or round-1g).
+    /// `--policy vm:KIND` (every VM under first-touch, first-touch+queue, first-touch-no-queue,
+    /// round-4k or round-1g).
     #[arg(long, value_name = "FILE")]
     pub vm: Option<PathBuf>,
     #[command(flatten)]
@@ -89,14 +90,32 @@ pub fn vm_setup_for(policy: &str, setup: Option<&VmSetup>) -> Result<Option<VmSe
     let Some(setup) = setup else { usage!("policy '{policy}' runs the workload in VMs: give them with --vm FILE (docs/vm.md)") };
     match policy.strip_prefix("vm:") {
         None => Ok(Some(setup.clone())),
-        Some(kind) => {
-            Ok(Some(setup.with_policy(static_kind(kind).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?)))
-        }
+        Some(kind) => Ok(Some(setup.with_policy_name(kind).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?)),
     }
 }
 
 pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("n/a".to_string(), |x| format!("{x:.digits$}"))
+}
+
+/// Resolve a VM run (shared with `study`): the native scenario (machine, workload, [sim]) with
+/// a placeholder policy, checked against the VMs, and the VMs in place of the [policy] table,
+/// so the resolved tree (and a study cell's cache key) names them.
+pub fn resolve_vm(args: &ScenarioArgs, policy: &str, setup: &VmSetup) -> Result<crate::scenario::Resolved> {
+    if let Some(s) = args.set.iter().find(|s| s.starts_with("policy.")) {
+        usage!("--set {s}: a VM run has no [policy] table; its settings are the [[vm]] tables of the --vm file");
+    }
+    let mut r = resolve(args, "first-touch")?;
+    vm_scenario(&r.scenario, setup).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?;
+    let mut table = toml::Table::new();
+    table.insert("name".into(), toml::Value::String(policy.into()));
+    if let Ok(toml::Value::Table(t)) = toml::Value::try_from(setup) {
+        table.extend(t);
+    }
+    if let Some(root) = r.tree.as_table_mut() {
+        root.insert("policy".into(), toml::Value::Table(table));
+    }
+    Ok(r)
 }
 
 /// Run a resolved scenario with a progress bar; shared with `compare`.
@@ -111,29 +130,12 @@ fn simulate_resolved(
     vm: Option<&VmSetup>,
 ) -> Result<(serde_json::Value, Vec<RunMetrics>, RunsSummary, crate::scenario::Resolved)> {
     let vm_setup = vm_setup_for(policy, vm)?;
+    if vm_setup.is_some() && decision_log.is_some() {
+        usage!("--decision-log: a VM run's placements are the hypervisor's, which the decision log does not record");
+    }
     let resolved = match &vm_setup {
         None => resolve(args, policy)?,
-        Some(setup) => {
-            if let Some(s) = args.set.iter().find(|s| s.starts_with("policy.")) {
-                usage!("--set {s}: a VM run has no [policy] table; its settings are the [[vm]] tables of the --vm file");
-            }
-            if decision_log.is_some() {
-                usage!("--decision-log: a VM run's placements are the hypervisor's, which the decision log does not record");
-            }
-            // The native scenario (machine, workload, [sim]) with a placeholder policy, then
-            // the VMs in place of the [policy] table.
-            let mut r = resolve(args, "first-touch")?;
-            vm_scenario(&r.scenario, setup).map_err(|e| anyhow::Error::new(crate::scenario::Usage(e.to_string())))?;
-            let mut table = toml::Table::new();
-            table.insert("name".into(), toml::Value::String(policy.into()));
-            if let Ok(toml::Value::Table(t)) = toml::Value::try_from(setup) {
-                table.extend(t);
-            }
-            if let Some(root) = r.tree.as_table_mut() {
-                root.insert("policy".into(), toml::Value::Table(table));
-            }
-            r
-        }
+        Some(setup) => resolve_vm(args, policy, setup)?,
     };
     let pool = pool(args.jobs)?;
     let pb = progress(args.runs as u64, policy);
@@ -174,7 +176,11 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
     }
     let vm = a.vm.as_deref().map(load_vm_setup).transpose()?;
     if vm.is_some() && !is_vm_policy(&a.policy) {
-        usage!("--vm runs the workload in VMs only under --policy vm or vm:KIND (first-touch, round-4k, round-1g), not '{}'", a.policy);
+        usage!(
+            "--vm runs the workload in VMs only under --policy vm or vm:KIND (first-touch, first-touch+queue, first-touch-no-queue, \
+             round-4k, round-1g), not '{}'",
+            a.policy
+        );
     }
     let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy, a.decision_log.as_deref(), vm.as_ref())?;
     if a.profile {

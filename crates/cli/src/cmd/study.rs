@@ -7,6 +7,7 @@ use crate::study::{self, cache_path, cell_doc, read_cached, write_cached, Indexe
 use anyhow::{anyhow, bail, Context, Result};
 use numalab_core::rng::run_seed;
 use numalab_sim::run_one;
+use numalab_sim::vmrun::run_one_vm;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -83,9 +84,12 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
     let failure = Mutex::new(None);
     pool(a.jobs)?.install(|| {
         pending.par_iter().for_each(|&(c, k)| {
-            let res = run_one(&cells[c].resolved.scenario, seed_of(k))
-                .map_err(anyhow::Error::from)
-                .and_then(|r| write_cached(&cache_path(&cache, &cells[c], k, seed_of(k)), &r));
+            let res = match &cells[c].vm {
+                None => run_one(&cells[c].resolved.scenario, seed_of(k)),
+                Some(setup) => run_one_vm(&cells[c].resolved.scenario, setup, seed_of(k)),
+            }
+            .map_err(anyhow::Error::from)
+            .and_then(|r| write_cached(&cache_path(&cache, &cells[c], k, seed_of(k)), &r));
             if let Err(e) = res {
                 let cell = &cells[c];
                 failure

@@ -130,6 +130,9 @@ pub struct VmConfig {
     /// Freed guest pages hold no content, so any free machine frame may back them (§3).
     pub guest_free_pages_are_content_free: bool,
     pub queue: QueueConfig,
+    /// What the guest OS did with its memory before the measured workload (timed runs,
+    /// docs/vm.md, "Guest frame reuse").
+    pub guest: GuestConfig,
 }
 
 impl Default for VmConfig {
@@ -143,7 +146,88 @@ impl Default for VmConfig {
             r1g_holes: Vec::new(),
             guest_free_pages_are_content_free: true,
             queue: QueueConfig::default(),
+            guest: GuestConfig::default(),
         }
+    }
+}
+
+/// A preset of guest behaviour before the measured workload (docs/vm.md, "Guest frame
+/// reuse"; docs/workloads.md, "Guest behaviour presets").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GuestPreset {
+    /// A freshly booted guest: no process ran before the workload.
+    Fresh,
+    /// A guest booted to run one long-lived HPC job: boot and the job launcher ran a few
+    /// short processes on one vCPU, then the job starts.
+    HpcJobLike,
+    /// A guest that has been building software (`make -j<vcpus>`): thousands of short
+    /// compiler processes, one per vCPU at a time, on every vCPU.
+    BuildLike,
+}
+
+/// Guest behaviour as numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuestChurn {
+    /// Processes that ran and exited since boot, before the workload.
+    pub processes: u32,
+    /// Memory each of them touched (rounded up to whole pages).
+    pub process_bytes: u64,
+    /// How many ran at once; `0` = one per vCPU.
+    pub concurrency: u32,
+}
+
+impl GuestPreset {
+    /// The preset's figures (docs/workloads.md, "Guest behaviour presets", gives their
+    /// sources and [A] labels).
+    pub fn churn(self) -> GuestChurn {
+        match self {
+            GuestPreset::Fresh => GuestChurn { processes: 0, process_bytes: 0, concurrency: 1 },
+            GuestPreset::HpcJobLike => GuestChurn { processes: 64, process_bytes: 4 << 20, concurrency: 1 },
+            GuestPreset::BuildLike => GuestChurn { processes: 1024, process_bytes: 32 << 20, concurrency: 0 },
+        }
+    }
+}
+
+/// `[vm.guest]`: what the guest OS did before the measured workload started. A preset, with
+/// any of its figures overridden by the keys beside it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuestConfig {
+    /// Default `fresh`.
+    pub preset: Option<GuestPreset>,
+    pub processes: Option<u32>,
+    pub process_bytes: Option<u64>,
+    /// Processes alive at once; `0` = one per vCPU.
+    pub concurrency: Option<u32>,
+}
+
+/// Most guest processes a history may replay [ours]: keeps a VM's setup under a second.
+pub const MAX_GUEST_PROCESSES: u32 = 1 << 20;
+
+impl GuestConfig {
+    /// The preset with the overrides applied.
+    pub fn churn(&self) -> GuestChurn {
+        let base = self.preset.unwrap_or(GuestPreset::Fresh).churn();
+        GuestChurn {
+            processes: self.processes.unwrap_or(base.processes),
+            process_bytes: self.process_bytes.unwrap_or(base.process_bytes),
+            concurrency: self.concurrency.unwrap_or(base.concurrency),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), VmError> {
+        let c = self.churn();
+        if c.processes > MAX_GUEST_PROCESSES {
+            return Err(VmError::Config {
+                key: "vm.guest.processes",
+                message: format!("{} is more than {MAX_GUEST_PROCESSES}", c.processes),
+            });
+        }
+        if c.processes > 0 && c.process_bytes == 0 {
+            return Err(VmError::Config { key: "vm.guest.process_bytes", message: "guest processes must touch at least one byte".into() });
+        }
+        Ok(())
     }
 }
 
@@ -168,7 +252,30 @@ impl VmConfig {
         if self.static_policy == StaticKind::FirstTouch && !self.guest_free_pages_are_content_free {
             return Err(VmError::FreePagesHoldContent);
         }
-        self.queue.validate()
+        self.queue.validate()?;
+        self.guest.validate()
+    }
+
+    /// Guest frames inside holes (the union of the hole ranges, clipped to the VM), counted
+    /// from the ranges without walking the frames.
+    pub fn hole_frames(&self, page_bytes: u64) -> u64 {
+        let total = self.frames(page_bytes);
+        let mut spans: Vec<(u64, u64)> = self
+            .r1g_holes
+            .iter()
+            .map(|h| ((h.start_bytes / page_bytes).min(total), h.end_bytes.div_ceil(page_bytes).min(total)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        spans.sort_unstable();
+        let (mut sum, mut end) = (0u64, 0u64);
+        for (a, b) in spans {
+            let a = a.max(end);
+            if b > a {
+                sum += b - a;
+                end = b;
+            }
+        }
+        sum
     }
 
     /// Guest frames (pages of the guest-physical span, holes included).
@@ -252,5 +359,32 @@ mod tests {
         assert_eq!(key(h.validate()), "hypervisor.r1g_exhaustive_max_nodes");
         let h = HypervisorConfig { r1g_exhaustive_max_nodes: 21, ..Default::default() };
         assert_eq!(key(h.validate()), "hypervisor.r1g_exhaustive_max_nodes");
+    }
+
+    #[test]
+    fn hole_frames_count_the_union_of_the_holes() {
+        let mut v = VmConfig { mem_bytes: 100 * 4096, ..Default::default() };
+        assert_eq!(v.hole_frames(4096), 0);
+        // [10, 20) and [15, 30) overlap; [95 pages + 1 byte, past the end) is clipped to 95..100.
+        v.r1g_holes = vec![
+            Hole { start_bytes: 15 * 4096, end_bytes: 30 * 4096 },
+            Hole { start_bytes: 10 * 4096, end_bytes: 20 * 4096 },
+            Hole { start_bytes: 95 * 4096 + 1, end_bytes: 1 << 40 },
+        ];
+        assert_eq!(v.hole_frames(4096), 20 + 5);
+        assert_eq!(v.hole_frames(4096), (0..100).filter(|&f| v.is_hole(f, 4096)).count() as u64);
+    }
+
+    #[test]
+    fn guest_presets_and_overrides() {
+        let g = GuestConfig { preset: Some(GuestPreset::BuildLike), processes: Some(3), ..Default::default() };
+        let c = g.churn();
+        assert_eq!((c.processes, c.process_bytes, c.concurrency), (3, GuestPreset::BuildLike.churn().process_bytes, 0));
+        assert_eq!(GuestConfig::default().churn().processes, 0, "a guest is fresh by default");
+        let g: GuestConfig = toml::from_str("preset = \"hpc-job-like\"").unwrap();
+        assert_eq!(g.preset, Some(GuestPreset::HpcJobLike));
+        let bad = GuestConfig { processes: Some(1), process_bytes: Some(0), ..Default::default() };
+        assert!(matches!(bad.validate(), Err(VmError::Config { key: "vm.guest.process_bytes", .. })));
+        assert!(toml::from_str::<GuestConfig>("preset = \"idle\"").is_err());
     }
 }

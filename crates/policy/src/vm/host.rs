@@ -345,13 +345,16 @@ impl Host {
         config.validate(pb)?;
         let id = self.vms.len() as VmId;
         let total = config.frames(pb);
-        let frames: Vec<FrameState> =
-            (0..total).map(|f| if config.is_hole(f, pb) { FrameState::Hole } else { FrameState::Unbacked }).collect();
-        let ram = frames.iter().filter(|&&f| f == FrameState::Unbacked).count() as u64;
+        // Capacity first, from the hole ranges alone, so a VM far larger than the machine is
+        // refused before its frame table is allocated.
+        let ram = total - config.hole_frames(pb);
         let free: u64 = self.memory_nodes.iter().map(|&n| self.mem.free_pages(n)).sum();
         if free < ram {
             return Err(VmError::MachineTooSmall { wanted_pages: ram, free_pages: free, page_bytes: pb });
         }
+        let frames: Vec<FrameState> =
+            (0..total).map(|f| if config.is_hole(f, pb) { FrameState::Hole } else { FrameState::Unbacked }).collect();
+        debug_assert_eq!(frames.iter().filter(|&&f| f == FrameState::Unbacked).count() as u64, ram);
         let home = select(&self.node_loads(), config.vcpus, ram * pb, self.config.r1g_exhaustive_max_nodes);
         let allowed: Vec<NodeId> = home.nodes().iter().copied().filter(|n| self.memory_nodes.contains(n)).collect();
         let kind = config.static_policy;

@@ -15,7 +15,7 @@ pub mod home;
 pub mod host;
 pub mod queue;
 
-pub use config::{HypervisorConfig, QueueConfig, StaticKind, VmConfig};
+pub use config::{GuestChurn, GuestConfig, GuestPreset, HypervisorConfig, QueueConfig, StaticKind, VmConfig};
 pub use error::VmError;
 pub use home::{HomeChoice, NodeLoad};
 pub use host::{Access, FrameState, Host, HostMemory, Touch, Vm, VmCounters, VmId};

@@ -87,6 +87,11 @@ fn unpackable_and_too_large_vms() {
     assert_eq!(e.to_string(), "vm needs 257 pages of 4096 bytes but the machine has only 256 free pages on its memory nodes");
     assert_eq!(h.memory(), &before);
     assert_eq!(h.vms().count(), 1);
+    // A guest span of 2^52 bytes (2^40 frames) is refused from its size alone: building its
+    // frame table first would need terabytes.
+    let huge = VmConfig { mem_bytes: 1 << 52, ..vm(1, 1, StaticKind::FirstTouch) };
+    let e = h.create_vm(huge).unwrap_err();
+    assert_eq!(e, VmError::MachineTooSmall { wanted_pages: 1 << 40, free_pages: 256, page_bytes: PAGE });
 }
 
 /// First-touch in a VM (§3): a frame goes to the node of the pCPU running the touching vCPU,
