@@ -101,7 +101,10 @@ fn a_signal_ending_the_program_is_reported_as_128_plus_n() {
 #[test]
 fn what_cannot_be_launched_is_refused_with_the_reason() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["run", "--policy", "autonuma", "--", "true"], 2, "error: autonuma is a dynamic policy"),
+        (&["run", "--policy", "autonuma", "--sampler", "pebs", "--", "true"], 2, "error: --sampler pebs: unknown sampler"),
+        (&["run", "--policy", "autonuma", "--period-ms", "0", "--", "true"], 2, "error: --period-ms 0"),
+        (&["run", "--policy", "autonuma", "--profile", "--", "true"], 2, "error: --profile with a dynamic policy: not built"),
+        (&["run", "--policy", "stable-numa", "--cpus-on", "9", "--", "true"], 2, "error: node 9 does not exist"),
         (&["run", "--policy", "round-1g", "--", "true"], 2, "error: round-1g has no Linux memory policy"),
         (&["run", "--policy", "bind", "--", "true"], 2, "needs a node set"),
         (&["run", "--policy", "bind", "--set", "policy.nodes=[7]", "--", "true"], 2, "names node 7"),
@@ -370,4 +373,56 @@ fn attach_dry_run_with_a_replayed_stream_runs_the_engine_on_a_live_process() {
         assert_ne!(r["decision"]["kind"], "migrate_page", "one node: every fault is local: {l}");
     }
     assert!(kinds.contains("scan_step"), "{text}");
+}
+
+/// `run --policy autonuma` with a replayed stream: the live engine manages the launched
+/// program until it exits, reading its threads and mappings, and numalab passes the exit
+/// status through. The replay names the child's pid as the accessing thread, which it cannot
+/// know in advance: those observations are counted as not placeable, the rest of the run is
+/// the real engine on the real child.
+#[test]
+fn run_with_a_dynamic_policy_manages_the_program_until_it_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let replay = dir.path().join("obs.jsonl");
+    std::fs::write(&replay, "[{\"tid\":1,\"cpu\":0,\"cpu_node\":0,\"addr\":4096,\"page_node\":null,\"write\":false,\"time_ns\":1}]\n[]\n")
+        .unwrap();
+    let log = dir.path().join("d.jsonl");
+    let sampler = format!("replay:{}", replay.display());
+    let (code, stdout, stderr) = run(&[
+        "--format",
+        "json",
+        "run",
+        "--policy",
+        "autonuma",
+        "--sampler",
+        &sampler,
+        "--period-ms",
+        "20",
+        "--decision-log",
+        log.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.5; echo out; exit 7",
+    ]);
+    assert_eq!(code, Some(7), "{stderr}");
+    assert_eq!(stdout, "out\n", "the program's output, untouched");
+    let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(v["schema"], "numalab.run/1");
+    assert_eq!(v["mode"], "dynamic");
+    assert_eq!(v["sampler"], "scripted");
+    assert_eq!(v["stopped_by"], "target_exited");
+    assert_eq!(v["exit"]["code"], 7);
+    let live = &v["live"];
+    assert!(live["rounds"].as_u64().unwrap() >= 10, "{live}");
+    assert_eq!(live["observations"], 1, "{live}");
+    assert_eq!(live["observations_unmapped"], 1, "{live}");
+    assert!(log.exists());
+    // --duration shorter than the program: the agent stops, the program runs on.
+    let (code, stdout, stderr) =
+        run(&["--format", "json", "run", "--policy", "stable-numa", "--sampler", &sampler, "--duration", "0.2", "--", "sleep", "0.6"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(v["stopped_by"], "deadline");
+    assert!(v["wall_s"].as_f64().unwrap() >= 0.6, "numalab waited for the program: {v}");
 }
