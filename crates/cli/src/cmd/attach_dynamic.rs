@@ -7,12 +7,14 @@ use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::pages::{MoveOptions, SystemPageMover};
+use numalab_linux::live::hint_sampler::{HintConfig, HintObserver};
 use numalab_linux::live::perf_sampler::{check_samplers, monotonic_ns, PerfObserver};
 use numalab_linux::live::{
     drive, AccessObserver, LiveConfig, LiveEngine, LiveHost, LiveIo, LiveSummary, ProcTarget, ScriptedObserver, StopOnSignals, StopReason,
     SystemThreadPlacer,
 };
 use numalab_linux::{FsRoot, Topology};
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -65,17 +67,46 @@ impl<'a> LiveArgs<'a> {
 pub(crate) enum Sampler {
     Replay(ScriptedObserver),
     Perf,
+    /// The preloaded library, set up before the launch (`run` only).
+    HintFaults(Box<HintObserver>),
+}
+
+/// Kernel node of each CPU.
+fn cpu_kernel_nodes(topo: &Topology) -> Vec<Option<u32>> {
+    let mut cpu_node = Vec::new();
+    for n in &topo.nodes {
+        for &c in &n.cpus {
+            if cpu_node.len() <= c as usize {
+                cpu_node.resize(c as usize + 1, None);
+            }
+            cpu_node[c as usize] = Some(n.id);
+        }
+    }
+    cpu_node
 }
 
 /// Resolve `--sampler` for `policy` (`auto`: the first sampler available here), or the
-/// sentence saying why none can run.
-pub(crate) fn choose_sampler(l: &LiveArgs, policy: &str, root: &FsRoot) -> Result<Sampler> {
+/// sentence saying why none can run. `launch`: the program is yet to be started by `run`
+/// (the hinting-fault sampler is then possible; its environment is returned for the launch).
+pub(crate) fn choose_sampler(
+    l: &LiveArgs,
+    policy: &str,
+    root: &FsRoot,
+    topo: &Topology,
+    start: Instant,
+    launch: bool,
+) -> Result<(Sampler, Vec<(OsString, OsString)>)> {
     if let Some(path) = l.sampler.strip_prefix("replay:") {
         let text = std::fs::read_to_string(path).with_context(|| format!("--sampler replay:{path}: cannot read it"))?;
         let o = ScriptedObserver::from_json_lines(&text).map_err(|e| Usage(format!("--sampler replay:{path}: {e}")))?;
-        return Ok(Sampler::Replay(o));
+        return Ok((Sampler::Replay(o), Vec::new()));
     }
-    let checks = check_samplers(root);
+    let mut checks = check_samplers(root);
+    if !launch {
+        for c in checks.iter_mut().filter(|c| c.sampler == "hinting-faults") {
+            c.status = Err("only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start".into());
+        }
+    }
     let pick = |name: &str| checks.iter().find(|c| c.sampler == name);
     let chosen = match l.sampler {
         "auto" => match checks.iter().find(|c| c.status.is_ok()) {
@@ -100,7 +131,13 @@ pub(crate) fn choose_sampler(l: &LiveArgs, policy: &str, root: &FsRoot) -> Resul
         },
     };
     match chosen {
-        "perf" => Ok(Sampler::Perf),
+        "perf" => Ok((Sampler::Perf, Vec::new())),
+        "hinting-faults" => {
+            let cfg = HintConfig { period_ns: l.period_ms * 1_000_000, ..HintConfig::default() };
+            let start_ns = monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
+            let (o, env) = HintObserver::prepare(cfg, cpu_kernel_nodes(topo), start_ns).map_err(|e| Usage(e.to_string()))?;
+            Ok((Sampler::HintFaults(Box::new(o)), env))
+        }
         other => usage!("--sampler {other}: not built"),
     }
 }
@@ -109,17 +146,12 @@ pub(crate) fn choose_sampler(l: &LiveArgs, policy: &str, root: &FsRoot) -> Resul
 fn open_observer(s: Sampler, l: &LiveArgs, pid: u32, root: &FsRoot, topo: &Topology, start_ns: u64) -> Result<Box<dyn AccessObserver>> {
     match s {
         Sampler::Replay(o) => Ok(Box::new(o)),
-        Sampler::Perf => {
-            let mut cpu_node = Vec::new();
-            for n in &topo.nodes {
-                for &c in &n.cpus {
-                    if cpu_node.len() <= c as usize {
-                        cpu_node.resize(c as usize + 1, None);
-                    }
-                    cpu_node[c as usize] = Some(n.id);
-                }
-            }
-            Ok(Box::new(PerfObserver::open(root.clone(), pid, cpu_node, l.sample_period, start_ns).map_err(|e| Usage(e.to_string()))?))
+        Sampler::Perf => Ok(Box::new(
+            PerfObserver::open(root.clone(), pid, cpu_kernel_nodes(topo), l.sample_period, start_ns).map_err(|e| Usage(e.to_string()))?,
+        )),
+        Sampler::HintFaults(mut o) => {
+            o.close_child_fds();
+            Ok(o)
         }
     }
 }
@@ -131,6 +163,8 @@ pub(crate) struct LiveOutcome {
     pub sampler: &'static str,
     pub limits: &'static str,
     pub config_json: serde_json::Value,
+    /// The sampler's own counters.
+    pub sampler_counters: Vec<(&'static str, u64)>,
 }
 
 /// Run the live engine with `policy` on `pid` until `stop` names a reason, `--duration`
@@ -187,7 +221,8 @@ pub(crate) fn manage(
     };
     let duration = l.duration.map(Duration::from_secs_f64);
     let (summary, reason) = drive(engine, &mut io, start, Duration::from_millis(l.period_ms), duration, stop)?;
-    Ok(LiveOutcome { summary, reason, sampler, limits, config_json })
+    let sampler_counters = observer.counters();
+    Ok(LiveOutcome { summary, reason, sampler, limits, config_json, sampler_counters })
 }
 
 pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, start: Instant) -> Result<()> {
@@ -196,7 +231,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, sta
     let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "attach")?;
     // Permission and existence first: the same rules as ptrace read.
     read_target_maps(root, a.pid)?;
-    let sampler = choose_sampler(&l, name, root)?;
+    let (sampler, _) = choose_sampler(&l, name, root, topo, start, false)?;
     let o = {
         let _signals = StopOnSignals::install();
         manage(&l, policy, sampler, a.pid, root, topo, start, &mut StopOnSignals::reason)?
@@ -216,6 +251,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, sta
         "rate_limit_mbps": a.rate_limit_mbps,
         "stopped_by": o.reason,
         "live": o.summary,
+        "sampler_counters": sampler_counters_json(&o),
         "wall_s": wall.as_secs_f64(),
         "agent_cpu_s": agent_cpu_s,
     });
@@ -258,7 +294,16 @@ pub(crate) fn live_rows(t: &mut Table, name: &str, l: &LiveArgs, o: &LiveOutcome
         "threads moved".to_string(),
         format!("{} ({} affinities restored, {} threads gone)", s.thread_moves, s.affinities_restored, s.affinities_gone),
     ]);
+    if !o.sampler_counters.is_empty() {
+        let c: Vec<String> = o.sampler_counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        t.row(["sampler counters".to_string(), c.join(", ")]);
+    }
     if s.refused.keys().any(|k| k.starts_with("set_preferred_node")) {
         t.notes.push("note: Linux keeps a task's preferred NUMA node in the kernel, with no system call to set it: set_preferred_node decisions are refused".into());
     }
+}
+
+/// The sampler's counters as a JSON object (key order: the sampler's).
+pub(crate) fn sampler_counters_json(o: &LiveOutcome) -> serde_json::Value {
+    serde_json::Value::Object(o.sampler_counters.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect())
 }

@@ -271,7 +271,7 @@ fn write_decision_log(path: &std::path::Path, r: &LaunchReport) -> Result<()> {
 /// first touch puts them) and drive the live engine on it until it exits (docs/live.md,
 /// "Dynamic policies on a launched program").
 fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) -> Result<()> {
-    use crate::cmd::attach_dynamic::{choose_sampler, live_rows, manage, LiveArgs};
+    use crate::cmd::attach_dynamic::{choose_sampler, live_rows, manage, sampler_counters_json, LiveArgs};
     let start = std::time::Instant::now();
     if a.root.is_some() {
         usage!("--root: a dynamic policy acts on a running program of this host; --root plans static policies only");
@@ -291,11 +291,11 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
     l.check()?;
     let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "run")?;
     let plan: Vec<act::LaunchAction> = act::cpu_plan(topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?.into_iter().collect();
-    let sampler = choose_sampler(&l, name, root)?;
+    let (sampler, env) = choose_sampler(&l, name, root, topo, start, true)?;
     let calls = act::checked_calls(&mut SystemLauncher, &plan)?;
     let launch_actions = act::action_records(&plan, false, start.elapsed().as_nanos() as u64);
     let numa_balancing = numalab_linux::procfs::settings::numa_balancing(root).ok().flatten();
-    let child = act::spawn(&a.command, &calls, &[])?;
+    let child = act::spawn(&a.command, &calls, &env)?;
     let pid = child.pid();
     let mut stop = || child.exited().then_some(StopReason::TargetExited);
     let managed = manage(&l, policy, sampler, pid, root, topo, start, &mut stop);
@@ -323,6 +323,7 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
         "rate_limit_mbps": a.rate_limit_mbps,
         "stopped_by": o.reason,
         "live": o.summary,
+        "sampler_counters": sampler_counters_json(&o),
         "exit": exit,
         "wall_s": wall_s,
         "agent_cpu_s": agent_cpu_s,
