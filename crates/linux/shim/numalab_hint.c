@@ -42,6 +42,7 @@
 #define MAX_SLOTS 4096
 #define ST_PROTECTED 1UL
 #define ST_RESTORING 2UL
+#define ST_RELEASED 4UL /* restored by the library: a fault that raced the restore retries */
 
 /* Header words (u64 index). */
 enum {
@@ -59,12 +60,52 @@ struct rec { uint64_t seq, addr, time_ns; uint32_t tid; uint16_t cpu; uint16_t w
 static volatile uint64_t *hdr;
 static struct rec *ring;
 static uint64_t capacity;
-static uint64_t slots[MAX_SLOTS]; /* page address | state, 0 = free */
-static int nslots;
+/* Two sets, alternating by period: the current one (protected pages) and the previous one
+ * (released pages, kept for a period so that a thread whose fault raced the restore finds its
+ * page and retries instead of being taken for a fault of the program's own). Each entry is
+ * page address | state; 0 = free. */
+static uint64_t slots[2][MAX_SLOTS];
+static int nslots[2];
+static int cur;
 static int active;
 static int inflight, protecting;
 static struct sigaction prog_segv; /* the program's own SIGSEGV disposition */
 static char mapsbuf[1 << 20];
+
+/* Address ranges never protected: every thread stack (with its guard) the program creates
+ * through pthread_create and the library's own helper's, and the library's own data. A
+ * thread stack cannot be told from a data mapping in /proc/self/maps (the kernel merges a
+ * stack with an adjacent anonymous mapping), so the library records them as they are made. */
+#define MAX_EXCL 1024
+static struct { uint64_t lo, hi; } excl[MAX_EXCL];
+static int nexcl, excl_full, excl_lock;
+static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static void exclude(uint64_t lo, uint64_t hi) {
+    while (__atomic_exchange_n(&excl_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
+    if (nexcl < MAX_EXCL) { excl[nexcl].lo = lo & ~(PAGE - 1); excl[nexcl].hi = hi; __atomic_store_n(&nexcl, nexcl + 1, __ATOMIC_RELEASE); }
+    else excl_full = 1;
+    __atomic_store_n(&excl_lock, 0, __ATOMIC_RELEASE);
+}
+
+static int excluded(uint64_t page) {
+    int n = __atomic_load_n(&nexcl, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) if (page + PAGE > excl[i].lo && page < excl[i].hi) return 1;
+    return 0;
+}
+
+/* The stack of a thread just created, guard included, joins the excluded ranges. */
+static void exclude_stack(pthread_t t) {
+    pthread_attr_t a;
+    void *addr;
+    size_t size, guard = 0;
+    if (pthread_getattr_np(t, &a) != 0) { excl_full = 1; return; }
+    if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+        pthread_attr_getguardsize(&a, &guard);
+        exclude((uint64_t)addr - guard, (uint64_t)addr + size);
+    } else excl_full = 1;
+    pthread_attr_destroy(&a);
+}
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*real_mprotect)(void *, size_t, int);
@@ -89,25 +130,31 @@ static uint64_t now_ns(void) {
 
 static void bump(int word, uint64_t n) { if (hdr) __atomic_fetch_add(&hdr[word], n, __ATOMIC_RELAXED); }
 
-/* Give a slot's page its access back (the state machine: PROTECTED -> RESTORING -> free). */
-static int release_slot(int i, int do_mprotect) {
-    uint64_t v = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+/* Give a slot's page its access back (PROTECTED -> RESTORING -> RELEASED). */
+static int release_slot(uint64_t *slot, int do_mprotect) {
+    uint64_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if ((v & ST_PROTECTED) == 0) return 0;
-    uint64_t want = (v & ~(PAGE - 1)) | ST_RESTORING;
-    if (!__atomic_compare_exchange_n(&slots[i], &v, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 0;
-    if (do_mprotect) real_mprotect((void *)(v & ~(PAGE - 1)), PAGE, PROT_READ | PROT_WRITE);
-    __atomic_store_n(&slots[i], 0, __ATOMIC_RELEASE);
+    uint64_t page = v & ~(PAGE - 1);
+    if (!__atomic_compare_exchange_n(slot, &v, page | ST_RESTORING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 0;
+    if (do_mprotect) real_mprotect((void *)page, PAGE, PROT_READ | PROT_WRITE);
+    __atomic_store_n(slot, page | ST_RELEASED, __ATOMIC_RELEASE);
     return 1;
 }
 
-/* Pages of [addr, addr+len) leave the set (restored first when `do_mprotect`). */
+/* The program changes [addr, addr+len) itself (or hands it to the kernel): its pages leave
+ * both sets (restored first when `do_mprotect`), released ones forgotten, so that a later
+ * fault of the program's own there is the program's. */
 static int release_range(const void *addr, size_t len, int do_mprotect) {
     uint64_t lo = (uint64_t)addr & ~(PAGE - 1), hi = (uint64_t)addr + len;
     int n = 0;
-    for (int i = 0; i < nslots; i++) {
-        uint64_t p = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE) & ~(PAGE - 1);
-        if (p && p >= lo && p < hi) n += release_slot(i, do_mprotect);
-    }
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < nslots[s]; i++) {
+            uint64_t p = __atomic_load_n(&slots[s][i], __ATOMIC_ACQUIRE) & ~(PAGE - 1);
+            if (!p || p < lo || p >= hi) continue;
+            n += release_slot(&slots[s][i], do_mprotect);
+            uint64_t v = __atomic_load_n(&slots[s][i], __ATOMIC_ACQUIRE);
+            if (v & ST_RELEASED) __atomic_compare_exchange_n(&slots[s][i], &v, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        }
     return n;
 }
 
@@ -146,21 +193,22 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
     int saved = errno;
     uint64_t page = (uint64_t)si->si_addr & ~(PAGE - 1);
     if (active && si->si_code == SEGV_ACCERR) {
-        for (int i = 0; i < nslots; i++) {
-            uint64_t v = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
-            if ((v & ~(PAGE - 1)) != page || v == 0) continue;
-            if (v & ST_RESTORING) { errno = saved; return; } /* another thread restores it: retry */
-            if (release_slot(i, 1)) {
-                int write = 0;
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < nslots[s]; i++) {
+                uint64_t v = __atomic_load_n(&slots[s][i], __ATOMIC_ACQUIRE);
+                if (v == 0 || (v & ~(PAGE - 1)) != page) continue;
+                if ((v & ST_PROTECTED) && release_slot(&slots[s][i], 1)) {
+                    int write = 0;
 #if defined(__x86_64__)
-                write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+                    write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
 #endif
-                record(page, write);
-                bump(H_FAULTS, 1);
+                    record(page, write);
+                    bump(H_FAULTS, 1);
+                }
+                /* Restored (by us, or by another thread or the helper meanwhile): retry. */
+                errno = saved;
+                return;
             }
-            errno = saved;
-            return; /* the access is retried on return */
-        }
     }
     /* Not ours: the program's own disposition. */
     bump(H_CHAINED, 1);
@@ -204,12 +252,10 @@ struct range { uint64_t lo, hi; };
 static struct range elig[4096];
 
 /* Eligible mappings: private anonymous read-write (no file, or [heap]), at least
- * H_MIN_MAPPING_BYTES, not a thread stack (a mapping whose lower neighbour is a ---p guard),
- * not [stack], and not holding this library's own data. */
+ * H_MIN_MAPPING_BYTES, not [stack], and not holding this library's own data; pages of the
+ * excluded ranges (thread stacks) are skipped when chosen. */
 static int eligible(long *nmaps) {
     int n = 0;
-    uint64_t prev_hi = 0;
-    int prev_guard = 0;
     uint64_t min_bytes = hdr[H_MIN_MAPPING_BYTES];
     uint64_t own = (uint64_t)(uintptr_t)slots;
     *nmaps = 0;
@@ -224,12 +270,9 @@ static int eligible(long *nmaps) {
             const char *path = line + pos;
             while (*path == ' ') path++;
             int anon = ino == 0 && (*path == 0 || strcmp(path, "[heap]") == 0);
-            int guarded = prev_guard && prev_hi == lo;
-            if (anon && strcmp(perms, "rw-p") == 0 && hi - lo >= min_bytes && !guarded && !(own >= lo && own < hi) &&
+            if (anon && strcmp(perms, "rw-p") == 0 && hi - lo >= min_bytes && !(own >= lo && own < hi) &&
                 n < (int)(sizeof elig / sizeof elig[0]))
                 elig[n++] = (struct range){lo, hi};
-            prev_guard = strcmp(perms, "---p") == 0;
-            prev_hi = hi;
         }
         if (!end) break;
         line = end + 1;
@@ -239,9 +282,13 @@ static int eligible(long *nmaps) {
 
 static void rotate(uint64_t round) {
     int untouched = 0;
-    for (int i = 0; i < nslots; i++) untouched += release_slot(i, 1);
+    for (int i = 0; i < nslots[cur]; i++) untouched += release_slot(&slots[cur][i], 1);
     if (untouched) bump(H_RESTORED_UNTOUCHED, (uint64_t)untouched);
-    nslots = 0;
+    /* The other set was released a period ago: it is refilled. */
+    int next = 1 - cur;
+    __atomic_store_n(&nslots[next], 0, __ATOMIC_RELEASE);
+    for (int i = 0; i < MAX_SLOTS; i++) __atomic_store_n(&slots[next][i], 0, __ATOMIC_RELAXED);
+    cur = next;
     if (!read_maps()) return;
     long nmaps;
     int n = eligible(&nmaps);
@@ -254,7 +301,7 @@ static void rotate(uint64_t round) {
     if (k > MAX_SLOTS) k = MAX_SLOTS;
     if (room < (long)k) { bump(H_MAP_LIMIT, 1); k = room > 0 ? (uint64_t)room : 0; }
     if (k > total) k = total;
-    if (k == 0) return;
+    if (k == 0 || excl_full) return; /* a thread stack it could not record: protect nothing */
     uint64_t stride = total / k, start = round % stride;
     __atomic_store_n(&protecting, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) != 0) {
@@ -269,11 +316,14 @@ static void rotate(uint64_t round) {
         while (r < n && idx - base >= (elig[r].hi - elig[r].lo) / PAGE) { base += (elig[r].hi - elig[r].lo) / PAGE; r++; }
         if (r >= n) break;
         uint64_t page = elig[r].lo + (idx - base) * PAGE;
-        __atomic_store_n(&slots[nslots], page | ST_PROTECTED, __ATOMIC_RELEASE);
-        nslots++;
+        if (excluded(page)) continue;
+        int j2 = nslots[cur];
+        __atomic_store_n(&slots[cur][j2], page | ST_PROTECTED, __ATOMIC_RELEASE);
+        __atomic_store_n(&nslots[cur], j2 + 1, __ATOMIC_RELEASE);
         if (real_mprotect((void *)page, PAGE, PROT_NONE) != 0) {
             int e = errno;
-            __atomic_store_n(&slots[--nslots], 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&slots[cur][j2], 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&nslots[cur], j2, __ATOMIC_RELEASE);
             if (e == ENOMEM) { bump(H_MAP_LIMIT, 1); break; }
             continue;
         }
@@ -333,10 +383,18 @@ __attribute__((constructor)) static void numalab_hint_init(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &prev);
     pthread_t t;
+    real_pthread_create = dlsym(RTLD_NEXT, "pthread_create");
+    if (!real_pthread_create) real_pthread_create = pthread_create;
+    /* The library's own data: the pages of its variables. */
+    const void *own[] = {slots, &slots[1][MAX_SLOTS - 1], mapsbuf, mapsbuf + sizeof mapsbuf, elig, excl, &hdr, &inflight, &prog_segv};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) exclude((uint64_t)own[i], (uint64_t)own[i] + PAGE);
+    exclude((uint64_t)slots, (uint64_t)slots + sizeof slots);
+    exclude((uint64_t)mapsbuf, (uint64_t)(mapsbuf + sizeof mapsbuf));
     active = 1;
-    int e = pthread_create(&t, NULL, helper, NULL);
+    int e = real_pthread_create(&t, NULL, helper, NULL);
     pthread_sigmask(SIG_SETMASK, &prev, NULL);
     if (e != 0) { active = 0; refuse("pthread_create failed"); return; }
+    exclude_stack(t);
     pthread_detach(t);
     __atomic_store_n(&hdr[H_STATUS], 1, __ATOMIC_RELEASE);
 }
@@ -435,4 +493,17 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt) {
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     if (!real_writev) real_writev = dlsym(RTLD_NEXT, "writev");
     return iov_call(real_writev, fd, iov, cnt);
+}
+
+/* ---- thread stacks are never protected ---- */
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
+    if (!real_pthread_create) real_pthread_create = dlsym(RTLD_NEXT, "pthread_create");
+    /* The new thread may touch its stack before its range is recorded: hold the rotation off
+     * until it is (the same in-flight count the system-call wrappers use). */
+    enter(NULL, 0);
+    int r = real_pthread_create(t, attr, start, arg);
+    if (r == 0 && active) exclude_stack(*t);
+    leave();
+    return r;
 }

@@ -7,14 +7,13 @@ use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::pages::{MoveOptions, SystemPageMover};
-use numalab_linux::live::hint_sampler::{HintConfig, HintObserver};
+use numalab_linux::live::hint_sampler::{ChildEnv, HintConfig, HintObserver};
 use numalab_linux::live::perf_sampler::{check_samplers, monotonic_ns, PerfObserver};
 use numalab_linux::live::{
     drive, AccessObserver, LiveConfig, LiveEngine, LiveHost, LiveIo, LiveSummary, ProcTarget, ScriptedObserver, StopOnSignals, StopReason,
     SystemThreadPlacer,
 };
 use numalab_linux::{FsRoot, Topology};
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -95,7 +94,7 @@ pub(crate) fn choose_sampler(
     topo: &Topology,
     start: Instant,
     launch: bool,
-) -> Result<(Sampler, Vec<(OsString, OsString)>)> {
+) -> Result<(Sampler, ChildEnv)> {
     if let Some(path) = l.sampler.strip_prefix("replay:") {
         let text = std::fs::read_to_string(path).with_context(|| format!("--sampler replay:{path}: cannot read it"))?;
         let o = ScriptedObserver::from_json_lines(&text).map_err(|e| Usage(format!("--sampler replay:{path}: {e}")))?;

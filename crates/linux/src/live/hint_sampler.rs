@@ -42,6 +42,9 @@ const H_MAX_PAGES: usize = 65;
 const H_MIN_MAPPING_BYTES: usize = 66;
 const REASON_OFF: usize = 1024;
 
+/// Environment variables the program is started with.
+pub type ChildEnv = Vec<(OsString, OsString)>;
+
 /// The library's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintConfig {
@@ -231,13 +234,12 @@ impl AccessObserver for HintObserver {
             let rec = unsafe { self.base.add(HEADER_BYTES + (tail & (self.capacity - 1)) as usize * RECORD_BYTES) };
             // SAFETY: u64-aligned words of the record; seq is read with acquire ordering
             // before the fields the writer stored before releasing it.
-            let (seq, addr, time_ns, tid, cpu, write) = unsafe {
+            let (addr, time_ns, tid, cpu, write) = unsafe {
                 let seq = (*(rec as *const AtomicU64)).load(Ordering::Acquire);
                 if seq != tail + 1 {
                     break;
                 }
                 (
-                    seq,
                     std::ptr::read_volatile(rec.add(8) as *const u64),
                     std::ptr::read_volatile(rec.add(16) as *const u64),
                     std::ptr::read_volatile(rec.add(24) as *const u32),
@@ -245,7 +247,6 @@ impl AccessObserver for HintObserver {
                     std::ptr::read_volatile(rec.add(30) as *const u16),
                 )
             };
-            let _ = seq;
             let cpu = u32::from(cpu);
             if let Some(Some(node)) = self.cpu_node.get(cpu as usize) {
                 out.push(Observation {
