@@ -237,28 +237,37 @@ fn run_profile_counts_the_program_under_its_policy() {
 
 #[test]
 fn sigterm_to_numalab_reaches_the_program_and_the_summary_is_still_printed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    // The program says it is ready, then exits 7 on SIGTERM.
-    let script = format!("trap 'exit 7' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(["run", "--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..400 {
-        if ready.exists() {
-            break;
+    // A static policy, and a dynamic one whose engine runs until the program ends (with the
+    // hinting-fault library loaded into the shell).
+    let dynamic: &[&str] = &["run", "--policy", "autonuma", "--sampler", "hinting-faults", "--"];
+    for args in [&["run", "--"][..], dynamic] {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        // The program says it is ready, then exits 7 on SIGTERM.
+        let script = format!("trap 'exit 7' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
+            .args(args)
+            .args(["sh", "-c", &script])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..400 {
+            if ready.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        std::thread::sleep(std::time::Duration::from_millis(25));
+        assert!(ready.exists(), "{args:?}: the program never started");
+        // SAFETY: signalling the child process this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {stderr}");
+        assert!(stderr.contains("exit code 7"), "{args:?}: {stderr}");
+        if args.len() > 2 {
+            assert!(stderr.contains("the process exited") && stderr.contains("hinting-faults"), "{stderr}");
+        }
     }
-    assert!(ready.exists(), "the program never started");
-    // SAFETY: signalling the child process this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(7), "{stderr}");
-    assert!(stderr.contains("exit code 7"), "{stderr}");
 }
 
 /// The PMU offers a memory-sampling event numalab can use (then the refusal below cannot be
@@ -285,7 +294,7 @@ fn attach_with_a_dynamic_policy_refuses_without_a_sampler_naming_each() {
     assert!(stderr.starts_with(want), "{stderr}");
     for part in [
         "; damon: not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)",
-        "; hinting-faults: not built (",
+        "; hinting-faults: only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start",
     ] {
         assert!(stderr.contains(part), "{part:?} in {stderr}");
     }

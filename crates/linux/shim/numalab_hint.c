@@ -424,7 +424,9 @@ sighandler_t signal(int sig, sighandler_t handler) {
 int mprotect(void *addr, size_t len, int prot) {
     if (!real_mprotect) real_mprotect = dlsym(RTLD_NEXT, "mprotect");
     enter(NULL, 0);
-    if (active) release_range(addr, len, 0);
+    /* Restored first: if the program's call fails, its pages must not stay PROT_NONE with
+     * nothing left to restore them. */
+    if (active) release_range(addr, len, 1);
     int r = real_mprotect(addr, len, prot);
     leave();
     return r;

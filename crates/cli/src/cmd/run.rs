@@ -292,8 +292,9 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
     let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "run")?;
     let plan: Vec<act::LaunchAction> = act::cpu_plan(topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?.into_iter().collect();
     let (sampler, env) = choose_sampler(&l, name, root, topo, start, true)?;
-    let calls = act::checked_calls(&mut SystemLauncher, &plan)?;
-    let launch_actions = act::action_records(&plan, false, start.elapsed().as_nanos() as u64);
+    // A dry run launches the program unchanged, as for a static policy.
+    let calls = if a.dry_run { Vec::new() } else { act::checked_calls(&mut SystemLauncher, &plan)? };
+    let launch_actions = act::action_records(&plan, a.dry_run, start.elapsed().as_nanos() as u64);
     let numa_balancing = numalab_linux::procfs::settings::numa_balancing(root).ok().flatten();
     let child = act::spawn(&a.command, &calls, &env)?;
     let pid = child.pid();
@@ -331,7 +332,8 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
     });
     let mut table = Table::new(["numalab run", "value"]);
     for rec in &launch_actions {
-        table.row(["action".to_string(), format!("{} (applied)", rec.decision.describe())]);
+        let state = if a.dry_run { "dry run, not applied" } else { "applied" };
+        table.row(["action".to_string(), format!("{} ({state})", rec.decision.describe())]);
     }
     live_rows(&mut table, name, &l, &o);
     let status = match (exit.code, exit.signal) {
