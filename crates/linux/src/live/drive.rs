@@ -95,8 +95,11 @@ pub fn drive(
         if duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        if start.elapsed() < next {
-            std::thread::sleep((next - start.elapsed()).min(Duration::from_millis(10)));
+        // One reading of the clock: two could straddle `next` and the subtraction underflow
+        // (it did, in a TCG guest).
+        let now = start.elapsed();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(10)));
             continue;
         }
         next += period;
