@@ -260,3 +260,120 @@ fn run_places_pages_as_the_policy_asks() {
         assert!(v["actions"].as_array().unwrap().iter().all(|a| a["outcome"] == outcome), "{name}: {v}");
     }
 }
+
+/// The guest payload of `dynamic_policies_move_pages_next_to_their_workers`: master_workers
+/// (guest/src/master_workers.c: the master first-touches 2 MiB on node 0, a worker pinned on
+/// each node writes its half) under `numalab run` with the live autonuma and stable-numa and
+/// the hinting-fault sampler, the kernel's own balancing off; then the same program alone
+/// under the kernel's NUMA balancing, with /proc/vmstat before and after each run
+/// (docs/results/live-vs-kernel.md).
+const DYNAMIC_PAYLOAD: &str = r#"
+vm() { grep -E '^(numa_hint_faults|numa_hint_faults_local|numa_pages_migrated|numa_pte_updates|pgmigrate_success) ' /proc/vmstat; }
+dyn_scenario() {
+    name=$1; shift
+    echo 0 > /proc/sys/kernel/numa_balancing
+    vm > /tmp/$name.vm0
+    numalab --out /tmp/$name.json run "$@" -- master_workers --mib 2 --seconds 8 > /tmp/$name.out 2> /tmp/$name.err
+    echo "$name rc=$?"
+    vm > /tmp/$name.vm1
+    save /tmp/$name.json /tmp/$name.out /tmp/$name.err /tmp/$name.vm0 /tmp/$name.vm1
+}
+dyn_scenario autonuma --policy autonuma --sampler hinting-faults --decision-log /tmp/autonuma.log
+dyn_scenario stable --policy stable-numa --sampler hinting-faults
+echo 1 > /proc/sys/kernel/numa_balancing
+vm > /tmp/kernel.vm0
+master_workers --mib 2 --seconds 8 > /tmp/kernel.out 2>&1
+echo "kernel rc=$?"
+vm > /tmp/kernel.vm1
+save /tmp/kernel.out /tmp/kernel.vm0 /tmp/kernel.vm1
+grep -c . /tmp/autonuma.log > /tmp/autonuma.lines; save /tmp/autonuma.lines
+"#;
+
+/// master_workers' "half=H pages=N node0=A node1=B other=C" lines → [(A, B); 2].
+fn halves(out: &str) -> [(u64, u64); 2] {
+    let mut r = [(0, 0); 2];
+    for l in out.lines().filter(|l| l.starts_with("half=")) {
+        let f = |k: &str| l.split_whitespace().find_map(|t| t.strip_prefix(k)).unwrap().parse::<u64>().unwrap();
+        r[f("half=") as usize] = (f("node0="), f("node1="));
+    }
+    r
+}
+
+/// `/proc/vmstat` counters after minus before.
+fn vm_delta(before: &str, after: &str) -> std::collections::BTreeMap<String, i64> {
+    let parse = |t: &str| -> std::collections::BTreeMap<String, i64> {
+        t.lines().filter_map(|l| l.split_once(' ')).map(|(k, v)| (k.to_string(), v.trim().parse().unwrap())).collect()
+    };
+    let (b, a) = (parse(before), parse(after));
+    a.iter().map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0))).collect()
+}
+
+#[test]
+fn dynamic_policies_move_pages_next_to_their_workers() {
+    let Some(_guest) = guest_tests_enabled("dynamic_policies_move_pages_next_to_their_workers") else {
+        return;
+    };
+    let root = repo_root();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-dynamic");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let program = tmp.join("master_workers");
+    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&program)
+        .arg(root.join("guest/src/master_workers.c"))
+        .status()
+        .expect("a C compiler for guest/src/master_workers.c");
+    assert!(cc.success());
+    let payload = tmp.join("payload.sh");
+    std::fs::write(&payload, DYNAMIC_PAYLOAD).unwrap();
+    let out_dir = tmp.join("out");
+    let out = Command::new("bash")
+        .arg(root.join("guest/numalab-guest.sh"))
+        .args(["run", "2"])
+        .arg(&payload)
+        .arg(&out_dir)
+        .arg(&program)
+        .env("BUILD_DIR", tmp.join("build"))
+        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
+        .env("GUEST_TIMEOUT_S", "240")
+        .output()
+        .expect("cannot run guest/numalab-guest.sh");
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
+    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
+    let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap_or_default();
+    const HALF: u64 = 2 * MIB / 4096 / 2;
+    for name in ["autonuma", "stable"] {
+        assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&format!("{name}.err")));
+        let [(h0n0, h0n1), (h1n0, h1n1)] = halves(&read(&format!("{name}.out")));
+        let v: serde_json::Value = serde_json::from_str(&read(&format!("{name}.json"))).unwrap();
+        let vm = vm_delta(&read(&format!("{name}.vm0")), &read(&format!("{name}.vm1")));
+        println!(
+            "{name}: half 0 N0={h0n0} N1={h0n1}; half 1 N0={h1n0} N1={h1n1}; live {}; sampler {}; kernel {vm:?}",
+            v["live"], v["sampler_counters"]
+        );
+        assert_eq!(
+            (v["mode"].as_str(), v["sampler"].as_str(), v["stopped_by"].as_str()),
+            (Some("dynamic"), Some("hinting-faults"), Some("target_exited"))
+        );
+        // The node-0 worker's half stayed. (A page the library still protects when the
+        // program asks reads as an error, not a node.)
+        assert!(h0n0 >= HALF * 9 / 10 && h0n1 == 0, "{name}: half 0 N0={h0n0} N1={h0n1}");
+        assert!(v["live"]["pages_moved"].as_u64().unwrap() >= h1n1, "{name}: the agent moved them: {}", v["live"]);
+        assert_eq!(vm.get("numa_pages_migrated"), Some(&0), "{name}: the kernel's balancing was off and moved nothing");
+        assert_eq!(v["sampler_counters"]["faults_passed_to_the_program"], 0, "{name}");
+        assert!(v["sampler_counters"]["faults"].as_u64().unwrap() >= 50, "{name}: {}", v["sampler_counters"]);
+        if name == "autonuma" {
+            // Half 1 moves next to its worker, as far as the faults reach: in the TCG guest the
+            // library takes ~20-60 faults a second (docs/results/live-vs-kernel.md), about
+            // one per page of the 2 MiB in 8 s, and autonuma migrates on a fault whose last
+            // accessor ran on the same node.
+            assert!(h1n1 >= HALF / 10, "{name}: only {h1n1} of {HALF} pages of half 1 on node 1");
+        }
+        // stable-numa needs three consistent faults per page before it moves one: at this
+        // fault rate it moves none in 8 s (docs/results/live-vs-kernel.md); not asserted.
+    }
+    assert!(printed.contains("kernel rc=0"), "{printed}");
+    let vm = vm_delta(&read("kernel.vm0"), &read("kernel.vm1"));
+    println!("kernel: {:?}; vmstat {vm:?}", halves(&read("kernel.out")));
+}

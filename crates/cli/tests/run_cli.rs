@@ -101,7 +101,10 @@ fn a_signal_ending_the_program_is_reported_as_128_plus_n() {
 #[test]
 fn what_cannot_be_launched_is_refused_with_the_reason() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["run", "--policy", "autonuma", "--", "true"], 2, "error: autonuma is a dynamic policy"),
+        (&["run", "--policy", "autonuma", "--sampler", "pebs", "--", "true"], 2, "error: --sampler pebs: unknown sampler"),
+        (&["run", "--policy", "autonuma", "--period-ms", "0", "--", "true"], 2, "error: --period-ms 0"),
+        (&["run", "--policy", "autonuma", "--profile", "--", "true"], 2, "error: --profile with a dynamic policy: not built"),
+        (&["run", "--policy", "stable-numa", "--cpus-on", "9", "--", "true"], 2, "error: node 9 does not exist"),
         (&["run", "--policy", "round-1g", "--", "true"], 2, "error: round-1g has no Linux memory policy"),
         (&["run", "--policy", "bind", "--", "true"], 2, "needs a node set"),
         (&["run", "--policy", "bind", "--set", "policy.nodes=[7]", "--", "true"], 2, "names node 7"),
@@ -234,28 +237,37 @@ fn run_profile_counts_the_program_under_its_policy() {
 
 #[test]
 fn sigterm_to_numalab_reaches_the_program_and_the_summary_is_still_printed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    // The program says it is ready, then exits 7 on SIGTERM.
-    let script = format!("trap 'exit 7' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(["run", "--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..400 {
-        if ready.exists() {
-            break;
+    // A static policy, and a dynamic one whose engine runs until the program ends (with the
+    // hinting-fault library loaded into the shell).
+    let dynamic: &[&str] = &["run", "--policy", "autonuma", "--sampler", "hinting-faults", "--"];
+    for args in [&["run", "--"][..], dynamic] {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        // The program says it is ready, then exits 7 on SIGTERM.
+        let script = format!("trap 'exit 7' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
+            .args(args)
+            .args(["sh", "-c", &script])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..400 {
+            if ready.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        std::thread::sleep(std::time::Duration::from_millis(25));
+        assert!(ready.exists(), "{args:?}: the program never started");
+        // SAFETY: signalling the child process this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {stderr}");
+        assert!(stderr.contains("exit code 7"), "{args:?}: {stderr}");
+        if args.len() > 2 {
+            assert!(stderr.contains("the process exited") && stderr.contains("hinting-faults"), "{stderr}");
+        }
     }
-    assert!(ready.exists(), "the program never started");
-    // SAFETY: signalling the child process this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(7), "{stderr}");
-    assert!(stderr.contains("exit code 7"), "{stderr}");
 }
 
 /// The PMU offers a memory-sampling event numalab can use (then the refusal below cannot be
@@ -282,7 +294,7 @@ fn attach_with_a_dynamic_policy_refuses_without_a_sampler_naming_each() {
     assert!(stderr.starts_with(want), "{stderr}");
     for part in [
         "; damon: not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)",
-        "; hinting-faults: not built (",
+        "; hinting-faults: only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start",
     ] {
         assert!(stderr.contains(part), "{part:?} in {stderr}");
     }
@@ -370,4 +382,56 @@ fn attach_dry_run_with_a_replayed_stream_runs_the_engine_on_a_live_process() {
         assert_ne!(r["decision"]["kind"], "migrate_page", "one node: every fault is local: {l}");
     }
     assert!(kinds.contains("scan_step"), "{text}");
+}
+
+/// `run --policy autonuma` with a replayed stream: the live engine manages the launched
+/// program until it exits, reading its threads and mappings, and numalab passes the exit
+/// status through. The replay names the child's pid as the accessing thread, which it cannot
+/// know in advance: those observations are counted as not placeable, the rest of the run is
+/// the real engine on the real child.
+#[test]
+fn run_with_a_dynamic_policy_manages_the_program_until_it_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let replay = dir.path().join("obs.jsonl");
+    std::fs::write(&replay, "[{\"tid\":1,\"cpu\":0,\"cpu_node\":0,\"addr\":4096,\"page_node\":null,\"write\":false,\"time_ns\":1}]\n[]\n")
+        .unwrap();
+    let log = dir.path().join("d.jsonl");
+    let sampler = format!("replay:{}", replay.display());
+    let (code, stdout, stderr) = run(&[
+        "--format",
+        "json",
+        "run",
+        "--policy",
+        "autonuma",
+        "--sampler",
+        &sampler,
+        "--period-ms",
+        "20",
+        "--decision-log",
+        log.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.5; echo out; exit 7",
+    ]);
+    assert_eq!(code, Some(7), "{stderr}");
+    assert_eq!(stdout, "out\n", "the program's output, untouched");
+    let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(v["schema"], "numalab.run/1");
+    assert_eq!(v["mode"], "dynamic");
+    assert_eq!(v["sampler"], "scripted");
+    assert_eq!(v["stopped_by"], "target_exited");
+    assert_eq!(v["exit"]["code"], 7);
+    let live = &v["live"];
+    assert!(live["rounds"].as_u64().unwrap() >= 10, "{live}");
+    assert_eq!(live["observations"], 1, "{live}");
+    assert_eq!(live["observations_unmapped"], 1, "{live}");
+    assert!(log.exists());
+    // --duration shorter than the program: the agent stops, the program runs on.
+    let (code, stdout, stderr) =
+        run(&["--format", "json", "run", "--policy", "stable-numa", "--sampler", &sampler, "--duration", "0.2", "--", "sleep", "0.6"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
+    assert_eq!(v["stopped_by"], "deadline");
+    assert!(v["wall_s"].as_f64().unwrap() >= 0.6, "numalab waited for the program: {v}");
 }

@@ -1,5 +1,5 @@
-//! `numalab attach --pid PID --policy autonuma`: a dynamic policy managing a running process
-//! through the live engine (docs/live.md, "Dynamic policies on a running process"). JSON
+//! `numalab attach --pid PID --policy autonuma` and `numalab run --policy autonuma -- CMD`: a
+//! dynamic policy managing a process through the live engine (docs/live.md, "Dynamic policies on a running process"). JSON
 //! contract `numalab.attach/1` with `mode = "dynamic"`.
 use crate::cmd::attach::{read_target_maps, AttachArgs};
 use crate::cmd::run::{host_policy, StaticPolicy};
@@ -7,6 +7,7 @@ use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::pages::{MoveOptions, SystemPageMover};
+use numalab_linux::live::hint_sampler::{ChildEnv, HintConfig, HintObserver};
 use numalab_linux::live::perf_sampler::{check_samplers, monotonic_ns, PerfObserver};
 use numalab_linux::live::{
     drive, AccessObserver, LiveConfig, LiveEngine, LiveHost, LiveIo, LiveSummary, ProcTarget, ScriptedObserver, StopOnSignals, StopReason,
@@ -14,20 +15,99 @@ use numalab_linux::live::{
 };
 use numalab_linux::{FsRoot, Topology};
 use std::io::Write;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const PAGE_BYTES: u64 = 4096;
 
-/// The observer `--sampler` asks for, or the sentence saying why none can run.
-fn observer(a: &AttachArgs, policy: &str, root: &FsRoot, topo: &Topology, start_ns: u64) -> Result<Box<dyn AccessObserver>> {
-    if let Some(path) = a.sampler.strip_prefix("replay:") {
+/// The dynamic-policy settings `attach` and `run` share.
+pub(crate) struct LiveArgs<'a> {
+    pub dry_run: bool,
+    pub decision_log: Option<&'a Path>,
+    pub rate_limit_mbps: f64,
+    pub sampler: &'a str,
+    pub period_ms: u64,
+    pub duration: Option<f64>,
+    pub sample_period: u64,
+}
+
+impl<'a> LiveArgs<'a> {
+    pub fn of_attach(a: &'a AttachArgs) -> LiveArgs<'a> {
+        LiveArgs {
+            dry_run: a.dry_run,
+            decision_log: a.decision_log.as_deref(),
+            rate_limit_mbps: a.rate_limit_mbps,
+            sampler: &a.sampler,
+            period_ms: a.period_ms,
+            duration: a.duration,
+            sample_period: a.sample_period,
+        }
+    }
+
+    /// The checks made before anything starts.
+    pub fn check(&self) -> Result<()> {
+        if self.period_ms == 0 {
+            usage!("--period-ms 0: the period must be at least 1 ms");
+        }
+        if let Some(d) = self.duration {
+            if !(d.is_finite() && d > 0.0) {
+                usage!("--duration {d}: must be a finite number of seconds > 0");
+            }
+        }
+        if !(self.rate_limit_mbps.is_finite() && self.rate_limit_mbps >= 0.0) {
+            usage!("--rate-limit-mbps {}: must be a finite number >= 0", self.rate_limit_mbps);
+        }
+        Ok(())
+    }
+}
+
+/// The sampler `--sampler` resolves to, chosen before the program starts (a launched
+/// program's sampler may have to be set up before its `exec`).
+pub(crate) enum Sampler {
+    Replay(ScriptedObserver),
+    Perf,
+    /// The preloaded library, set up before the launch (`run` only).
+    HintFaults(Box<HintObserver>),
+}
+
+/// Kernel node of each CPU.
+fn cpu_kernel_nodes(topo: &Topology) -> Vec<Option<u32>> {
+    let mut cpu_node = Vec::new();
+    for n in &topo.nodes {
+        for &c in &n.cpus {
+            if cpu_node.len() <= c as usize {
+                cpu_node.resize(c as usize + 1, None);
+            }
+            cpu_node[c as usize] = Some(n.id);
+        }
+    }
+    cpu_node
+}
+
+/// Resolve `--sampler` for `policy` (`auto`: the first sampler available here), or the
+/// sentence saying why none can run. `launch`: the program is yet to be started by `run`
+/// (the hinting-fault sampler is then possible; its environment is returned for the launch).
+pub(crate) fn choose_sampler(
+    l: &LiveArgs,
+    policy: &str,
+    root: &FsRoot,
+    topo: &Topology,
+    start: Instant,
+    launch: bool,
+) -> Result<(Sampler, ChildEnv)> {
+    if let Some(path) = l.sampler.strip_prefix("replay:") {
         let text = std::fs::read_to_string(path).with_context(|| format!("--sampler replay:{path}: cannot read it"))?;
         let o = ScriptedObserver::from_json_lines(&text).map_err(|e| Usage(format!("--sampler replay:{path}: {e}")))?;
-        return Ok(Box::new(o));
+        return Ok((Sampler::Replay(o), Vec::new()));
     }
-    let checks = check_samplers(root);
+    let mut checks = check_samplers(root);
+    if !launch {
+        for c in checks.iter_mut().filter(|c| c.sampler == "hinting-faults") {
+            c.status = Err("only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start".into());
+        }
+    }
     let pick = |name: &str| checks.iter().find(|c| c.sampler == name);
-    let chosen = match a.sampler.as_str() {
+    let chosen = match l.sampler {
         "auto" => match checks.iter().find(|c| c.status.is_ok()) {
             Some(c) => c.sampler,
             None => {
@@ -50,77 +130,110 @@ fn observer(a: &AttachArgs, policy: &str, root: &FsRoot, topo: &Topology, start_
         },
     };
     match chosen {
-        "perf" => {
-            let mut cpu_node = Vec::new();
-            for n in &topo.nodes {
-                for &c in &n.cpus {
-                    if cpu_node.len() <= c as usize {
-                        cpu_node.resize(c as usize + 1, None);
-                    }
-                    cpu_node[c as usize] = Some(n.id);
-                }
-            }
-            Ok(Box::new(PerfObserver::open(root.clone(), a.pid, cpu_node, a.sample_period, start_ns).map_err(|e| Usage(e.to_string()))?))
+        "perf" => Ok((Sampler::Perf, Vec::new())),
+        "hinting-faults" => {
+            let cfg = HintConfig { period_ns: l.period_ms * 1_000_000, ..HintConfig::default() };
+            let start_ns = monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
+            let (o, env) = HintObserver::prepare(cfg, cpu_kernel_nodes(topo), start_ns).map_err(|e| Usage(e.to_string()))?;
+            Ok((Sampler::HintFaults(Box::new(o)), env))
         }
         other => usage!("--sampler {other}: not built"),
     }
 }
 
-pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, start: Instant) -> Result<()> {
-    if a.period_ms == 0 {
-        usage!("--period-ms 0: the period must be at least 1 ms");
-    }
-    if let Some(d) = a.duration {
-        if !(d.is_finite() && d > 0.0) {
-            usage!("--duration {d}: must be a finite number of seconds > 0");
+/// The observer of a chosen sampler, opened on `pid`.
+fn open_observer(s: Sampler, l: &LiveArgs, pid: u32, root: &FsRoot, topo: &Topology, start_ns: u64) -> Result<Box<dyn AccessObserver>> {
+    match s {
+        Sampler::Replay(o) => Ok(Box::new(o)),
+        Sampler::Perf => Ok(Box::new(
+            PerfObserver::open(root.clone(), pid, cpu_kernel_nodes(topo), l.sample_period, start_ns).map_err(|e| Usage(e.to_string()))?,
+        )),
+        Sampler::HintFaults(mut o) => {
+            o.close_child_fds();
+            Ok(o)
         }
     }
-    let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "attach")?;
-    // Permission and existence first: the same rules as ptrace read.
-    read_target_maps(root, a.pid)?;
-    let start_ns = monotonic_ns();
-    let mut observer = observer(a, name, root, topo, start_ns)?;
-    let mut target = match ProcTarget::new(root.clone(), a.pid) {
+}
+
+/// What a live run did, for the summary and the JSON.
+pub(crate) struct LiveOutcome {
+    pub summary: LiveSummary,
+    pub reason: StopReason,
+    pub sampler: &'static str,
+    pub limits: &'static str,
+    pub config_json: serde_json::Value,
+    /// The sampler's own counters.
+    pub sampler_counters: Vec<(&'static str, u64)>,
+}
+
+/// Run the live engine with `policy` on `pid` until `stop` names a reason, `--duration`
+/// passes, or the target is gone.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn manage(
+    l: &LiveArgs,
+    policy: Box<dyn numalab_policy::DynPolicy>,
+    sampler: Sampler,
+    pid: u32,
+    root: &FsRoot,
+    topo: &Topology,
+    start: Instant,
+    stop: &mut dyn FnMut() -> Option<StopReason>,
+) -> Result<LiveOutcome> {
+    let start_ns = monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
+    let mut observer = open_observer(sampler, l, pid, root, topo, start_ns)?;
+    let mut target = match ProcTarget::new(root.clone(), pid) {
         Ok(t) => t,
-        Err(e) if e.is_not_found() => usage!("--pid {}: no such process", a.pid),
+        Err(e) if e.is_not_found() => usage!("--pid {pid}: no such process"),
         Err(e) => return Err(e.into()),
     };
-    let mut mover = match SystemPageMover::for_process(a.pid) {
+    let mut mover = match SystemPageMover::for_process(pid) {
         Ok(m) => m,
-        Err(e) if e.is_not_found() => usage!("--pid {}: no such process", a.pid),
+        Err(e) if e.is_not_found() => usage!("--pid {pid}: no such process"),
         Err(e) => return Err(e.into()),
     };
-    let mut placer = SystemThreadPlacer { pid: a.pid as i32 };
+    let mut placer = SystemThreadPlacer { pid: pid as i32 };
     let cfg = LiveConfig {
-        dry_run: a.dry_run,
+        dry_run: l.dry_run,
         moves: MoveOptions {
-            rate_limit_bytes_per_s: (a.rate_limit_mbps > 0.0).then_some((a.rate_limit_mbps * 1e6) as u64),
+            rate_limit_bytes_per_s: (l.rate_limit_mbps > 0.0).then_some((l.rate_limit_mbps * 1e6) as u64),
             page_bytes: PAGE_BYTES,
             ..Default::default()
         },
         ..Default::default()
     };
     let config_json = crate::scenario::tree_json(&toml::Value::Table(policy.config_toml()));
-    let engine = LiveEngine::new(policy, LiveHost::from_topology(topo, PAGE_BYTES), cfg, a.pid as i32);
-    let mut log_file = match &a.decision_log {
+    let engine = LiveEngine::new(policy, LiveHost::from_topology(topo, PAGE_BYTES), cfg, pid as i32);
+    let mut log_file = match l.decision_log {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create the decision log {}", p.display()))?,
         )),
         None => None,
     };
-    let sampler_name = observer.name();
+    let sampler = observer.name();
     let limits = observer.limits();
-    let (summary, reason) = {
+    let mut io = LiveIo {
+        target: &mut target,
+        observer: observer.as_mut(),
+        mover: &mut mover,
+        placer: &mut placer,
+        log: log_file.as_mut().map(|f| f as &mut dyn Write),
+    };
+    let duration = l.duration.map(Duration::from_secs_f64);
+    let (summary, reason) = drive(engine, &mut io, start, Duration::from_millis(l.period_ms), duration, stop)?;
+    let sampler_counters = observer.counters();
+    Ok(LiveOutcome { summary, reason, sampler, limits, config_json, sampler_counters })
+}
+
+pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, start: Instant) -> Result<()> {
+    let l = LiveArgs::of_attach(a);
+    l.check()?;
+    let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "attach")?;
+    // Permission and existence first: the same rules as ptrace read.
+    read_target_maps(root, a.pid)?;
+    let (sampler, _) = choose_sampler(&l, name, root, topo, start, false)?;
+    let o = {
         let _signals = StopOnSignals::install();
-        let mut io = LiveIo {
-            target: &mut target,
-            observer: observer.as_mut(),
-            mover: &mut mover,
-            placer: &mut placer,
-            log: log_file.as_mut().map(|f| f as &mut dyn Write),
-        };
-        let duration = a.duration.map(Duration::from_secs_f64);
-        drive(engine, &mut io, start, Duration::from_millis(a.period_ms), duration, &StopOnSignals::stopped)?
+        manage(&l, policy, sampler, a.pid, root, topo, start, &mut StopOnSignals::reason)?
     };
     let wall = start.elapsed();
     let agent_cpu_s = numalab_linux::act::own_cpu_seconds();
@@ -129,43 +242,39 @@ pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, sta
         "numalab_version": env!("CARGO_PKG_VERSION"),
         "mode": "dynamic",
         "pid": a.pid,
-        "policy": { "name": name, "config": config_json },
+        "policy": { "name": name, "config": o.config_json },
         "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
         "dry_run": a.dry_run,
-        "sampler": sampler_name,
+        "sampler": o.sampler,
         "period_ms": a.period_ms,
         "rate_limit_mbps": a.rate_limit_mbps,
-        "stopped_by": reason,
-        "live": summary,
+        "stopped_by": o.reason,
+        "live": o.summary,
+        "sampler_counters": sampler_counters_json(&o),
         "wall_s": wall.as_secs_f64(),
         "agent_cpu_s": agent_cpu_s,
     });
-    let table = summary_table(name, a, sampler_name, limits, &summary, reason, wall, agent_cpu_s);
+    let mut table = Table::new(["numalab attach", "value"]);
+    table.row(["process".to_string(), a.pid.to_string()]);
+    live_rows(&mut table, name, &l, &o);
+    table.row(["wall time".to_string(), format!("{:.3} s", wall.as_secs_f64())]);
+    let share = if wall.as_secs_f64() > 0.0 { 100.0 * agent_cpu_s / wall.as_secs_f64() } else { 0.0 };
+    table.row(["agent CPU".to_string(), format!("{agent_cpu_s:.3} s ({share:.2} % of one core)")]);
     write_text(out.out.as_deref(), &render_summary(out, &doc, &table)?)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn summary_table(
-    name: &str,
-    a: &AttachArgs,
-    sampler: &str,
-    limits: &str,
-    s: &LiveSummary,
-    reason: StopReason,
-    wall: Duration,
-    agent_cpu_s: f64,
-) -> Table {
-    let mut t = Table::new(["numalab attach", "value"]);
-    t.row(["process".to_string(), a.pid.to_string()]);
-    t.row(["policy".to_string(), format!("{name}{}", if a.dry_run { " (dry run: nothing moved)" } else { "" })]);
-    t.row(["sampler".to_string(), format!("{sampler} ({limits})")]);
-    let stopped = match reason {
+/// The summary rows of a live run (shared by `attach` and `run`).
+pub(crate) fn live_rows(t: &mut Table, name: &str, l: &LiveArgs, o: &LiveOutcome) {
+    let s = &o.summary;
+    t.row(["policy".to_string(), format!("{name}{}", if l.dry_run { " (dry run: nothing moved)" } else { "" })]);
+    t.row(["sampler".to_string(), format!("{} ({})", o.sampler, o.limits)]);
+    let stopped = match o.reason {
         StopReason::TargetExited => "the process exited",
         StopReason::Deadline => "--duration passed",
         StopReason::Signal => "SIGINT/SIGTERM",
     };
     t.row(["stopped by".to_string(), stopped.to_string()]);
-    t.row(["periods".to_string(), format!("{} of {} ms", s.rounds, a.period_ms)]);
+    t.row(["periods".to_string(), format!("{} of {} ms", s.rounds, l.period_ms)]);
     t.row([
         "observations".to_string(),
         format!(
@@ -184,11 +293,16 @@ fn summary_table(
         "threads moved".to_string(),
         format!("{} ({} affinities restored, {} threads gone)", s.thread_moves, s.affinities_restored, s.affinities_gone),
     ]);
-    t.row(["wall time".to_string(), format!("{:.3} s", wall.as_secs_f64())]);
-    let share = if wall.as_secs_f64() > 0.0 { 100.0 * agent_cpu_s / wall.as_secs_f64() } else { 0.0 };
-    t.row(["agent CPU".to_string(), format!("{agent_cpu_s:.3} s ({share:.2} % of one core)")]);
+    if !o.sampler_counters.is_empty() {
+        let c: Vec<String> = o.sampler_counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        t.row(["sampler counters".to_string(), c.join(", ")]);
+    }
     if s.refused.keys().any(|k| k.starts_with("set_preferred_node")) {
         t.notes.push("note: Linux keeps a task's preferred NUMA node in the kernel, with no system call to set it: set_preferred_node decisions are refused".into());
     }
-    t
+}
+
+/// The sampler's counters as a JSON object (key order: the sampler's).
+pub(crate) fn sampler_counters_json(o: &LiveOutcome) -> serde_json::Value {
+    serde_json::Value::Object(o.sampler_counters.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect())
 }

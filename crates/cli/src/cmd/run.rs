@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use numalab_core::profile::{ProfileReport, Scope, DEFAULT_EVENTS};
 use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
 use numalab_linux::export::{to_machine, ExportOptions};
+use numalab_linux::live::StopReason;
 use numalab_linux::session::{self, SessionConfig, TargetSpec};
 use numalab_linux::{FsRoot, Topology};
 use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind};
@@ -21,7 +22,12 @@ use std::sync::Arc;
   numalab run --policy round-4k -- ./app args        interleave pages over every memory node
   numalab run --policy bind --set policy.nodes=[1] --cpus-on 1 -- ./app
   numalab run --dry-run --decision-log actions.jsonl --policy preferred --set policy.nodes=[0] -- ./app
+  numalab run --policy autonuma -- ./app             the agent manages the program until it exits
+  numalab run --policy stable-numa --sampler hinting-faults --decision-log d.jsonl -- ./app
 
+A dynamic policy (autonuma, stable-numa, ...) starts the program with the kernel's default
+placement (first touch) and manages it with the live engine until it exits (or --duration
+passes: the program then runs on unmanaged), from the accesses an access sampler observes.
 The summary goes to standard error (or to --out FILE); the program's own output is untouched.
 numalab exits with the program's status.")]
 pub struct RunArgs {
@@ -50,6 +56,24 @@ pub struct RunArgs {
     /// its NUMA state), and add the profile to the summary.
     #[arg(long)]
     pub profile: bool,
+    /// Dynamic policies: move at most this many MB (10^6 bytes) of pages per second; 0 = no
+    /// limit.
+    #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
+    pub rate_limit_mbps: f64,
+    /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
+    /// (hardware sampling), `damon`, `hinting-faults` (a library loaded into the program
+    /// that protects a few of its pages at a time), or `replay:FILE`.
+    #[arg(long, default_value = "auto", value_name = "SAMPLER")]
+    pub sampler: String,
+    /// Dynamic policies: the agent's period, milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub period_ms: u64,
+    /// Dynamic policies: stop managing the program after this many seconds (it runs on).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Dynamic policies: events between two hardware samples of a thread (perf sampler).
+    #[arg(long, default_value_t = 10007, value_name = "EVENTS")]
+    pub sample_period: u64,
     /// The program and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD", required = true)]
     pub command: Vec<OsString>,
@@ -61,6 +85,10 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         None => FsRoot::host(),
     };
     let topo = Topology::read(&root).context("cannot read the NUMA topology")?;
+    let (canonical, _) = canonical_policy(&a.policy)?;
+    if numalab_policy::find(canonical)?.kind == PolicyKind::Dynamic {
+        return run_dynamic(a, out, &root, &topo);
+    }
     let StaticPolicy { name, policy } = static_policy(&a.policy, &a.set, &topo, "run")?;
     let Some(intent) = policy.mempolicy() else {
         usage!(
@@ -177,10 +205,8 @@ pub struct StaticPolicy {
 pub fn static_policy(policy: &str, sets: &[String], topo: &Topology, command: &str) -> Result<StaticPolicy> {
     let (name, _) = canonical_policy(policy)?;
     if numalab_policy::find(name)?.kind == PolicyKind::Dynamic {
-        let hint =
-            if command == "run" { " (a dynamic policy runs on a running program: `numalab attach --pid PID --policy NAME`)" } else { "" };
         usage!(
-            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux, tier-static){hint}"
+            "{name} is a dynamic policy; `numalab {command}` applies static policies only in this version (first-touch, round-4k, bind, preferred, weighted-interleave, linux, tier-static)"
         );
     }
     host_policy(policy, sets, topo, command)
@@ -239,4 +265,102 @@ fn write_decision_log(path: &std::path::Path, r: &LaunchReport) -> Result<()> {
         text.push('\n');
     }
     write_text(Some(path), &text)
+}
+
+/// `run --policy <dynamic>`: launch the program (its CPUs as --cpus-on says, its pages where
+/// first touch puts them) and drive the live engine on it until it exits (docs/live.md,
+/// "Dynamic policies on a launched program").
+fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) -> Result<()> {
+    use crate::cmd::attach_dynamic::{choose_sampler, live_rows, manage, sampler_counters_json, LiveArgs};
+    let start = std::time::Instant::now();
+    if a.root.is_some() {
+        usage!("--root: a dynamic policy acts on a running program of this host; --root plans static policies only");
+    }
+    if a.profile {
+        usage!("--profile with a dynamic policy: not built (profile the program with a static policy, or run `numalab profile --pid` beside it)");
+    }
+    let l = LiveArgs {
+        dry_run: a.dry_run,
+        decision_log: a.decision_log.as_deref(),
+        rate_limit_mbps: a.rate_limit_mbps,
+        sampler: &a.sampler,
+        period_ms: a.period_ms,
+        duration: a.duration,
+        sample_period: a.sample_period,
+    };
+    l.check()?;
+    let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "run")?;
+    let plan: Vec<act::LaunchAction> = act::cpu_plan(topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?.into_iter().collect();
+    let (sampler, env) = choose_sampler(&l, name, root, topo, start, true)?;
+    // A dry run launches the program unchanged, as for a static policy.
+    let calls = if a.dry_run { Vec::new() } else { act::checked_calls(&mut SystemLauncher, &plan)? };
+    let launch_actions = act::action_records(&plan, a.dry_run, start.elapsed().as_nanos() as u64);
+    let numa_balancing = numalab_linux::procfs::settings::numa_balancing(root).ok().flatten();
+    let child = act::spawn(&a.command, &calls, &env)?;
+    let pid = child.pid();
+    let mut stop = || child.exited().then_some(StopReason::TargetExited);
+    let managed = manage(&l, policy, sampler, pid, root, topo, start, &mut stop);
+    if let Err(e) = &managed {
+        // The program is ours to wait for whatever happened to the engine.
+        eprintln!("numalab: the live engine stopped ({e:#}); the program runs on unmanaged");
+    }
+    let exit = child.wait()?;
+    let o = managed?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let agent_cpu_s = act::own_cpu_seconds();
+    let doc = serde_json::json!({
+        "schema": "numalab.run/1",
+        "numalab_version": env!("CARGO_PKG_VERSION"),
+        "mode": "dynamic",
+        "policy": { "name": name, "config": o.config_json },
+        "command": a.command.iter().map(|s| s.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "kernel_numa_balancing": numa_balancing,
+        "dry_run": a.dry_run,
+        "actions": launch_actions,
+        "pid": pid,
+        "sampler": o.sampler,
+        "period_ms": a.period_ms,
+        "rate_limit_mbps": a.rate_limit_mbps,
+        "stopped_by": o.reason,
+        "live": o.summary,
+        "sampler_counters": sampler_counters_json(&o),
+        "exit": exit,
+        "wall_s": wall_s,
+        "agent_cpu_s": agent_cpu_s,
+        "profile": null,
+    });
+    let mut table = Table::new(["numalab run", "value"]);
+    for rec in &launch_actions {
+        let state = if a.dry_run { "dry run, not applied" } else { "applied" };
+        table.row(["action".to_string(), format!("{} ({state})", rec.decision.describe())]);
+    }
+    live_rows(&mut table, name, &l, &o);
+    let status = match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown".into(),
+    };
+    table.row(["program".to_string(), status]);
+    table.row(["wall time".to_string(), format!("{wall_s:.3} s")]);
+    t_agent_row(&mut table, agent_cpu_s, wall_s);
+    if let Some(mode) = numa_balancing.filter(|&m| m != 0) {
+        table.notes.push(format!(
+            "note: kernel NUMA balancing is on (kernel.numa_balancing = {mode}): the kernel migrates the program's pages too, beside the agent"
+        ));
+    }
+    if o.reason == StopReason::Deadline {
+        table.notes.push("note: --duration passed before the program exited; it ran on unmanaged".into());
+    }
+    let text = render_summary(out, &doc, &table)?;
+    match &out.out {
+        Some(p) => write_text(Some(p), &text)?,
+        None => {
+            let _ = std::io::stderr().write_all(text.as_bytes());
+        }
+    }
+    match exit.shell_status() {
+        0 => Ok(()),
+        s => Err(anyhow::Error::new(ChildStatus(s.clamp(1, 255) as u8))),
+    }
 }

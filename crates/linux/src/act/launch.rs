@@ -68,24 +68,32 @@ fn list(v: &[u32]) -> String {
 pub fn static_plan(intent: &MempolicyIntent, topo: &Topology, cpus_on: &[u32]) -> Result<Vec<LaunchAction>, ActError> {
     let kernel_ids: Vec<u32> = topo.nodes.iter().map(|n| n.id).collect();
     let mut plan = vec![LaunchAction::SetMempolicy(KernelMempolicy::from_intent(intent, &kernel_ids)?)];
-    if !cpus_on.is_empty() {
-        let mut nodes = Vec::new();
-        let mut cpus = Vec::new();
-        for &n in cpus_on {
-            let node = topo.nodes.get(n as usize).ok_or(ActError::NoSuchNode { node: n, nodes: topo.nodes.len() })?;
-            if node.cpus.is_empty() {
-                return Err(ActError::CpuLessNode { node: n });
-            }
-            if !nodes.contains(&node.id) {
-                nodes.push(node.id);
-                cpus.extend_from_slice(&node.cpus);
-            }
-        }
-        nodes.sort_unstable();
-        cpus.sort_unstable();
-        plan.push(LaunchAction::SetAffinity { nodes, cpus });
-    }
+    plan.extend(cpu_plan(topo, cpus_on)?);
     Ok(plan)
+}
+
+/// The CPUs of the nodes `cpus_on` (machine node numbers) as one action; none for an empty
+/// list. A dynamic policy's launch plan is this alone: its pages start where the kernel's
+/// default policy puts them (first touch), as in the simulator.
+pub fn cpu_plan(topo: &Topology, cpus_on: &[u32]) -> Result<Option<LaunchAction>, ActError> {
+    if cpus_on.is_empty() {
+        return Ok(None);
+    }
+    let mut nodes = Vec::new();
+    let mut cpus = Vec::new();
+    for &n in cpus_on {
+        let node = topo.nodes.get(n as usize).ok_or(ActError::NoSuchNode { node: n, nodes: topo.nodes.len() })?;
+        if node.cpus.is_empty() {
+            return Err(ActError::CpuLessNode { node: n });
+        }
+        if !nodes.contains(&node.id) {
+            nodes.push(node.id);
+            cpus.extend_from_slice(&node.cpus);
+        }
+    }
+    nodes.sort_unstable();
+    cpus.sort_unstable();
+    Ok(Some(LaunchAction::SetAffinity { nodes, cpus }))
 }
 
 /// How a launched program ended.

@@ -15,12 +15,12 @@ pub mod syscall;
 pub mod system;
 
 pub use launch::{
-    action_records, checked_calls, launch, own_cpu_seconds, static_plan, ActionOutcome, ActionRecord, ChildExit, LaunchAction,
+    action_records, checked_calls, cpu_plan, launch, own_cpu_seconds, static_plan, ActionOutcome, ActionRecord, ChildExit, LaunchAction,
     LaunchReport, Launcher, RecordingLauncher,
 };
 pub use mempolicy::KernelMempolicy;
 pub use syscall::SysCall;
-pub use system::SystemLauncher;
+pub use system::{spawn, RunningChild, SystemLauncher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {

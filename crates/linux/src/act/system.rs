@@ -58,45 +58,90 @@ impl Launcher for SystemLauncher {
     }
 
     fn run(&mut self, argv: &[OsString], calls: &[SysCall]) -> Result<ChildExit, ActError> {
-        let program = argv[0].to_string_lossy().into_owned();
-        let start = Instant::now();
-        let old_ignored: Vec<libc::sigaction> = IGNORED.iter().map(|&s| set_action(s, libc::SIG_IGN)).collect();
-        let child_restore = old_ignored.clone();
-        let calls = calls.to_vec();
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]);
-        // SAFETY: the closure only makes system calls (SysCall::invoke, sigaction) on data
-        // prepared before the fork; it allocates nothing.
+        spawn(argv, calls, &[])?.wait()
+    }
+}
+
+/// A launched program that is still running, with the agent's signal dispositions of
+/// `numalab run` in force (SIGINT/SIGQUIT ignored, SIGTERM/SIGHUP forwarded) until
+/// [`RunningChild::wait`] restores them.
+pub struct RunningChild {
+    child: std::process::Child,
+    program: String,
+    start: Instant,
+    old_ignored: Vec<libc::sigaction>,
+    old_forwarded: Vec<libc::sigaction>,
+}
+
+impl RunningChild {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The program has ended (it is a zombie waiting for [`RunningChild::wait`]): checked
+    /// with `waitid(WNOWAIT)`, which leaves it unreaped so its pid cannot be reused meanwhile.
+    pub fn exited(&self) -> bool {
+        // SAFETY: waitid on our own child with a zeroed siginfo it fills.
         unsafe {
-            cmd.pre_exec(move || {
-                for (s, old) in IGNORED.iter().zip(&child_restore) {
-                    restore(*s, old);
-                }
-                for c in &calls {
-                    c.invoke().map_err(std::io::Error::from_raw_os_error)?;
-                }
-                Ok(())
-            });
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(libc::P_PID, self.child.id(), &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+            r == 0 && info.si_pid() != 0
         }
-        let spawned = cmd.spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(source) => {
-                for (s, old) in IGNORED.iter().zip(&old_ignored) {
-                    restore(*s, old);
-                }
-                return Err(ActError::Spawn { program, source });
-            }
-        };
-        CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
-        let old_forwarded: Vec<libc::sigaction> =
-            FORWARDED.iter().map(|&s| set_action(s, forward as *const () as libc::sighandler_t)).collect();
-        let status = child.wait();
+    }
+
+    /// Wait for the program to end and restore the agent's signal dispositions.
+    pub fn wait(mut self) -> Result<ChildExit, ActError> {
+        let status = self.child.wait();
         CHILD_PID.store(0, Ordering::SeqCst);
-        for (s, old) in FORWARDED.iter().zip(&old_forwarded).chain(IGNORED.iter().zip(&old_ignored)) {
+        for (s, old) in FORWARDED.iter().zip(&self.old_forwarded).chain(IGNORED.iter().zip(&self.old_ignored)) {
             restore(*s, old);
         }
+        let program = std::mem::take(&mut self.program);
         let status = status.map_err(|source| ActError::Spawn { program, source })?;
-        Ok(ChildExit { code: status.code(), signal: status.signal(), wall: start.elapsed() })
+        Ok(ChildExit { code: status.code(), signal: status.signal(), wall: self.start.elapsed() })
     }
+}
+
+/// Start `argv` with `calls` made in the child before `exec` and `env` added to its
+/// environment; the agent's signal dispositions change as the module says.
+pub fn spawn(argv: &[OsString], calls: &[SysCall], env: &[(OsString, OsString)]) -> Result<RunningChild, ActError> {
+    if argv.is_empty() {
+        return Err(ActError::NoCommand);
+    }
+    let program = argv[0].to_string_lossy().into_owned();
+    let start = Instant::now();
+    let old_ignored: Vec<libc::sigaction> = IGNORED.iter().map(|&s| set_action(s, libc::SIG_IGN)).collect();
+    let child_restore = old_ignored.clone();
+    let calls = calls.to_vec();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    // SAFETY: the closure only makes system calls (SysCall::invoke, sigaction) on data
+    // prepared before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (s, old) in IGNORED.iter().zip(&child_restore) {
+                restore(*s, old);
+            }
+            for c in &calls {
+                c.invoke().map_err(std::io::Error::from_raw_os_error)?;
+            }
+            Ok(())
+        });
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(source) => {
+            for (s, old) in IGNORED.iter().zip(&old_ignored) {
+                restore(*s, old);
+            }
+            return Err(ActError::Spawn { program, source });
+        }
+    };
+    CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
+    let old_forwarded: Vec<libc::sigaction> =
+        FORWARDED.iter().map(|&s| set_action(s, forward as *const () as libc::sighandler_t)).collect();
+    Ok(RunningChild { child, program, start, old_ignored, old_forwarded })
 }

@@ -47,6 +47,11 @@ impl StopOnSignals {
     pub fn stopped() -> bool {
         STOP.load(Ordering::SeqCst)
     }
+
+    /// [`StopReason::Signal`] once SIGINT or SIGTERM arrived: `drive`'s `stop` for `attach`.
+    pub fn reason() -> Option<StopReason> {
+        Self::stopped().then_some(StopReason::Signal)
+    }
 }
 
 impl Drop for StopOnSignals {
@@ -68,29 +73,33 @@ pub enum StopReason {
 }
 
 /// Rounds every `period` (time measured from `start`) until the target exits, `duration`
-/// passes or `stop()` says so; then `finish`. An error ends the loop too, after the
-/// affinities are restored.
+/// passes or `stop()` names a reason (a signal; for a launched program, its exit, which the
+/// launcher sees before procfs does: an exited child stays a zombie until it is reaped); then
+/// `finish`. An error ends the loop too, after the affinities are restored.
 pub fn drive(
     mut engine: LiveEngine,
     io: &mut LiveIo,
     start: Instant,
     period: Duration,
     duration: Option<Duration>,
-    stop: &dyn Fn() -> bool,
+    stop: &mut dyn FnMut() -> Option<StopReason>,
 ) -> Result<(LiveSummary, StopReason), LiveError> {
     let mut reason = StopReason::Deadline;
     let mut failed = None;
     let mut next = start.elapsed();
     loop {
-        if stop() {
-            reason = StopReason::Signal;
+        if let Some(r) = stop() {
+            reason = r;
             break;
         }
         if duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        if start.elapsed() < next {
-            std::thread::sleep((next - start.elapsed()).min(Duration::from_millis(10)));
+        // One reading of the clock: two could straddle `next` and the subtraction underflow
+        // (it did, in a TCG guest).
+        let now = start.elapsed();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(10)));
             continue;
         }
         next += period;

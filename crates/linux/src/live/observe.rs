@@ -42,6 +42,10 @@ pub trait AccessObserver {
     fn limits(&self) -> &'static str;
     /// Append the accesses observed since the last poll, oldest first.
     fn poll(&mut self, out: &mut Vec<Observation>) -> Result<(), ObserveError>;
+    /// The sampler's own counters, by name, for the summary (none by default).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Plays back a fixed stream, one batch per poll (tests, and replays of recorded streams).

@@ -304,10 +304,7 @@ pub fn check_samplers(root: &FsRoot) -> Vec<SamplerCheck> {
             sampler: "damon",
             status: Err("not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)".into()),
         },
-        SamplerCheck {
-            sampler: "hinting-faults",
-            status: Err("not built (the user-space hinting-fault library must first handle system calls that fail with EFAULT on protected pages, the program's own SIGSEGV handler and the mapping-count limit)".into()),
-        },
+        SamplerCheck { sampler: "hinting-faults", status: super::hint_sampler::check_hint() },
     ]
 }
 
