@@ -152,7 +152,7 @@ fn the_contended_probe_agrees_with_a_simulated_run() {
     let solved = rows[0].simulated_ns;
     assert!((run - solved).abs() / solved < 0.01, "run {run} ns, solve {solved} ns");
     // Eight chasing threads barely load a 38.5 GB/s controller: near the idle 85 ns.
-    assert!(solved >= 85.0 && solved < 90.0, "{solved}");
+    assert!((85.0..90.0).contains(&solved), "{solved}");
     // A 5 GB/s controller saturates under the same chase (8 x 64 B per 85 ns asks for 6 GB/s,
     // and random lines get 78 % of it): the queue, not the idle latency, sets the latency.
     let mut slow = (*m).clone();

@@ -262,14 +262,14 @@ pub fn build(
     // the chase latency at the loaded sweep's heaviest point, every other core of the node
     // streaming from it; pairs not measured stay 0.0.
     let mut contended = vec![vec![0.0; n]; n];
-    for i in 0..n {
+    for (i, row) in contended.iter_mut().enumerate() {
         let heaviest = raw
             .loaded
             .iter()
             .filter(|p| p.node as usize == i && p.load_threads > 0)
             .max_by(|a, b| a.intensity.total_cmp(&b.intensity).then(a.load_threads.cmp(&b.load_threads)));
         if let Some(p) = heaviest {
-            contended[i][i] = r3(p.latency_ns);
+            row[i] = r3(p.latency_ns);
             fields.push(format!("latency_ns_contended[{i}][{i}]"));
         }
     }
