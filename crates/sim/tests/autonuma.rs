@@ -85,8 +85,8 @@ fn the_ping_pong_cycle_can_happen() {
         policy_config,
         sim: SimConfig::default(),
     };
-    // Scale 0.04 (was 0.02): with the calibrated bandwidth (issue 14) the 0.02 run ended before
-    // NUMA placement moved a thread back. Run 0 of `--seed 1`: numalab sim --machine
+    // Scale 0.04 (was 0.02): with the calibrated bandwidth (issue 14) the run is shorter, and at
+    // 0.02 NUMA placement made no cross-node move. Run 0 of `--seed 1`: numalab sim --machine
     // xeon-e5-2690-2s --workload cg-like --threads 20
     // --scale 0.04 --policy autonuma --set policy.scan_delay_ms=20 --set policy.scan_period_min_ms=20
     let r = run_one(&s, numalab_core::rng::run_seed(1, 0)).unwrap();
