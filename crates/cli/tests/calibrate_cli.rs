@@ -21,7 +21,15 @@ fn json_has_every_probe_and_the_chase_matches_the_preset() {
     let figures: Vec<&str> = v["comparisons"].as_array().unwrap().iter().map(|c| c["figure"].as_str().unwrap()).collect();
     assert_eq!(
         figures,
-        ["stream_triad_all_gbps", "stream_triad_socket_gbps", "stream_triad_thread_gbps", "latency_local_ns", "latency_remote_ns"]
+        [
+            "stream_triad_all_gbps",
+            "stream_triad_socket_gbps",
+            "stream_triad_thread_gbps",
+            "latency_local_ns",
+            "latency_remote_ns",
+            "latency_contended_local_ns",
+            "latency_contended_remote_ns"
+        ]
     );
     let pairs = v["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 4);
@@ -30,6 +38,13 @@ fn json_has_every_probe_and_the_chase_matches_the_preset() {
         assert!((sim - preset).abs() / preset < 1e-3, "{p}");
     }
     assert_eq!(v["loaded"].as_array().unwrap().len(), 9);
+    // The contended probe: one row per CPU node, every core chasing node 0; the preset states
+    // no latency_ns_contended, so there is nothing beside them.
+    let rows = v["contended"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(v["contended_node"], 0);
+    assert!(rows.iter().all(|r| r["machine_ns"].is_null() && r["threads"] == 8), "{rows:?}");
+    assert!(rows[1]["simulated_ns"].as_f64().unwrap() > rows[0]["simulated_ns"].as_f64().unwrap());
 }
 
 #[test]
@@ -56,7 +71,7 @@ fn a_machine_file_is_accepted_and_check_fails_beyond_the_tolerance() {
     let text = numalab().args(["machine", "show", "xeon-e5-2690-1n", "--format", "table"]).output().unwrap().stdout;
     let mut text = String::from_utf8(text).unwrap();
     // Drop the preset's own figures, then state a local latency 50 % off the preset's 85 ns.
-    if let Some(start) = text.find("[published") {
+    if let Some(start) = text.find("\n[published]\n") {
         let end = text[start..].find("\n[[nodes]]").map(|e| start + e + 1).unwrap_or(text.len());
         text.replace_range(start..end, "");
     }

@@ -6,6 +6,7 @@
 //! twice, with `n` and `2n` references per thread, and takes the difference: the per-reference
 //! time of the steady state, free of the first-touch faults and of the start-up epoch.
 
+use crate::contention::{Contention, Demand};
 use crate::{run_one, Scenario, SimConfig, SimError};
 use numalab_core::machine::{Figure, Machine};
 use numalab_core::{CpuId, NodeId};
@@ -88,6 +89,20 @@ pub struct LoadedPoint {
     pub latency_ns: f64,
 }
 
+/// Contended latency seen from one CPU node while every core of the machine chases the memory
+/// of one node (the condition of a machine file's `latency_ns_contended`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ContendedRow {
+    pub cpu_node: NodeId,
+    pub hops: u32,
+    /// Chasing threads on this node (one per core).
+    pub threads: u32,
+    pub simulated_ns: f64,
+    /// The machine file's `latency_ns_contended[cpu_node][mem_node]`, when it states one
+    /// (0.0 there means not measured, and is reported as absent).
+    pub machine_ns: Option<f64>,
+}
+
 /// Everything `numalab calibrate` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct CalibrationReport {
@@ -100,6 +115,9 @@ pub struct CalibrationReport {
     pub loaded_node: NodeId,
     pub loaded_threads: u32,
     pub loaded: Vec<LoadedPoint>,
+    /// Memory node of the contended-latency probe, and its rows by CPU node.
+    pub contended_node: NodeId,
+    pub contended: Vec<ContendedRow>,
 }
 
 impl CalibrationReport {
@@ -141,12 +159,14 @@ fn triad_text(array_bytes: u64, threads: usize, home: Option<NodeId>, refs: u64)
     t
 }
 
-fn chase_text(chase_bytes: u64, mem_node: NodeId, refs: u64) -> String {
+fn chase_text(chase_bytes: u64, threads: usize, mem_node: NodeId, refs: u64) -> String {
+    // Private: each thread chases its own block of the buffer (the blocks split `chase_bytes`).
     format!(
-        "[workload]\nname = \"probe-chase\"\nthreads = 1\ninit = \"parallel_ft\"\npinned = true\n\
-         [[region]]\nname = \"buf\"\nbytes = {chase_bytes}\nsharing = \"private\"\ninit_by = \"owner\"\nhome = {mem_node}\n\
+        "[workload]\nname = \"probe-chase\"\nthreads = {threads}\ninit = \"parallel_ft\"\npinned = true\n\
+         [[region]]\nname = \"buf\"\nbytes = {}\nsharing = \"private\"\ninit_by = \"owner\"\nhome = {mem_node}\n\
          [[phase]]\nname = \"chase\"\nrefs = {refs}\n\
-         accesses = [ {{ region = \"buf\", who = \"owner\", pattern = \"chase\", share = 1.0 }} ]\n"
+         accesses = [ {{ region = \"buf\", who = \"owner\", pattern = \"chase\", share = 1.0 }} ]\n",
+        (chase_bytes / threads as u64).max(4096) * threads as u64
     )
 }
 
@@ -199,7 +219,15 @@ pub fn stream_triad_gbps(machine: &Arc<Machine>, cpus: &[CpuId], home: Option<No
 
 /// Idle latency of a dependent pointer chase by one thread on `cpu` over memory of `mem_node`, ns.
 pub fn chase_latency_ns(machine: &Arc<Machine>, cpu: CpuId, mem_node: NodeId, opts: &ProbeOptions) -> Result<f64, SimError> {
-    let s = seconds_per_ref(machine, &[cpu], opts, |refs| chase_text(probe_sizes(machine).1, mem_node, refs))?;
+    chase_team_latency_ns(machine, &[cpu], mem_node, opts)
+}
+
+/// Latency of a dependent pointer chase by one thread on each of `cpus` at once, each over its
+/// own part of a buffer on `mem_node`, ns: the steady-state time per reference of the run (its
+/// last thread's) times `mlp_dependent`. With threads that see the same latency (one node's
+/// cores), it is their loaded latency.
+pub fn chase_team_latency_ns(machine: &Arc<Machine>, cpus: &[CpuId], mem_node: NodeId, opts: &ProbeOptions) -> Result<f64, SimError> {
+    let s = seconds_per_ref(machine, cpus, opts, |refs| chase_text(probe_sizes(machine).1, cpus.len(), mem_node, refs))?;
     Ok(opts.sim.core.mlp_dependent * s * 1e9)
 }
 
@@ -220,6 +248,48 @@ pub fn loaded_point(
         bandwidth_gbps: cpus.len() as f64 * 64.0 / t_ns,
         latency_ns: opts.sim.core.mlp_stream_on(machine) * (t_ns - gap_ns),
     })
+}
+
+/// Iterations of the contended-latency solve: it starts cold (the engine warm-starts each epoch
+/// from the last), so it gets many steps to converge.
+const CONTENDED_ITERATIONS: u32 = 5000;
+
+/// Contended latency (docs/calibration.md, "Contended latency"): one thread on every core of
+/// every CPU node follows a dependent chase over memory of `mem_node`, and the simulator's
+/// contention model (docs/simulator.md, "Contention") is solved for those demands, as the engine
+/// solves it every epoch: a chase keeps `mlp_dependent` lines in flight, its lines occupy the
+/// controller for `access_bytes / bandwidth / random_efficiency`, and no compute comes between
+/// them. Returns one row per CPU node (all threads of a node see the same latency).
+pub fn contended_latency(machine: &Machine, mem_node: NodeId, sim: &SimConfig) -> Vec<ContendedRow> {
+    let n = machine.node_count();
+    let mut demands = Vec::new();
+    for i in machine.cpu_nodes() {
+        for _ in 0..machine.nodes[i as usize].cores {
+            let mut frac = vec![0.0; n];
+            frac[mem_node as usize] = 1.0;
+            demands.push(Demand {
+                node: i as usize,
+                share: 1.0,
+                compute_ns: 0.0,
+                inv_mlp: 1.0 / sim.core.mlp_dependent,
+                svc_mult: 1.0 / sim.memory.random_efficiency,
+                frac,
+                write_frac: 0.0,
+            });
+        }
+    }
+    let mut c = Contention::new(machine, &machine.interconnect(), 64, demands.len());
+    c.solve(&demands, CONTENDED_ITERATIONS, 1e-9, None);
+    let mut rows = Vec::new();
+    let mut t = 0;
+    for i in machine.cpu_nodes() {
+        let threads = machine.nodes[i as usize].cores;
+        let simulated_ns = c.latency(t)[mem_node as usize];
+        t += threads as usize;
+        let machine_ns = machine.latency_ns_contended.as_ref().map(|m| m[i as usize][mem_node as usize]).filter(|&v| v > 0.0);
+        rows.push(ContendedRow { cpu_node: i, hops: machine.hops[i as usize][mem_node as usize], threads, simulated_ns, machine_ns });
+    }
+    rows
 }
 
 fn compare(figure: &'static str, simulated: f64, published: Option<&Figure>, probe: String) -> Comparison {
@@ -269,6 +339,7 @@ pub fn calibrate(machine: &Machine, opts: &ProbeOptions) -> Result<CalibrationRe
             .collect(),
         None => Vec::new(),
     };
+    let cpuless_one: Vec<CpuId> = cpuless_cpus.first().copied().into_iter().collect();
     if let Some(n) = cpuless {
         triads.push((
             "stream_triad_cpuless_gbps",
@@ -276,6 +347,14 @@ pub fn calibrate(machine: &Machine, opts: &ProbeOptions) -> Result<CalibrationRe
             Some(n),
             format!("{} threads of socket {} on CPU-less node {n}", cpuless_cpus.len(), m.nodes[n as usize].socket),
         ));
+        if !cpuless_one.is_empty() {
+            triads.push((
+                "stream_triad_cpuless_thread_gbps",
+                &cpuless_one[..],
+                Some(n),
+                format!("1 thread of socket {} on CPU-less node {n}", m.nodes[n as usize].socket),
+            ));
+        }
     }
     for (figure, cpus, home, probe) in triads {
         let gbps = stream_triad_gbps(&m, cpus, home, opts)?;
@@ -318,6 +397,26 @@ pub fn calibrate(machine: &Machine, opts: &ProbeOptions) -> Result<CalibrationRe
 
     let node_cpus = cores_of(&m, first);
     let loaded = LOADED_GAPS_NS.iter().map(|&g| loaded_point(&m, &node_cpus, first, g, opts)).collect::<Result<Vec<_>, _>>()?;
+
+    // Contended latency: every core chases the first CPU node's memory.
+    let contended = contended_latency(&m, first, &opts.sim);
+    let total: u32 = contended.iter().map(|r| r.threads).sum();
+    let local: Vec<&ContendedRow> = contended.iter().filter(|r| r.hops == 0).collect();
+    comparisons.push(compare(
+        "latency_contended_local_ns",
+        mean(&local.iter().map(|r| r.simulated_ns).collect::<Vec<_>>()),
+        published.and_then(|p| p.latency_contended_local_ns.as_ref()),
+        format!("{total} threads, one per core, chase node {first}'s memory; seen from node {first}"),
+    ));
+    let one_hop: Vec<&ContendedRow> = contended.iter().filter(|r| r.hops == 1).collect();
+    if !one_hop.is_empty() {
+        comparisons.push(compare(
+            "latency_contended_remote_ns",
+            mean(&one_hop.iter().map(|r| r.simulated_ns).collect::<Vec<_>>()),
+            published.and_then(|p| p.latency_contended_remote_ns.as_ref()),
+            format!("the same; mean seen from the {} CPU nodes one hop away", one_hop.len()),
+        ));
+    }
     Ok(CalibrationReport {
         machine: m.name.clone(),
         tolerance_pct: published.map(|p| p.tolerance_pct),
@@ -326,5 +425,7 @@ pub fn calibrate(machine: &Machine, opts: &ProbeOptions) -> Result<CalibrationRe
         loaded_node: first,
         loaded_threads: node_cpus.len() as u32,
         loaded,
+        contended_node: first,
+        contended,
     })
 }

@@ -74,7 +74,7 @@ fn autonuma_runs_repeat_exactly_and_log_their_decisions() {
 fn the_ping_pong_cycle_can_happen() {
     let m = Arc::new(presets::load("xeon-e5-2690-2s").unwrap());
     let file = wp::load("cg-like").unwrap();
-    let program = compile(&file, "cg-like", &m, &CompileOptions { threads: Some(20), scale: 0.02 }).unwrap();
+    let program = compile(&file, "cg-like", &m, &CompileOptions { threads: Some(20), scale: 0.04 }).unwrap();
     let mut policy_config = toml::Table::new();
     policy_config.insert("scan_delay_ms".into(), toml::Value::Integer(20));
     policy_config.insert("scan_period_min_ms".into(), toml::Value::Integer(20));
@@ -85,8 +85,10 @@ fn the_ping_pong_cycle_can_happen() {
         policy_config,
         sim: SimConfig::default(),
     };
-    // Run 0 of `--seed 1`: numalab sim --machine xeon-e5-2690-2s --workload cg-like --threads 20
-    // --scale 0.02 --policy autonuma --set policy.scan_delay_ms=20 --set policy.scan_period_min_ms=20
+    // Scale 0.04 (was 0.02): with the calibrated bandwidth (issue 14) the run is shorter, and at
+    // 0.02 NUMA placement made no cross-node move. Run 0 of `--seed 1`: numalab sim --machine
+    // xeon-e5-2690-2s --workload cg-like --threads 20
+    // --scale 0.04 --policy autonuma --set policy.scan_delay_ms=20 --set policy.scan_period_min_ms=20
     let r = run_one(&s, numalab_core::rng::run_seed(1, 0)).unwrap();
     let c = r.thread_migrations_by_cause;
     assert!(c.idle_balance.cross_node + c.load_balance.cross_node > 0, "the balancer moved threads across nodes: {c:?}");

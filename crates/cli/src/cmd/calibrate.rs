@@ -79,6 +79,19 @@ pub fn run(a: &CalibrateArgs, out: &OutputOpts) -> Result<()> {
             "-".into(),
         ]);
     }
+    for r in &report.contended {
+        t.row([
+            format!("contended_ns[{}][{}]", r.cpu_node, report.contended_node),
+            format!(
+                "every core chases node {}; {} thread(s) of node {} at {} hop(s)",
+                report.contended_node, r.threads, r.cpu_node, r.hops
+            ),
+            format!("{:.2}", r.simulated_ns),
+            fmt_opt(r.machine_ns, 2),
+            "-".into(),
+            if r.machine_ns.is_some() { "latency_ns_contended".into() } else { "-".into() },
+        ]);
+    }
     for (k, s) in sources.iter().enumerate() {
         t.notes.push(format!("[{}] {s}", k + 1));
     }

@@ -42,12 +42,22 @@ pub struct Published {
     /// MCDRAM, CXL), GB/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_triad_cpuless_gbps: Option<Figure>,
+    /// STREAM triad, one thread of that socket on the same CPU-less node, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_triad_cpuless_thread_gbps: Option<Figure>,
     /// Idle latency to the local node (dependent pointer chase), ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_local_ns: Option<Figure>,
     /// Idle latency to a node one hop away, ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_remote_ns: Option<Figure>,
+    /// Contended latency to the local node: a dependent chase while one thread per core of the
+    /// machine loads that node (the condition of `latency_ns_contended`), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_contended_local_ns: Option<Figure>,
+    /// The same, seen from a node one hop away from the loaded node, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_contended_remote_ns: Option<Figure>,
 }
 
 impl Published {
@@ -70,14 +80,17 @@ impl Published {
     }
 
     /// `(field name, figure)` of every figure, in file order.
-    pub fn figures(&self) -> [(&'static str, Option<&Figure>); 6] {
+    pub fn figures(&self) -> [(&'static str, Option<&Figure>); 9] {
         [
             ("stream_triad_all_gbps", self.stream_triad_all_gbps.as_ref()),
             ("stream_triad_socket_gbps", self.stream_triad_socket_gbps.as_ref()),
             ("stream_triad_thread_gbps", self.stream_triad_thread_gbps.as_ref()),
             ("stream_triad_cpuless_gbps", self.stream_triad_cpuless_gbps.as_ref()),
+            ("stream_triad_cpuless_thread_gbps", self.stream_triad_cpuless_thread_gbps.as_ref()),
             ("latency_local_ns", self.latency_local_ns.as_ref()),
             ("latency_remote_ns", self.latency_remote_ns.as_ref()),
+            ("latency_contended_local_ns", self.latency_contended_local_ns.as_ref()),
+            ("latency_contended_remote_ns", self.latency_contended_remote_ns.as_ref()),
         ]
     }
 }

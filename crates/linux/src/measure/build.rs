@@ -207,8 +207,11 @@ pub fn build(
         stream_triad_socket_gbps: None,
         stream_triad_thread_gbps: None,
         stream_triad_cpuless_gbps: None,
+        stream_triad_cpuless_thread_gbps: None,
         latency_local_ns: None,
         latency_remote_ns: None,
+        latency_contended_local_ns: None,
+        latency_contended_remote_ns: None,
     };
     if let Some(&first) = own.first() {
         let node_triad = raw.triad_gbps[first][first];
@@ -254,6 +257,24 @@ pub fn build(
         if f.is_some() {
             fields.push(format!("published.{name}"));
         }
+    }
+    // Contended latency (docs/calibration.md, "Measuring your own machine"): the diagonal is
+    // the chase latency at the loaded sweep's heaviest point, every other core of the node
+    // streaming from it; pairs not measured stay 0.0.
+    let mut contended = vec![vec![0.0; n]; n];
+    for (i, row) in contended.iter_mut().enumerate() {
+        let heaviest = raw
+            .loaded
+            .iter()
+            .filter(|p| p.node as usize == i && p.load_threads > 0)
+            .max_by(|a, b| a.intensity.total_cmp(&b.intensity).then(a.load_threads.cmp(&b.load_threads)));
+        if let Some(p) = heaviest {
+            row[i] = r3(p.latency_ns);
+            fields.push(format!("latency_ns_contended[{i}][{i}]"));
+        }
+    }
+    if contended.iter().flatten().any(|&v| v > 0.0) {
+        m.latency_ns_contended = Some(contended);
     }
     // Streaming lines in flight per thread, by Little's law on the single-thread triad and the
     // local idle latency (docs/machines.md, "Core parameters"), so that the simulated
@@ -431,6 +452,11 @@ mod tests {
         assert_eq!(core.mlp_stream, Some(15.813));
         assert!(core.mlp_stream_source.starts_with("Little's law: single-thread STREAM triad on node 0 (11 GB/s) x local idle latency (92 ns) / 64 B; measured 2026-11-25 on host box"), "{}", core.mlp_stream_source);
         assert!(meas.fields.iter().any(|f| f == "core.mlp_stream"), "{:?}", meas.fields);
+        // The contended diagonal is the loaded sweep's heaviest point; node 1 has no sweep in
+        // the raw data, and no pair off the diagonal is measured: both stay 0.0.
+        assert_eq!(m.latency_ns_contended, Some(vec![vec![130.0, 0.0], vec![0.0, 0.0]]));
+        assert!(meas.fields.iter().any(|f| f == "latency_ns_contended[0][0]"), "{:?}", meas.fields);
+        assert!(!meas.fields.iter().any(|f| f == "latency_ns_contended[1][1]"), "{:?}", meas.fields);
         let src = &p.latency_local_ns.as_ref().unwrap().source;
         assert!(src.starts_with("measured 2026-11-25 on host box (Test CPU 9000; Linux 6.1.0)"), "{src}");
         // The text loads back to the same machine, and says what it is.
