@@ -118,6 +118,8 @@ mod tests {
             replica_collapses: 0,
             access_samples: 0,
             policy_counters: Default::default(),
+            apps: Vec::new(),
+            app_moves: Vec::new(),
             timeline: Vec::new(),
             refused_decisions: 0,
         };
