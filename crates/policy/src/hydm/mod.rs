@@ -168,7 +168,8 @@ impl Hydm {
             Step::Rollback { back, .. } => (back, AppMoveKind::Rollback, self.slow_target(back, view)),
             Step::Blocked { .. } => {
                 self.blocked += 1;
-                return self.steps.push((self.state.g, step));
+                self.steps.push((self.state.g, step));
+                return;
             }
             Step::Idle => return,
         };
