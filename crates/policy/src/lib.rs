@@ -30,5 +30,5 @@ pub use decision::{
     PageScan, PlaceRequest, Refusal, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
-pub use policy::{AddressSpaceInfo, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
+pub use policy::{AddressSpaceInfo, AppMove, AppMoveKind, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};
 pub use registry::{build, find, PolicyEntry, PolicyKind, REGISTRY};

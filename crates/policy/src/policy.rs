@@ -11,6 +11,45 @@ use serde::Serialize;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+/// Why a policy moved a whole application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppMoveKind {
+    /// To the fast tier (HyDM's migration).
+    Promote,
+    /// Back to the slow tier (HyDM's rollback of a misprediction).
+    Rollback,
+}
+
+impl AppMoveKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppMoveKind::Promote => "promote",
+            AppMoveKind::Rollback => "rollback",
+        }
+    }
+}
+
+/// One whole-application move a policy decided, as it saw it (docs/metrics.md, "Application
+/// moves").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppMove {
+    /// When the move was decided (the tick's time).
+    pub time_ns: u64,
+    /// The policy's own window index, where it counts windows (HyDM's `g`).
+    pub window: Option<u64>,
+    pub space: SpaceId,
+    pub kind: AppMoveKind,
+    /// The node the move targeted.
+    pub to: NodeId,
+    /// The arithmetic intensity the policy predicted for the application when it decided,
+    /// flop/byte (`None`: the policy measures none, or had no finite value).
+    pub intensity_flop_per_byte: Option<f64>,
+    /// The application's resident pages when the move was decided.
+    pub resident_pages: u64,
+    /// What became of the move; `None` until the driver reported its outcome.
+    pub outcome: Option<Outcome>,
+}
+
 /// What a policy is told when it is built.
 #[derive(Clone, Debug)]
 pub struct PolicyEnv {
@@ -176,6 +215,13 @@ pub trait Policy: Send + Sized + 'static {
         Vec::new()
     }
 
+    /// Every whole-application move the policy took ([`Decision::MoveSpace`]), in order, with
+    /// the measure it chose the application by, for the run's `app_moves` (docs/metrics.md,
+    /// "Application moves"); none by default.
+    fn app_moves(&self) -> Vec<AppMove> {
+        Vec::new()
+    }
+
     /// Per-node mappings and page-scanner daemons (docs/simulator.md, "Page mappings and
     /// scanner daemons"): `Some(period)` asks the driver to keep a mapping per node and page
     /// with referenced and modified bits, to deliver every reference of a node without a
@@ -227,6 +273,9 @@ pub trait DynPolicy: Send {
         None
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    fn app_moves(&self) -> Vec<AppMove> {
         Vec::new()
     }
     fn page_scanner_period_ns(&self) -> Option<u64> {
@@ -283,6 +332,9 @@ impl<P: Policy> DynPolicy for P {
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Policy::counters(self)
+    }
+    fn app_moves(&self) -> Vec<AppMove> {
+        Policy::app_moves(self)
     }
     fn page_scanner_period_ns(&self) -> Option<u64> {
         Policy::page_scanner_period_ns(self)

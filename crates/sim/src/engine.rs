@@ -424,8 +424,10 @@ impl<'a, 'l> Engine<'a, 'l> {
             }
         }
         let policy_counters = drv.policy_mut().counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let app_moves = crate::apps::move_records(w.p, w.m, &drv.policy_mut().app_moves());
+        let apps = crate::apps::finishes(w.p, &w.threads.iter().map(|t| t.clock).collect::<Vec<_>>());
         drv.finish()?;
-        Ok(RunMetrics { policy_counters, ..w.finish(seed) })
+        Ok(RunMetrics { policy_counters, apps, app_moves, ..w.finish(seed) })
     }
 }
 
@@ -1306,6 +1308,8 @@ impl World<'_> {
             refused_decisions: c.refused_decisions,
             policy_counters: Default::default(),
             loop_steps: self.loop_steps,
+            apps: Vec::new(),
+            app_moves: Vec::new(),
             timeline: std::mem::take(&mut self.timeline),
         }
     }

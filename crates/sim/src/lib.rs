@@ -6,6 +6,7 @@
 //! run order whatever the pool size.
 
 mod apply;
+mod apps;
 pub mod bench;
 pub mod calibrate;
 pub mod config;

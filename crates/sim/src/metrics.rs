@@ -175,6 +175,14 @@ pub struct RunMetrics {
     /// absent from the JSON) for policies that keep none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub policy_counters: std::collections::BTreeMap<String, u64>,
+    /// Per program of a multi-program workload, in member order: when it finished
+    /// (docs/metrics.md, "Per application"); empty (and absent from the JSON) for one program.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppFinish>,
+    /// Every whole-application move the policy took, in order (docs/metrics.md,
+    /// "Application moves"); empty (and absent) for policies that move no whole application.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub app_moves: Vec<AppMoveRecord>,
     /// The run interval by interval, every `sim.metrics_interval_ms`.
     #[serde(default)]
     pub timeline: Vec<TimelinePoint>,
@@ -183,6 +191,45 @@ pub struct RunMetrics {
     /// part of the JSON.
     #[serde(skip)]
     pub loop_steps: u64,
+}
+
+/// One program of a mix: when its last thread finished.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppFinish {
+    /// The mix member, `<PROG>.<k>`.
+    pub app: String,
+    pub threads: u32,
+    /// The program's pages (its footprint at the run's scale).
+    pub pages: u64,
+    /// Simulated seconds from the start of the run to the end of its last thread.
+    pub finish_s: f64,
+}
+
+/// One whole-application move a policy took (docs/metrics.md, "Application moves").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppMoveRecord {
+    /// 1 for the run's first move.
+    pub order: u32,
+    /// When the policy decided it, simulated seconds.
+    pub t_s: f64,
+    /// The policy's window index, where it counts windows.
+    pub window: Option<u64>,
+    /// The mix member moved (`space N` for a space that is not a mix member).
+    pub app: String,
+    /// `promote` (to the fast tier) or `rollback` (back to the slow tier).
+    pub kind: String,
+    pub to_node: u16,
+    pub to_tier: Option<String>,
+    /// The arithmetic intensity the policy predicted for the application when it chose it,
+    /// flop/byte; null when it measured none.
+    pub intensity_flop_per_byte: Option<f64>,
+    /// The application's resident pages when the move was decided.
+    pub resident_pages: u64,
+    /// `applied`, `partial` or `refused: REASON`; null if no outcome came back.
+    pub outcome: Option<String>,
+    /// Pages moved, for a partial (or refused: 0) move; null for one applied in full (every
+    /// placed page not yet on the target moved).
+    pub moved_pages: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

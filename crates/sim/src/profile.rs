@@ -119,6 +119,8 @@ mod tests {
             access_samples: 0,
             policy_counters: Default::default(),
             loop_steps: 0,
+            apps: Vec::new(),
+            app_moves: Vec::new(),
             timeline: Vec::new(),
             refused_decisions: 0,
         };

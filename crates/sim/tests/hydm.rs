@@ -55,6 +55,12 @@ impl Policy for Traced {
     fn on_outcomes(&mut self, cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
         self.inner.on_outcomes(cause, decisions, outcomes);
     }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+    fn app_moves(&self) -> Vec<numalab_policy::AppMove> {
+        self.inner.app_moves()
+    }
 }
 
 const FAST_PAGES_PER_SCALE: f64 = 16.0 * 1024.0 * 1024.0 * 1024.0 / 4096.0;
@@ -129,6 +135,80 @@ fn decisions_follow_the_windows_and_capacity_holds() {
     let (r2, trace2) = run(&s, 5);
     assert_eq!(r, r2);
     assert_eq!(trace.iter().map(|t| t.out.clone()).collect::<Vec<_>>(), trace2.iter().map(|t| t.out.clone()).collect::<Vec<_>>());
+}
+
+/// The run's `app_moves` and `apps` (docs/metrics.md, "Application moves", "Per
+/// application"): one record per move the policy handed the engine, in order, named by mix
+/// member, with the intensity HyDM predicted from the windows it saw; each program's finish
+/// time is when it left the windows, the last one's the run's end.
+#[test]
+fn the_run_reports_the_moves_and_finish_times() {
+    let s = scenario(SMALL_MIX, 0.002);
+    let (r, trace) = run(&s, 5);
+    let names: Vec<&str> = s.program.members.iter().map(|m| m.name.as_str()).collect();
+    let decided: Vec<(u64, u32, NodeId, f64)> = trace
+        .iter()
+        .flat_map(|t| {
+            t.out.iter().map(move |d| {
+                let Decision::MoveSpace { space, to } = *d else { panic!("{d:?}") };
+                (t.time_ns, space, to, t.after.predicted_intensity(space, 64).unwrap())
+            })
+        })
+        .collect();
+    assert!(!decided.is_empty());
+    assert_eq!(r.app_moves.len(), decided.len());
+    for (k, (m, &(time_ns, space, to, ai))) in r.app_moves.iter().zip(&decided).enumerate() {
+        assert_eq!(m.order as usize, k + 1);
+        assert_eq!(m.t_s, time_ns as f64 / 1e9);
+        assert_eq!(m.app, names[space as usize]);
+        assert_eq!(m.to_node, to);
+        assert_eq!(m.kind, if to == 1 { "promote" } else { "rollback" });
+        assert_eq!(m.to_tier.as_deref(), Some(if to == 1 { "mcdram" } else { "dram" }));
+        assert_eq!(m.intensity_flop_per_byte, Some(ai));
+        assert!(m.outcome.is_some(), "every move's outcome came back: {m:?}");
+    }
+    assert_eq!(r.policy_counters["hydm_promotions"] + r.policy_counters["hydm_rollbacks"], decided.len() as u64);
+    // Finish times: one per member; the last is the run's end; a program is in no window
+    // that ends after its finish plus one tick, and in every window that ends before it.
+    assert_eq!(r.apps.iter().map(|a| a.app.as_str()).collect::<Vec<_>>(), names);
+    let last = r.apps.iter().map(|a| a.finish_s).fold(0.0, f64::max);
+    assert_eq!(last, r.exec_time_s);
+    for (i, a) in r.apps.iter().enumerate() {
+        assert!(a.finish_s > 0.0);
+        for t in &trace {
+            let Some(w) = t.after.windows.front().filter(|w| w.index == t.after.g && t.before.g < t.after.g) else { continue };
+            let end_s = t.time_ns as f64 / 1e9;
+            if end_s < a.finish_s {
+                assert!(w.apps.contains_key(&(i as u32)), "{} missing at {end_s} s, finished {}", a.app, a.finish_s);
+            } else {
+                assert!(!w.apps.contains_key(&(i as u32)), "{} still monitored at {end_s} s, finished {}", a.app, a.finish_s);
+            }
+        }
+    }
+}
+
+/// A policy that moves no whole application reports none; a single program reports no `apps`.
+#[test]
+fn no_app_moves_without_whole_application_moves() {
+    let mut s = scenario(SMALL_MIX, 0.002);
+    s.policy = numalab_policy::find("tier-static").unwrap();
+    let r = numalab_sim::run_one(&s, 1).unwrap();
+    assert!(r.app_moves.is_empty());
+    assert_eq!(r.apps.len(), 4);
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json.get("app_moves").is_none() && json.get("apps").is_some());
+    let m = Arc::new(presets::load("knl-7250-flat").unwrap());
+    let program = compile_spec(
+        &WorkloadSpec::parse(wp::text("stream-like").unwrap(), "stream-like").unwrap(),
+        "stream-like",
+        &m,
+        &CompileOptions { threads: Some(2), scale: 0.001 },
+    )
+    .unwrap();
+    let single = Scenario { machine: m, program: Arc::new(program), ..s };
+    let r = numalab_sim::run_one(&single, 1).unwrap();
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json.get("apps").is_none() && json.get("app_moves").is_none());
 }
 
 /// The trace of docs/results/hydm.md: hydm-npb-mix at --scale 0.002, MCDRAM shrunk alike.

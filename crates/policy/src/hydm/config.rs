@@ -31,6 +31,21 @@ pub struct HydmConfig {
     pub fast_nodes: Vec<NodeId>,
     /// Slow-tier nodes; empty = every other allowed node.
     pub slow_nodes: Vec<NodeId>,
+    /// Where new pages go (docs/policies/hydm.md, "New pages").
+    pub new_pages: NewPages,
+}
+
+/// Where HyDM places a page on its first touch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewPages {
+    /// As Linux with no memory policy set: the touching CPU's node, then the other allowed
+    /// nodes by distance, whatever their tier.
+    #[default]
+    Local,
+    /// The slow tier first (nearest node first), the fast tier only when the slow one is full:
+    /// the earlier reading, kept as a what-if.
+    SlowFirst,
 }
 
 impl Default for HydmConfig {
@@ -45,6 +60,7 @@ impl Default for HydmConfig {
             peak_gflops: None,
             fast_nodes: Vec::new(),
             slow_nodes: Vec::new(),
+            new_pages: NewPages::Local,
         }
     }
 }

@@ -14,13 +14,13 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-pub use config::HydmConfig;
+pub use config::{HydmConfig, NewPages};
 pub use state::{LoopState, Pending, Record, Step};
 
 use crate::decision::{Decision, EventRef, Outcome, PlaceRequest, SpaceId, Tick};
 use crate::error::{OutOfMemory, PolicyError};
 use crate::fallback::first_fit;
-use crate::policy::{MemoryState, Policy, PolicyEnv, SystemView};
+use crate::policy::{AppMove, AppMoveKind, MemoryState, Policy, PolicyEnv, SystemView};
 use crate::statics::tier_rank;
 use numalab_core::{Machine, NodeId};
 use std::collections::BTreeMap;
@@ -41,7 +41,8 @@ pub struct Hydm {
     /// Fast- and slow-tier nodes (ascending).
     fast: Vec<NodeId>,
     slow: Vec<NodeId>,
-    /// Per accessing node: slow nodes by distance, then fast nodes, then any other allowed.
+    /// Per accessing node, where new pages go (`new_pages`): every allowed node by distance
+    /// (`local`), or slow nodes by distance, then fast nodes, then any other (`slow-first`).
     order: Vec<Vec<NodeId>>,
     /// The slow tier's ridge point, when `require_memory_bound` is set.
     max_intensity: Option<f64>,
@@ -54,6 +55,13 @@ pub struct Hydm {
     pending: Option<Pending>,
     /// Every settled move: window index, step, outcome (for tests and inspection).
     outcomes: Vec<(u64, Step, Outcome)>,
+    /// Every move decided, with its predicted intensity and (once known) its outcome: the
+    /// run's `app_moves` (docs/policies/hydm.md, "What a run reports").
+    moves: Vec<AppMove>,
+    /// Windows ended, and steps that found a candidate that did not fit and nothing to roll
+    /// back (`hydm_windows`, `hydm_blocked` of the run's `policy_counters`).
+    windows_ended: u64,
+    blocked: u64,
 }
 
 /// The allowed nodes of the tier with the highest bandwidth (a tier's bandwidth: the best of
@@ -154,14 +162,30 @@ impl Hydm {
         let fast_before = self.state.fast.clone();
         let step = self.state.migrate_step(b, used, capacity, self.config.threshold, self.config.rollback_rel_eps);
         self.pending = self.state.pending(step, &fast_before);
-        match step {
-            Step::Migrate(a) => out.push(Decision::MoveSpace { space: a, to: self.fast_target(view) }),
-            Step::Rollback { back, .. } => out.push(Decision::MoveSpace { space: back, to: self.slow_target(back, view) }),
-            Step::Idle | Step::Blocked { .. } => {}
-        }
-        if step != Step::Idle {
-            self.steps.push((self.state.g, step));
-        }
+        self.windows_ended += 1;
+        let (space, kind, to) = match step {
+            Step::Migrate(a) => (a, AppMoveKind::Promote, self.fast_target(view)),
+            Step::Rollback { back, .. } => (back, AppMoveKind::Rollback, self.slow_target(back, view)),
+            Step::Blocked { .. } => {
+                self.blocked += 1;
+                self.steps.push((self.state.g, step));
+                return;
+            }
+            Step::Idle => return,
+        };
+        out.push(Decision::MoveSpace { space, to });
+        let resident_pages = self.state.windows.front().and_then(|w| w.apps.get(&space)).map_or(0, |r| r.rss_bytes / self.page_bytes);
+        self.moves.push(AppMove {
+            time_ns: tick.time_ns,
+            window: Some(self.state.g),
+            space,
+            kind,
+            to,
+            intensity_flop_per_byte: self.state.predicted_intensity(space, self.config.bytes_per_ref),
+            resident_pages,
+            outcome: None,
+        });
+        self.steps.push((self.state.g, step));
     }
 }
 
@@ -188,6 +212,9 @@ impl Policy for Hydm {
             steps: Vec::new(),
             pending: None,
             outcomes: Vec::new(),
+            moves: Vec::new(),
+            windows_ended: 0,
+            blocked: 0,
         };
         h.check_nodes(&config.fast_nodes, env)?;
         h.check_nodes(&config.slow_nodes, env)?;
@@ -216,8 +243,13 @@ impl Policy for Hydm {
                     v.sort_by_key(|&n| (m.distance(from, n), n));
                     v
                 };
-                let rest: Vec<NodeId> = env.allowed.iter().copied().filter(|n| !fast.contains(n) && !slow.contains(n)).collect();
-                [by_distance(&slow), by_distance(&fast), by_distance(&rest)].concat()
+                match config.new_pages {
+                    NewPages::Local => by_distance(&env.allowed),
+                    NewPages::SlowFirst => {
+                        let rest: Vec<NodeId> = env.allowed.iter().copied().filter(|n| !fast.contains(n) && !slow.contains(n)).collect();
+                        [by_distance(&slow), by_distance(&fast), by_distance(&rest)].concat()
+                    }
+                }
             })
             .collect();
         h.fast = fast;
@@ -229,8 +261,9 @@ impl Policy for Hydm {
         &self.config
     }
 
-    /// New pages go to the CPU-local slow tier, as with no memory policy set; the fast tier
-    /// only when the slow one is full.
+    /// New pages go where `new_pages` says: by default the touching CPU's node, then the
+    /// others by distance, as Linux with no memory policy set (docs/policies/hydm.md, "New
+    /// pages").
     fn place(&mut self, req: &PlaceRequest, mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
         let order = &self.order[req.cpu_node as usize];
         first_fit(order.iter().copied(), mem, 1).ok_or(OutOfMemory { wanted: order.first().copied().unwrap_or(req.cpu_node), pages: 1 })
@@ -271,6 +304,26 @@ impl Policy for Hydm {
         if let Some((_, &outcome)) = found {
             self.state.settle(pending, outcome, self.page_bytes);
             self.outcomes.push((self.state.g, pending.step, outcome));
+            if let Some(m) = self.moves.last_mut().filter(|m| m.space == space && m.outcome.is_none()) {
+                m.outcome = Some(outcome);
+            }
         }
+    }
+
+    /// `hydm_windows`: monitoring windows ended;
+    /// `hydm_promotions` / `hydm_rollbacks`: moves decided; `hydm_blocked`: windows whose
+    /// candidate did not fit under the threshold with nothing to roll back.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let promotions = self.moves.iter().filter(|m| m.kind == AppMoveKind::Promote).count() as u64;
+        vec![
+            ("hydm_windows", self.windows_ended),
+            ("hydm_promotions", promotions),
+            ("hydm_rollbacks", self.moves.len() as u64 - promotions),
+            ("hydm_blocked", self.blocked),
+        ]
+    }
+
+    fn app_moves(&self) -> Vec<AppMove> {
+        self.moves.clone()
     }
 }

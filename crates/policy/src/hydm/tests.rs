@@ -452,3 +452,91 @@ fn outcome_already_there_and_exited() {
     p.on_outcomes(&EventRef::TaskTick { thread: 0 }, &out, &[Outcome::Applied]);
     assert_eq!(p.state(), &before);
 }
+
+/// What a run reports (docs/policies/hydm.md, "What a run reports"): every move in order,
+/// when, with the intensity it was chosen by and its outcome once settled; blocked windows
+/// and windows counted.
+#[test]
+fn app_moves_report_order_intensity_and_outcome() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    assert!(p.app_moves().is_empty());
+    // Window 1: space 1 (0.1 flop/B, 500 pages) moves, applied.
+    let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
+    assert_eq!(p.app_moves()[0].outcome, None, "no outcome before the driver reports one");
+    settle(&mut p, &out, Outcome::Applied);
+    sys.mem.take(1, 500);
+    // Window 2: space 0 does not fit; space 1's flops did not grow: it rolls back, refused.
+    let out = on_tick(&mut p, &sys, &tick(100, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 0, 500)]));
+    settle(&mut p, &out, Outcome::Refused(Refusal::NodeFull));
+    let moves = p.app_moves();
+    assert_eq!(moves.len(), 2);
+    let m0 = moves[0];
+    assert_eq!(
+        (m0.time_ns, m0.window, m0.space, m0.kind, m0.to, m0.resident_pages),
+        (50_000_000, Some(1), 1, AppMoveKind::Promote, 1, 500)
+    );
+    assert!((m0.intensity_flop_per_byte.unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(m0.outcome, Some(Outcome::Applied));
+    let m1 = moves[1];
+    assert_eq!(
+        (m1.time_ns, m1.window, m1.space, m1.kind, m1.to, m1.resident_pages),
+        (100_000_000, Some(2), 1, AppMoveKind::Rollback, 0, 500)
+    );
+    assert!((m1.intensity_flop_per_byte.unwrap() - 0.1).abs() < 1e-12, "the regression over two equal windows");
+    assert_eq!(m1.outcome, Some(Outcome::Refused(Refusal::NodeFull)));
+    // The refused rollback returns space 1 to F; window 3: space 0 still does not fit, and
+    // space 1 is judged again (its flops still flat): another rollback.
+    let out = on_tick(&mut p, &sys, &tick(150, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 0, 500)]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    let c: BTreeMap<&str, u64> = p.counters().into_iter().collect();
+    assert_eq!(c["hydm_windows"], 3);
+    assert_eq!((c["hydm_promotions"], c["hydm_rollbacks"], c["hydm_blocked"]), (1, 2, 0));
+}
+
+/// A window whose candidate is blocked counts as blocked and reports no move.
+#[test]
+fn blocked_windows_are_counted_not_reported() {
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
+    settle(&mut p, &out, Outcome::Applied);
+    sys.mem.take(1, 500);
+    // Space 1's flops doubled: it stays; space 0 does not fit: blocked.
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 2000, 0, 0, 500)])), vec![]);
+    assert_eq!(p.app_moves().len(), 1);
+    let c: BTreeMap<&str, u64> = p.counters().into_iter().collect();
+    assert_eq!((c["hydm_windows"], c["hydm_promotions"], c["hydm_rollbacks"], c["hydm_blocked"]), (2, 1, 0, 1));
+}
+
+/// New pages on cxl-expander (DRAM nodes 0-1 are the fast tier, CXL nodes 2-3 the slow one):
+/// by default as Linux with no policy set, the touching CPU's DRAM, then by distance (SLIT:
+/// the other socket's DRAM at 17 before the local CXL at 23); `new_pages = "slow-first"`
+/// puts them on the nearest CXL node first.
+#[test]
+fn new_pages_on_cxl_follow_linux_default_or_slow_first() {
+    let env = PolicyEnv::new(Arc::new(presets::load("cxl-expander").unwrap()));
+    let req = |cpu_node: NodeId| PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node, page: 0 };
+    let mut p = Hydm::new(HydmConfig::default(), &env).unwrap();
+    assert_eq!((p.fast.clone(), p.slow.clone()), (vec![0, 1], vec![2, 3]));
+    let mut mem = crate::statics::testing::FixedMemory::uniform(4, 10);
+    assert_eq!(p.place(&req(0), &mem), Ok(0));
+    assert_eq!(p.place(&req(1), &mem), Ok(1));
+    mem.fill(0);
+    assert_eq!(p.place(&req(0), &mem), Ok(1), "the other socket's DRAM (SLIT 17) before the CXL (23)");
+    mem.fill(1);
+    assert_eq!(p.place(&req(0), &mem), Ok(2));
+    assert_eq!(p.place(&req(1), &mem), Ok(3));
+    let cfg: HydmConfig = toml::from_str("new_pages = \"slow-first\"").unwrap();
+    let mut q = Hydm::new(cfg, &env).unwrap();
+    let mut mem = crate::statics::testing::FixedMemory::uniform(4, 10);
+    assert_eq!(q.place(&req(0), &mem), Ok(2));
+    assert_eq!(q.place(&req(1), &mem), Ok(3));
+    mem.fill(2);
+    mem.fill(3);
+    assert_eq!(q.place(&req(0), &mem), Ok(0), "the fast tier only when the slow one is full");
+    let e = crate::registry::build("hydm", toml::from_str("new_pages = \"fast\"").unwrap(), &env).err().unwrap().to_string();
+    assert!(e.contains("unknown variant `fast`"), "{e}");
+}
