@@ -656,7 +656,7 @@ impl World<'_> {
                 let per_ref_ns: f64 = (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum();
                 step_ns += e.remaining() as f64 * per_ref_ns;
             }
-            if !(step_ns > 0.0) {
+            if step_ns.is_nan() || step_ns <= 0.0 {
                 epochs = epochs.min(spin_floor);
                 continue;
             }

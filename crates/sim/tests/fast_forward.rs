@@ -178,13 +178,25 @@ fn the_exact_engine_advances_epoch_by_epoch_whatever_the_setting() {
 }
 
 #[test]
-fn a_window_shorter_than_an_epoch_is_refused() {
-    let sim = SimConfig { fast_forward_max_us: 20.0, ..SimConfig::default() };
-    let err = sim.validate().unwrap_err();
-    assert!(err.contains("sim.fast_forward_max_us = 20") && err.contains("sim.epoch_us = 50"), "{err}");
+fn a_window_under_two_epochs_is_off_and_bad_settings_are_refused() {
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "ep-like",
+        threads: 32,
+        scale: 0.02,
+        policy: "linux",
+        iterations: None,
+        policy_config: &[],
+        noise: true,
+    };
+    let off = runs(&s, EngineKind::Fast, 0.0, 0.01, &[1]);
+    let short = runs(&s, EngineKind::Fast, 99.0, 0.01, &[1]);
+    assert_eq!(off, short, "a 99 µs window holds one 50 µs epoch: no fast-forward");
     let sim = SimConfig { fast_forward_max_us: -1.0, ..SimConfig::default() };
+    assert!(sim.validate().unwrap_err().contains("sim.fast_forward_max_us = -1"));
+    let sim = SimConfig { fast_forward_max_us: f64::NAN, ..SimConfig::default() };
     assert!(sim.validate().unwrap_err().contains("sim.fast_forward_max_us"));
     let mut sim = SimConfig::default();
     sim.memory.population_tolerance = 2.0;
-    assert!(sim.validate().unwrap_err().contains("sim.memory.population_tolerance"));
+    assert!(sim.validate().unwrap_err().contains("sim.memory.population_tolerance = 2"));
 }
