@@ -41,24 +41,8 @@ pub struct AttachArgs {
     /// Write every page decision and its outcome as JSON lines (`numalab.decisions/1`).
     #[arg(long, value_name = "FILE")]
     pub decision_log: Option<PathBuf>,
-    /// Move at most this many MB (10^6 bytes) per second, so the program keeps its memory
-    /// bandwidth; 0 = no limit.
-    #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
-    pub rate_limit_mbps: f64,
-    /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
-    /// (hardware sampling), `damon`, `hinting-faults`, or `replay:FILE` (observations from a
-    /// file, one JSON array per period).
-    #[arg(long, default_value = "auto", value_name = "SAMPLER")]
-    pub sampler: String,
-    /// Dynamic policies: the agent's period, milliseconds.
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    pub period_ms: u64,
-    /// Dynamic policies: stop after this many seconds (default: when the process exits).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Dynamic policies: events between two hardware samples of a thread (perf sampler).
-    #[arg(long, default_value_t = 10007, value_name = "EVENTS")]
-    pub sample_period: u64,
+    #[command(flatten)]
+    pub agent: crate::cmd::attach_dynamic::AgentArgs,
 }
 
 #[derive(serde::Serialize)]
@@ -114,8 +98,8 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
     if a.pid == std::process::id() {
         usage!("--pid {}: numalab cannot attach to itself", a.pid);
     }
-    if !(a.rate_limit_mbps.is_finite() && a.rate_limit_mbps >= 0.0) {
-        usage!("--rate-limit-mbps {}: must be a finite number >= 0", a.rate_limit_mbps);
+    if !(a.agent.rate_limit_mbps.is_finite() && a.agent.rate_limit_mbps >= 0.0) {
+        usage!("--rate-limit-mbps {}: must be a finite number >= 0", a.agent.rate_limit_mbps);
     }
     let start = Instant::now();
     let root = FsRoot::host();
@@ -158,7 +142,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         }
         Some(plan) => {
             let opts = MoveOptions {
-                rate_limit_bytes_per_s: (a.rate_limit_mbps > 0.0).then_some((a.rate_limit_mbps * 1e6) as u64),
+                rate_limit_bytes_per_s: (a.agent.rate_limit_mbps > 0.0).then_some((a.agent.rate_limit_mbps * 1e6) as u64),
                 page_bytes: PAGE_BYTES,
                 ..Default::default()
             };
@@ -198,7 +182,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         "policy": { "name": name, "config": crate::scenario::tree_json(&toml::Value::Table(policy.config_toml())) },
         "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
         "dry_run": a.dry_run,
-        "rate_limit_mbps": a.rate_limit_mbps,
+        "rate_limit_mbps": a.agent.rate_limit_mbps,
         "plan": plan,
         "planned_moves": plan.moves.len(),
         "planned_move_pages": plan.moves.iter().map(|m| m.pages as u64).sum::<u64>(),

@@ -20,6 +20,31 @@ use std::time::{Duration, Instant};
 
 const PAGE_BYTES: u64 = 4096;
 
+/// The live agent's options, shared by `numalab run` and `numalab attach` (docs/live.md).
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// Move at most this many MB (10^6 bytes) of pages per second, so the program keeps its
+    /// memory bandwidth; 0 = no limit (`run`: dynamic policies only).
+    #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
+    pub rate_limit_mbps: f64,
+    /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
+    /// (hardware sampling), `damon`, `hinting-faults` (a library loaded into a launched
+    /// program that protects a few of its pages at a time; `run` only), or `replay:FILE`
+    /// (observations from a file, one JSON array per period).
+    #[arg(long, default_value = "auto", value_name = "SAMPLER")]
+    pub sampler: String,
+    /// Dynamic policies: the agent's period, milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub period_ms: u64,
+    /// Dynamic policies: stop managing the program after this many seconds (default: when
+    /// it exits); the program runs on.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Dynamic policies: events between two hardware samples of a thread (perf sampler).
+    #[arg(long, default_value_t = 10007, value_name = "EVENTS")]
+    pub sample_period: u64,
+}
+
 /// The dynamic-policy settings `attach` and `run` share.
 pub(crate) struct LiveArgs<'a> {
     pub dry_run: bool,
@@ -32,15 +57,16 @@ pub(crate) struct LiveArgs<'a> {
 }
 
 impl<'a> LiveArgs<'a> {
-    pub fn of_attach(a: &'a AttachArgs) -> LiveArgs<'a> {
+    /// The agent's settings, with the command's own `--dry-run` and `--decision-log`.
+    pub fn new(agent: &'a AgentArgs, dry_run: bool, decision_log: Option<&'a Path>) -> LiveArgs<'a> {
         LiveArgs {
-            dry_run: a.dry_run,
-            decision_log: a.decision_log.as_deref(),
-            rate_limit_mbps: a.rate_limit_mbps,
-            sampler: &a.sampler,
-            period_ms: a.period_ms,
-            duration: a.duration,
-            sample_period: a.sample_period,
+            dry_run,
+            decision_log,
+            rate_limit_mbps: agent.rate_limit_mbps,
+            sampler: &agent.sampler,
+            period_ms: agent.period_ms,
+            duration: agent.duration,
+            sample_period: agent.sample_period,
         }
     }
 
@@ -225,7 +251,7 @@ pub(crate) fn manage(
 }
 
 pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, start: Instant) -> Result<()> {
-    let l = LiveArgs::of_attach(a);
+    let l = LiveArgs::new(&a.agent, a.dry_run, a.decision_log.as_deref());
     l.check()?;
     let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "attach")?;
     // Permission and existence first: the same rules as ptrace read.
@@ -246,8 +272,8 @@ pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, sta
         "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
         "dry_run": a.dry_run,
         "sampler": o.sampler,
-        "period_ms": a.period_ms,
-        "rate_limit_mbps": a.rate_limit_mbps,
+        "period_ms": a.agent.period_ms,
+        "rate_limit_mbps": a.agent.rate_limit_mbps,
         "stopped_by": o.reason,
         "live": o.summary,
         "sampler_counters": sampler_counters_json(&o),

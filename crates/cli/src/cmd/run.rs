@@ -56,24 +56,8 @@ pub struct RunArgs {
     /// its NUMA state), and add the profile to the summary.
     #[arg(long)]
     pub profile: bool,
-    /// Dynamic policies: move at most this many MB (10^6 bytes) of pages per second; 0 = no
-    /// limit.
-    #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
-    pub rate_limit_mbps: f64,
-    /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
-    /// (hardware sampling), `damon`, `hinting-faults` (a library loaded into the program
-    /// that protects a few of its pages at a time), or `replay:FILE`.
-    #[arg(long, default_value = "auto", value_name = "SAMPLER")]
-    pub sampler: String,
-    /// Dynamic policies: the agent's period, milliseconds.
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    pub period_ms: u64,
-    /// Dynamic policies: stop managing the program after this many seconds (it runs on).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Dynamic policies: events between two hardware samples of a thread (perf sampler).
-    #[arg(long, default_value_t = 10007, value_name = "EVENTS")]
-    pub sample_period: u64,
+    #[command(flatten)]
+    pub agent: crate::cmd::attach_dynamic::AgentArgs,
     /// The program and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD", required = true)]
     pub command: Vec<OsString>,
@@ -279,15 +263,7 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
     if a.profile {
         usage!("--profile with a dynamic policy: not built (profile the program with a static policy, or run `numalab profile --pid` beside it)");
     }
-    let l = LiveArgs {
-        dry_run: a.dry_run,
-        decision_log: a.decision_log.as_deref(),
-        rate_limit_mbps: a.rate_limit_mbps,
-        sampler: &a.sampler,
-        period_ms: a.period_ms,
-        duration: a.duration,
-        sample_period: a.sample_period,
-    };
+    let l = LiveArgs::new(&a.agent, a.dry_run, a.decision_log.as_deref());
     l.check()?;
     let StaticPolicy { name, policy } = host_policy(&a.policy, &a.set, topo, "run")?;
     let plan: Vec<act::LaunchAction> = act::cpu_plan(topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?.into_iter().collect();
@@ -320,8 +296,8 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
         "actions": launch_actions,
         "pid": pid,
         "sampler": o.sampler,
-        "period_ms": a.period_ms,
-        "rate_limit_mbps": a.rate_limit_mbps,
+        "period_ms": a.agent.period_ms,
+        "rate_limit_mbps": a.agent.rate_limit_mbps,
         "stopped_by": o.reason,
         "live": o.summary,
         "sampler_counters": sampler_counters_json(&o),
