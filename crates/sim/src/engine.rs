@@ -10,7 +10,7 @@
 use crate::config::{EngineKind, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
-use crate::fast::{FastEntry, FastState, FastStep, SegShares};
+use crate::fast::{EscapeMemo, FastEntry, FastState, FastStep, SegShares};
 use crate::hot::{kind_index, Hot, Tally};
 use crate::mappings::{Mappings, MAX_MAPPED_NODES};
 use crate::memory::{Memory, ARMED, FREED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
@@ -61,6 +61,8 @@ struct Thread {
     /// (`Hot::issue_fast`): how it charges each entry, and its rounding state.
     fast_ok: bool,
     fast_kinds: Vec<FastEntry>,
+    /// The mixtures this thread's last steps escaped to (`FastEntry::of`).
+    escape_memo: EscapeMemo,
     /// The fast engine charged some of this step: `swrr` no longer matches what is left.
     swrr_stale: bool,
     fast: FastState,
@@ -323,6 +325,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     fast_ok: false,
                     swrr_stale: false,
                     fast_kinds: Vec::new(),
+                    escape_memo: EscapeMemo::default(),
                     fast: FastState::default(),
                 }
             })
@@ -466,7 +469,8 @@ impl World<'_> {
         }
         if self.cfg.engine == EngineKind::Fast && th.gap_exp_ns == 0.0 && th.left > 0 {
             let n = self.n;
-            let kinds: Option<Vec<FastEntry>> = th.work.entries.iter().map(|e| FastEntry::of(e, &mut self.shares, n)).collect();
+            let memo = &mut th.escape_memo;
+            let kinds: Option<Vec<FastEntry>> = th.work.entries.iter().map(|e| FastEntry::of(e, &mut self.shares, memo, n)).collect();
             if let Some(kinds) = kinds {
                 // Walk-only steps too: a block's walk run spans up to 32 pages of one node,
                 // where the exact paths stop at every page.

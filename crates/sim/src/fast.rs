@@ -11,7 +11,7 @@
 use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 pub(crate) use crate::segshares::SegShares;
-use numalab_workload::stream::{Cursor, StridePasses};
+use numalab_workload::stream::{Cursor, Seg, StridePasses};
 use numalab_workload::Entry;
 use rand::Rng;
 
@@ -51,7 +51,7 @@ pub(crate) struct FastEntry {
 impl FastEntry {
     /// The fast form of an entry, or `None` if it must go reference by reference (strided,
     /// alternating and explicit-run cursors).
-    pub fn of(e: &Entry, shares: &mut SegShares, n: usize) -> Option<FastEntry> {
+    pub fn of(e: &Entry, shares: &mut SegShares, memo: &mut EscapeMemo, n: usize) -> Option<FastEntry> {
         let kind = match &e.cursor {
             Cursor::Walk { .. } => FastKind::Walk,
             Cursor::Fixed { .. } => FastKind::Fixed,
@@ -65,10 +65,7 @@ impl FastEntry {
         };
         let escape = match &e.escape {
             None => None,
-            Some(esc) => {
-                let parts: Vec<usize> = esc.others.iter().map(|s| shares.intern(*s, n)).collect();
-                Some((shares.intern_mix(parts, n), esc.threshold as f64 / 18_446_744_073_709_551_616.0))
-            }
+            Some(esc) => Some((memo.mix(&esc.others, shares, n), esc.threshold as f64 / 18_446_744_073_709_551_616.0)),
         };
         Some(FastEntry { kind, escape })
     }
@@ -84,6 +81,36 @@ impl FastEntry {
             _ => None,
         };
         seg.into_iter().chain(self.escape.map(|e| (e.0, false)))
+    }
+}
+
+/// The mixtures a thread's last steps escaped to, by the blocks they mix. A thread's step
+/// escapes to the same blocks as its step before it until the blocks are repartitioned, and
+/// comparing the list of blocks costs far less than interning each of them again (one lookup
+/// per other thread, at every step start). It gives exactly what interning gives: the same
+/// blocks intern to the same mixture.
+#[derive(Default)]
+pub(crate) struct EscapeMemo {
+    recent: Vec<(Vec<Seg>, usize)>,
+}
+
+/// Mixtures an [`EscapeMemo`] keeps: a step has a few escaping entries, usually over the
+/// same blocks.
+const ESCAPE_MEMO_ENTRIES: usize = 4;
+
+impl EscapeMemo {
+    /// The [`SegShares`] index of the even mixture of `others`.
+    pub fn mix(&mut self, others: &[Seg], shares: &mut SegShares, n: usize) -> usize {
+        if let Some((_, i)) = self.recent.iter().find(|(segs, _)| segs.as_slice() == others) {
+            return *i;
+        }
+        let parts: Vec<usize> = others.iter().map(|s| shares.intern(*s, n)).collect();
+        let i = shares.intern_mix(parts, n);
+        if self.recent.len() == ESCAPE_MEMO_ENTRIES {
+            self.recent.remove(0);
+        }
+        self.recent.push((others.to_vec(), i));
+        i
     }
 }
 
@@ -119,15 +146,50 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
 }
 
 /// The parts furthest behind their shares that have room get one more each, in rounds over
-/// their order (sorted once), until `sum` reaches `total`.
+/// their order (by the key at entry: a share first, then the residue, ties to the lowest
+/// index), until `sum` reaches `total`.
+///
+/// The first round usually ends it (the floors leave fewer units than parts): its parts are
+/// picked best first by selection, which costs a few comparisons per unit handed out; only
+/// when caps leave units over after a whole round are the parts sorted for the rounds that
+/// follow, in the same order.
 fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
-    let key = |j: usize| (share[j] > 0.0, resid[j]);
-    let mut order: [usize; crate::memory::MAX_NODES] = [0; crate::memory::MAX_NODES];
-    let order = &mut order[..share.len()];
+    const N: usize = crate::memory::MAX_NODES;
+    let n = share.len();
+    let mut key: [(bool, f64); N] = [(false, 0.0); N];
+    for j in 0..n {
+        key[j] = (share[j] > 0.0, resid[j]);
+    }
+    // `a` comes before `b` in the round order.
+    let before = |a: usize, b: usize| match key[a].partial_cmp(&key[b]) {
+        Some(std::cmp::Ordering::Greater) => true,
+        Some(std::cmp::Ordering::Less) => false,
+        _ => a < b,
+    };
+    let mut visited = 0u64;
+    for _ in 0..n {
+        if *sum == total {
+            return;
+        }
+        let mut best = usize::MAX;
+        for j in 0..n {
+            if visited & (1 << j) == 0 && (best == usize::MAX || before(j, best)) {
+                best = j;
+            }
+        }
+        visited |= 1 << best;
+        if out[best] < cap[best] {
+            out[best] += 1;
+            resid[best] -= 1.0;
+            *sum += 1;
+        }
+    }
+    let mut order: [usize; N] = [0; N];
+    let order = &mut order[..n];
     order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
-    order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+    order.sort_unstable_by(|&a, &b| if before(a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
     while *sum < total {
-        let before = *sum;
+        let at_start = *sum;
         for &j in order.iter() {
             if *sum == total {
                 break;
@@ -138,7 +200,7 @@ fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], re
                 *sum += 1;
             }
         }
-        assert!(*sum > before, "the caps hold the total");
+        assert!(*sum > at_start, "the caps hold the total");
     }
 }
 
@@ -581,7 +643,49 @@ mod tests {
         }
     }
 
+    /// The rounds as `apportion` first made them: every part sorted by its key once, then
+    /// rounds over that order. The selection of the first round must reproduce it, caps and
+    /// further rounds included.
+    fn rounds_over_sorted_order(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+        let key = |j: usize| (share[j] > 0.0, resid[j]);
+        let mut order: Vec<usize> = (0..share.len()).collect();
+        order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+        while *sum < total {
+            for &j in &order {
+                if *sum == total {
+                    break;
+                }
+                if out[j] < cap[j] {
+                    out[j] += 1;
+                    resid[j] -= 1.0;
+                    *sum += 1;
+                }
+            }
+        }
+    }
+
     proptest::proptest! {
+        /// The first round's selection and the later rounds give what sorting every part
+        /// first gives, with caps that force several rounds.
+        #[test]
+        fn rounds_by_selection_match_the_sorted_rounds(
+            parts in proptest::collection::vec((0.0f64..1.0, -2.0f64..2.0, 0u64..4), 1..12),
+            short in 0u64..30,
+        ) {
+            let share: Vec<f64> = parts.iter().map(|p| if p.2 == 0 { 0.0 } else { p.0 }).collect();
+            // Caps of 1 to 3 on some parts; ties of residues are likely with the rounding below.
+            let cap: Vec<u64> = parts.iter().map(|p| if p.2 == 3 { 1 + (p.0 * 3.0) as u64 } else { u64::MAX }).collect();
+            let resid0: Vec<f64> = parts.iter().map(|p| (p.1 * 4.0).round() / 4.0).collect();
+            let total = short.min(cap.iter().map(|&c| c.min(short)).sum());
+            let (mut r1, mut o1, mut s1) = (resid0.clone(), vec![0u64; parts.len()], 0u64);
+            let (mut r2, mut o2, mut s2) = (resid0, vec![0u64; parts.len()], 0u64);
+            apportion_in_rounds(total, &mut s1, &share, &cap, &mut r1, &mut o1);
+            rounds_over_sorted_order(total, &mut s2, &share, &cap, &mut r2, &mut o2);
+            proptest::prop_assert_eq!(s1, total);
+            proptest::prop_assert_eq!(o1, o2);
+            proptest::prop_assert_eq!(r1, r2);
+        }
+
         /// A round over the sorted order gives what picking the short parts one by one gives.
         #[test]
         fn apportion_picks_as_the_rounds_do(
@@ -658,7 +762,7 @@ mod tests {
         mem.arm(5);
         let mut shares = SegShares::default();
         let mut entries = vec![Entry::new(Cursor::Random { seg: Seg::contiguous(0, 32) }, u64::MAX / 2, 0.0, AccessKind::Random, None)];
-        let kinds: Vec<FastEntry> = entries.iter().map(|e| FastEntry::of(e, &mut shares, 2).unwrap()).collect();
+        let kinds: Vec<FastEntry> = entries.iter().map(|e| FastEntry::of(e, &mut shares, &mut EscapeMemo::default(), 2).unwrap()).collect();
         assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
         assert_eq!(shares.armed_frac(0), 0.25);
         let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
