@@ -13,8 +13,12 @@ has are kept, so the grid's other key gives duplicate cells, which are dropped) 
   from each run's seed, so runs differ);
 - the realized fractions: `error` treats exactly round(e_c * P_c) pages of class c wrongly
   (policy counters wrong_pages_* / pages_*), which differs from e_c when e_c * P_c is not whole;
-- `numalab model mva --policy error` at the realized fractions (the model's counts are linear in
-  e_c, docs/model.md §3.3), and its error against the mean simulated time;
+- `numalab model mva --policy error` at the nominal fractions, and at the realized ones (the
+  model's counts are linear in e_c, docs/model.md §3.3) with its error against the mean
+  simulated time;
+- the threads' mean busy time (time issuing references and computing, not waiting at
+  barriers: `thread_busy_s.mean`, mean over the runs), the per-process time the model
+  describes;
 - `--policy measured` with the mix counted in the simulation (mean over the runs), which times
   what the simulated policy did, and its error.
 
@@ -46,9 +50,9 @@ def err(model_s, sim_s):
 
 
 def main():
-    print("| instance | e_SS | e_SP | realized e_SS | realized e_SP | runs | sim s (mean) | sim s (min-max) | p_l sim | migr | repl "
-          "| model error s | model err | measured-mix s | measured err |")
-    print("|" + "---|" * 15)
+    print("| instance | e_SS | e_SP | realized e_SS | realized e_SP | runs | sim s (mean) | sim s (min-max) | busy s (mean) "
+          "| p_l sim | migr | repl | model s (nominal e) | model s (realized e) | model err | measured-mix s | measured err |")
+    print("|" + "---|" * 17)
     for path in sys.argv[1:]:
         doc = json.load(open(path))
         seen = set()
@@ -75,16 +79,19 @@ def main():
             p_l = mean([r["local_access_ratio"] for r in runs])
             ft_us = cell["config"]["machine"]["os_costs"]["first_touch_fault_ns"] / 1000.0
             other = ["--q-o", repr(mean([r["first_touch_faults"] for r in runs]) / refs), "--c-o", repr(ft_us)]
-            es = []
+            g = cell["grid"]
+            es, es_nominal = [], []
             for c in CLASSES:
                 if realized[c] is not None:
                     es += [f"--e-{c}", repr(realized[c])]
+                    es_nominal += [f"--e-{c}", repr(g.get(f"policy.error.errors.{c}", 0.0))]
             own = model(wl, ["--policy", "error"] + es + other)
+            own_nominal = model(wl, ["--policy", "error"] + es_nominal + other)
+            busy = mean([r["thread_busy_s"]["mean"] for r in runs])
             meas = model(wl, ["--policy", "measured", "--p-l", repr(p_l), "--q-m", repr(mig / refs),
                               "--q-r", repr(rep / refs), "--q-c", repr(coh / refs)] + other)
             times = [r["exec_time_s"] for r in runs]
             sim_s = mean(times)
-            g = cell["grid"]
 
             def nominal(c):
                 return f"{g.get(f'policy.error.errors.{c}', 0.0):g}" if realized[c] is not None else "—"
@@ -94,7 +101,8 @@ def main():
 
             inst = os.path.basename(wl).removesuffix(".toml")
             print(f"| {inst} | {nominal('ss')} | {nominal('sp')} | {real('ss')} | {real('sp')} | {len(runs)} | {sim_s:.4f} | "
-                  f"{min(times):.4f}-{max(times):.4f} | {p_l:.3f} | {mig:g} | {rep:g} | {own:.4f} | {err(own, sim_s)} | "
+                  f"{min(times):.4f}-{max(times):.4f} | {busy:.4f} | {p_l:.3f} | {mig:g} | {rep:g} | {own_nominal:.4f} | {own:.4f} | "
+                  f"{err(own, sim_s)} | "
                   f"{meas:.4f} | {err(meas, sim_s)} |")
 
 

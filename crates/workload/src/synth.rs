@@ -563,6 +563,7 @@ mod tests {
             t,
             w,
             rhat,
+            what: (wg as f64).min(t as f64),
             rho,
             mw: Some(mw),
             nw: rho.div_ceil(mw),
