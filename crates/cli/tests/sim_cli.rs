@@ -54,7 +54,7 @@ const WORKLOADS: [&str; 25] = [
     "tiering-mix",
 ];
 
-const POLICIES: [&str; 19] = [
+const POLICIES: [&str; 21] = [
     "first-touch",
     "round-4k",
     "round-1g",
@@ -74,6 +74,8 @@ const POLICIES: [&str; 19] = [
     "dunx",
     "cache",
     "mor",
+    "ideal",
+    "error",
 ];
 
 /// Bandwidth-bound, deterministic and very fast: 4 threads stream on nodes 0-3 of amd48.
@@ -888,4 +890,33 @@ fn sim_profile_speaks_the_live_profilers_schema_and_diffs() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(diff["schema"], "numalab.profile-diff/1");
+}
+
+/// The oracle policies (docs/policies/oracle.md) need the workload's page classes: refused in
+/// one sentence on a workload without `runs` regions, and `--set policy.errors.ss` reaches the
+/// error fraction on a synth instance (exactly half of its 8 SS pages wrong).
+#[test]
+fn oracle_policies_need_page_classes_and_take_their_fractions() {
+    let err =
+        error_of(&["sim", "--policy", "ideal", "--machine", "gp1000", "--workload", "stream-like", "--scale", "0.001", "--runs", "1"]);
+    assert!(err.contains("policy 'ideal'") && err.contains("DUnX class") && err.contains("live agent"), "{err}");
+    let ss = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies/dunx/synth-ss.toml");
+    let doc = json_of(&[
+        "sim",
+        "--policy",
+        "error",
+        "--machine",
+        "gp1000",
+        "--workload",
+        ss.to_str().unwrap(),
+        "--set",
+        "policy.errors.ss=0.5",
+        "--runs",
+        "1",
+    ]);
+    let c = &doc["runs"][0]["policy_counters"];
+    assert_eq!((c["pages_ss"].as_u64(), c["wrong_pages_ss"].as_u64()), (Some(8), Some(4)), "{c}");
+    // Four pages migrate on each of their 7 later runs; the four wrong ones stay put.
+    assert_eq!(c["faults_migration"].as_u64(), Some(28), "{c}");
+    assert_eq!(c["faults_static"].as_u64(), Some(4), "{c}");
 }

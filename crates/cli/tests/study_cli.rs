@@ -247,7 +247,7 @@ fn the_dunx_studies_parse_and_expand_without_running() {
     let keys: std::collections::BTreeSet<&str> = cells.iter().map(|c| c["key"].as_str().unwrap()).collect();
     assert_eq!(keys.len(), 100, "every grid point is a different configuration");
     assert!(!Path::new(cache).exists(), "a dry run writes nothing");
-    // The comparison: 5 instances x 4 policies, 10 runs each.
+    // The comparison: 5 instances x 5 policies (the model's oracle `ideal` included), 10 runs each.
     let out = numalab()
         .current_dir(repo_root())
         .args(["study", "studies/dunx-gp1000.toml", "--dry-run", "--cache", cache, "--format", "json"])
@@ -256,9 +256,9 @@ fn the_dunx_studies_parse_and_expand_without_running() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = doc["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 20);
-    let policies: Vec<&str> = cells[..4].iter().map(|c| c["policy"].as_str().unwrap()).collect();
-    assert_eq!(policies, ["first-touch", "cache", "mor", "dunx"]);
+    assert_eq!(cells.len(), 25);
+    let policies: Vec<&str> = cells[..5].iter().map(|c| c["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["first-touch", "cache", "mor", "dunx", "ideal"]);
     assert!(cells.iter().all(|c| c["jobs"] == 10 && c["to_run"] == 10));
 }
 

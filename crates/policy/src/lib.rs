@@ -16,6 +16,7 @@ pub mod error;
 pub mod fallback;
 pub mod hydm;
 pub mod kmaf;
+pub mod oracle;
 pub mod policy;
 pub mod registry;
 pub mod scan;

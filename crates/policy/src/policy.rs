@@ -5,6 +5,7 @@ use crate::decision::{
     ThreadMigrated, Tick,
 };
 use crate::error::{OutOfMemory, PolicyError};
+use crate::oracle::PageClasses;
 use numalab_core::{CpuId, Machine, NodeId, PageIdx, ThreadId};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -61,17 +62,25 @@ pub struct PolicyEnv {
     /// The run's seed: a policy that draws random numbers derives its own stream from it
     /// (`numalab_core::rng::stream(seed, "policy.NAME", 0)`).
     pub seed: u64,
+    /// Each page's DUnX class, for the oracle policies (docs/policies/oracle.md): supplied by a
+    /// driver that knows the workload (the simulator); `None` elsewhere.
+    pub page_classes: Option<Arc<PageClasses>>,
 }
 
 impl PolicyEnv {
     pub fn new(machine: Arc<Machine>) -> PolicyEnv {
         let allowed = machine.memory_nodes();
         let page_bytes = machine.base_page_bytes();
-        PolicyEnv { machine, allowed, page_bytes, seed: 0 }
+        PolicyEnv { machine, allowed, page_bytes, seed: 0, page_classes: None }
     }
 
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    pub fn with_page_classes(mut self, classes: Option<Arc<PageClasses>>) -> Self {
+        self.page_classes = classes;
         self
     }
 }

@@ -6,6 +6,7 @@ use crate::dynamic::autonuma::AutoNuma;
 use crate::error::PolicyError;
 use crate::hydm::Hydm;
 use crate::kmaf::Kmaf;
+use crate::oracle::{ErrorPolicy, Ideal};
 use crate::policy::{DynPolicy, Policy, PolicyEnv};
 use crate::stable_numa::StableNuma;
 use crate::statics::{Bind, FirstTouch, Linux, Preferred, Round1G, Round4K, TierStatic, WeightedInterleave};
@@ -80,6 +81,8 @@ pub static REGISTRY: &[PolicyEntry] = &[
     entry::<Dunx>(PolicyKind::Dynamic),
     entry::<Cache>(PolicyKind::Dynamic),
     entry::<Mor>(PolicyKind::Dynamic),
+    entry::<Ideal>(PolicyKind::Dynamic),
+    entry::<ErrorPolicy>(PolicyKind::Dynamic),
 ];
 
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {

@@ -9,6 +9,7 @@ mod apply;
 mod apps;
 pub mod bench;
 pub mod calibrate;
+pub mod classes;
 pub mod config;
 pub mod contention;
 mod driver;
@@ -71,18 +72,13 @@ impl Scenario {
     /// Check the policy configuration and simulator settings once, before any run.
     pub fn check(&self) -> Result<(), SimError> {
         self.sim.validate().map_err(SimError::Config)?;
-        self.policy
-            .build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone()))
-            .map_err(|e| SimError::Policy(e.to_string()))?;
+        self.policy.build(self.policy_config.clone(), &policy_env(self, 0)?).map_err(|e| SimError::Policy(e.to_string()))?;
         Ok(())
     }
 
     /// The policy's resolved configuration (defaults filled in), for result files.
     pub fn resolved_policy_config(&self) -> Result<toml::Table, SimError> {
-        let p = self
-            .policy
-            .build(self.policy_config.clone(), &PolicyEnv::new(self.machine.clone()))
-            .map_err(|e| SimError::Policy(e.to_string()))?;
+        let p = self.policy.build(self.policy_config.clone(), &policy_env(self, 0)?).map_err(|e| SimError::Policy(e.to_string()))?;
         Ok(p.config_toml())
     }
 }
@@ -92,9 +88,16 @@ pub fn run_one(s: &Scenario, seed: u64) -> Result<RunMetrics, SimError> {
     run_one_logged(s, seed, None)
 }
 
+/// What a scenario's policy is told for a run with `seed`: the machine, the seed, and each
+/// page's DUnX class when the workload has `runs` regions (for the oracle policies,
+/// docs/policies/oracle.md).
+pub fn policy_env(s: &Scenario, seed: u64) -> Result<PolicyEnv, SimError> {
+    Ok(PolicyEnv::new(s.machine.clone()).with_seed(seed).with_page_classes(classes::page_classes(&s.program)?))
+}
+
 /// The policy of a scenario, built for one run: its randomness derives from the run's seed.
 pub fn build_policy(s: &Scenario, seed: u64) -> Result<Box<dyn DynPolicy>, SimError> {
-    let env = PolicyEnv::new(s.machine.clone()).with_seed(seed);
+    let env = policy_env(s, seed)?;
     s.policy.build(s.policy_config.clone(), &env).map_err(|e| SimError::Policy(e.to_string()))
 }
 

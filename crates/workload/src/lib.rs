@@ -24,4 +24,4 @@ pub use mix::{compile_spec, MixFile, WorkloadSpec};
 pub use program::{Program, RegionLayout, Step};
 pub use schema::WorkloadFile;
 pub use stream::{Cursor, Entry, Seg};
-pub use synth::{ClassCounts, DunxClass, SynthCounts};
+pub use synth::{ClassCounts, ClassPages, DunxClass, SynthCounts};

@@ -49,6 +49,29 @@ impl DunxClass {
     }
 }
 
+/// Where one DUnX class's pages lie and the per-class parameters a class-aware policy needs
+/// (docs/model.md §3.1 and §3.3): what the simulator hands the oracle policies
+/// (docs/policies/oracle.md) as their class knowledge.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClassPages {
+    pub class: DunxClass,
+    /// The region holding the class's pages.
+    pub region: String,
+    /// First page of the region in the program's page numbering.
+    pub first_page: u64,
+    /// Pages of the region (for PR: every thread's pages together).
+    pub pages: u64,
+    /// `M_c`: threads that use each page (1 for PR).
+    pub sharers: u64,
+    /// `r̂_c`: references of one run.
+    pub run_refs: u64,
+    /// `ŵ_c = min(w_c, T_c)`: references between two writes by others, at most a pair's whole
+    /// count (docs/model.md §3.3).
+    pub write_run_refs: f64,
+    /// `W_c > 0`: the class is written.
+    pub written: bool,
+}
+
 /// Exact reference counts of one class in one pass of a synth phase (all `K` synth phases).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ClassCounts {
@@ -100,6 +123,8 @@ pub(crate) struct SharedClass {
     w: u64,
     /// `r̂_c = min(r_c, T_c)`.
     rhat: u64,
+    /// `ŵ_c = min(w_c, T_c)`.
+    what: f64,
     /// `ρ_c = ceil(T_c / r̂_c)`.
     rho: u64,
     /// `m_c = ceil(w_c / r̂_c)`; `None` when `w_c = ∞`.
@@ -291,6 +316,7 @@ impl Synth {
                 t,
                 w: writes,
                 rhat,
+                what: wg.min(t as f64),
                 rho,
                 mw,
                 nw,
@@ -429,6 +455,36 @@ impl Synth {
         SynthCounts { phase: phase.to_string(), synth_phases: self.k, passes, classes }
     }
 
+    /// The classes' pages and parameters, in class order PR, RO, RM, SS, SP.
+    pub(crate) fn class_pages(&self) -> Vec<ClassPages> {
+        let mut out = Vec::new();
+        if let Some(p) = &self.pr {
+            out.push(ClassPages {
+                class: DunxClass::PR,
+                region: p.name.clone(),
+                first_page: p.first_line / self.lpp,
+                pages: p.pages * self.n,
+                sharers: 1,
+                run_refs: p.t,
+                write_run_refs: if p.w > 0 { p.t as f64 } else { f64::INFINITY },
+                written: p.w > 0,
+            });
+        }
+        for c in &self.shared {
+            out.push(ClassPages {
+                class: c.class,
+                region: c.name.clone(),
+                first_page: c.first_line / self.lpp,
+                pages: c.pages,
+                sharers: c.m,
+                run_refs: c.rhat,
+                write_run_refs: c.what,
+                written: c.w > 0,
+            });
+        }
+        out
+    }
+
     /// Per-pair run plan of a shared class: `(length, writes)` for rounds `0..ρ` (for tests and
     /// reports).
     pub(crate) fn pair_runs(&self, class: DunxClass) -> Option<Vec<(u64, u64)>> {
@@ -463,6 +519,20 @@ impl Program {
         self.phases.iter().filter_map(|p| p.synth.as_ref().map(|s| s.counts(&p.name, p.passes))).collect()
     }
 
+    /// Every DUnX class's pages and parameters over the program's `runs` phases (empty when it
+    /// has none); a region named by several phases is listed once, from its first phase.
+    pub fn synth_class_pages(&self) -> Vec<ClassPages> {
+        let mut out: Vec<ClassPages> = Vec::new();
+        for s in self.phases.iter().filter_map(|p| p.synth.as_ref()) {
+            for c in s.class_pages() {
+                if !out.iter().any(|o| o.first_page == c.first_page) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
     /// Per (page, sharer) pair of a shared class of the first `runs` phase: `(length, writes)` of
     /// its runs, round by round.
     pub fn synth_pair_runs(&self, class: DunxClass) -> Option<Vec<(u64, u64)>> {
@@ -493,6 +563,7 @@ mod tests {
             t,
             w,
             rhat,
+            what: (wg as f64).min(t as f64),
             rho,
             mw: Some(mw),
             nw: rho.div_ceil(mw),
