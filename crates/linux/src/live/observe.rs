@@ -46,6 +46,11 @@ pub trait AccessObserver {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// What the sampler saw that is no observation, for the JSON (`sampler_report`; DAMON:
+    /// its last regions); none by default.
+    fn report(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Plays back a fixed stream, one batch per poll (tests, and replays of recorded streams).
