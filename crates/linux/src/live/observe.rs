@@ -35,6 +35,12 @@ pub enum ObserveError {
 }
 
 /// A source of access observations, polled once per agent period.
+///
+/// An observation names the accessing thread and CPU because the policy hooks it becomes
+/// (hinting faults, access samples) carry them. A sampler that cannot name them (DAMON: per
+/// region access frequency only) appends no observation rather than a made-up accessor, and
+/// gives what it saw through [`AccessObserver::counters`] and [`AccessObserver::report`]
+/// (docs/live.md, "The DAMON sampler").
 pub trait AccessObserver {
     /// Its name for `--sampler` and the summary.
     fn name(&self) -> &'static str;
