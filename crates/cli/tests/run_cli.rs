@@ -186,10 +186,6 @@ fn attach_refuses_what_it_cannot_do_with_the_reason() {
         (&["attach", "--pid", "0", "--policy", "round-4k"], "--pid 0 names no process"),
         (&["attach", "--pid", "999999999", "--policy", "round-4k"], "--pid 999999999: no such process"),
         (
-            &["attach", "--pid", &me, "--policy", "stable-numa", "--sampler", "damon"],
-            "--sampler damon is not available on this host: not built (DAMON",
-        ),
-        (
             &["attach", "--pid", &me, "--policy", "autonuma", "--sampler", "pebs"],
             "--sampler pebs: unknown sampler (auto, perf, damon, hinting-faults, replay:FILE)",
         ),
@@ -293,7 +289,9 @@ fn attach_with_a_dynamic_policy_refuses_without_a_sampler_naming_each() {
     let want = "error: autonuma needs to observe the program's memory accesses, and no access sampler is available on this host: perf: ";
     assert!(stderr.starts_with(want), "{stderr}");
     for part in [
-        "; damon: not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)",
+        // What DAMON's part says depends on the host (tests/damon_host.rs checks it): `auto`
+        // never takes it for a policy that needs the accessing thread.
+        "; damon: ",
         "; hinting-faults: only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start",
     ] {
         assert!(stderr.contains(part), "{part:?} in {stderr}");

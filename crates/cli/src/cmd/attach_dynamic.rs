@@ -7,6 +7,7 @@ use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::pages::{MoveOptions, SystemPageMover};
+use numalab_linux::live::damon_sampler::{DamonConfig, DamonObserver};
 use numalab_linux::live::hint_sampler::{ChildEnv, HintConfig, HintObserver};
 use numalab_linux::live::perf_sampler::{check_samplers, monotonic_ns, PerfObserver};
 use numalab_linux::live::{
@@ -92,6 +93,8 @@ impl<'a> LiveArgs<'a> {
 pub(crate) enum Sampler {
     Replay(ScriptedObserver),
     Perf,
+    /// The kernel's DAMON, set up on the process once it runs.
+    Damon,
     /// The preloaded library, set up before the launch (`run` only).
     HintFaults(Box<HintObserver>),
 }
@@ -132,6 +135,15 @@ pub(crate) fn choose_sampler(
             c.status = Err("only for programs numalab launches (`numalab run --policy NAME -- CMD`): the library must be loaded at the program's start".into());
         }
     }
+    // DAMON names no accessing thread, and every dynamic policy's hooks need one
+    // (docs/live.md, "The DAMON sampler"): `auto` never takes it, `--sampler damon` does.
+    if l.sampler == "auto" {
+        for c in checks.iter_mut().filter(|c| c.sampler == "damon" && c.status.is_ok()) {
+            c.status = Err(format!(
+                "available, but it reports how often address regions are accessed, not by which thread, which {policy}'s hooks need (`--sampler damon` runs it as a monitor only)"
+            ));
+        }
+    }
     let pick = |name: &str| checks.iter().find(|c| c.sampler == name);
     let chosen = match l.sampler {
         "auto" => match checks.iter().find(|c| c.status.is_ok()) {
@@ -157,6 +169,7 @@ pub(crate) fn choose_sampler(
     };
     match chosen {
         "perf" => Ok((Sampler::Perf, Vec::new())),
+        "damon" => Ok((Sampler::Damon, Vec::new())),
         "hinting-faults" => {
             let cfg = HintConfig { period_ns: l.period_ms * 1_000_000, ..HintConfig::default() };
             let start_ns = monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
@@ -174,6 +187,9 @@ fn open_observer(s: Sampler, l: &LiveArgs, pid: u32, root: &FsRoot, topo: &Topol
         Sampler::Perf => Ok(Box::new(
             PerfObserver::open(root.clone(), pid, cpu_kernel_nodes(topo), l.sample_period, start_ns).map_err(|e| Usage(e.to_string()))?,
         )),
+        Sampler::Damon => Ok(Box::new(
+            DamonObserver::start_host(root.clone(), pid, &DamonConfig::for_period_ms(l.period_ms)).map_err(|e| Usage(e.to_string()))?,
+        )),
         Sampler::HintFaults(mut o) => {
             o.close_child_fds();
             Ok(o)
@@ -190,6 +206,8 @@ pub(crate) struct LiveOutcome {
     pub config_json: serde_json::Value,
     /// The sampler's own counters.
     pub sampler_counters: Vec<(&'static str, u64)>,
+    /// What the sampler saw beside observations (DAMON: its regions).
+    pub sampler_report: Option<serde_json::Value>,
 }
 
 /// Run the live engine with `policy` on `pid` until `stop` names a reason, `--duration`
@@ -247,7 +265,8 @@ pub(crate) fn manage(
     let duration = l.duration.map(Duration::from_secs_f64);
     let (summary, reason) = drive(engine, &mut io, start, Duration::from_millis(l.period_ms), duration, stop)?;
     let sampler_counters = observer.counters();
-    Ok(LiveOutcome { summary, reason, sampler, limits, config_json, sampler_counters })
+    let sampler_report = observer.report();
+    Ok(LiveOutcome { summary, reason, sampler, limits, config_json, sampler_counters, sampler_report })
 }
 
 pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, start: Instant) -> Result<()> {
@@ -277,6 +296,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology, sta
         "stopped_by": o.reason,
         "live": o.summary,
         "sampler_counters": sampler_counters_json(&o),
+        "sampler_report": o.sampler_report,
         "wall_s": wall.as_secs_f64(),
         "agent_cpu_s": agent_cpu_s,
     });

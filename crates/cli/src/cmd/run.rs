@@ -301,6 +301,7 @@ fn run_dynamic(a: &RunArgs, out: &OutputOpts, root: &FsRoot, topo: &Topology) ->
         "stopped_by": o.reason,
         "live": o.summary,
         "sampler_counters": sampler_counters_json(&o),
+        "sampler_report": o.sampler_report,
         "exit": exit,
         "wall_s": wall_s,
         "agent_cpu_s": agent_cpu_s,

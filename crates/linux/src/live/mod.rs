@@ -6,12 +6,15 @@
 //! * [`perf_sampler`]: hardware sampling of memory accesses with `perf_event_open` (Intel
 //!   PEBS load latency, AMD IBS op, Arm SPE), its ring-buffer record parser, and the check of
 //!   which samplers this host offers.
+//! * [`damon_sampler`]: the kernel's DAMON (region access frequency), through its sysfs
+//!   interface.
 //! * [`hint_sampler`]: user-space hinting faults for launched programs (a preloaded library).
 //! * [`target`]: the target's threads and mappings, read from procfs (and a fake).
 //! * [`placer`]: thread moves with `sched_setaffinity`, behind a trait with a recording fake.
 //! * [`space`]: the dense page numbering a policy sees.
 //! * [`engine`]: the engine itself; [`drive`]: its real-time loop and the stop signals.
 
+pub mod damon_sampler;
 pub mod drive;
 pub mod engine;
 pub mod hint_sampler;

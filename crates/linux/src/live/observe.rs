@@ -35,6 +35,12 @@ pub enum ObserveError {
 }
 
 /// A source of access observations, polled once per agent period.
+///
+/// An observation names the accessing thread and CPU because the policy hooks it becomes
+/// (hinting faults, access samples) carry them. A sampler that cannot name them (DAMON: per
+/// region access frequency only) appends no observation rather than a made-up accessor, and
+/// gives what it saw through [`AccessObserver::counters`] and [`AccessObserver::report`]
+/// (docs/live.md, "The DAMON sampler").
 pub trait AccessObserver {
     /// Its name for `--sampler` and the summary.
     fn name(&self) -> &'static str;
@@ -45,6 +51,11 @@ pub trait AccessObserver {
     /// The sampler's own counters, by name, for the summary (none by default).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+    /// What the sampler saw that is no observation, for the JSON (`sampler_report`; DAMON:
+    /// its last regions); none by default.
+    fn report(&self) -> Option<serde_json::Value> {
+        None
     }
 }
 

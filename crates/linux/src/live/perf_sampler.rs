@@ -300,10 +300,7 @@ pub fn check_perf(root: &FsRoot) -> Result<SamplingEvent, String> {
 pub fn check_samplers(root: &FsRoot) -> Vec<SamplerCheck> {
     vec![
         SamplerCheck { sampler: "perf", status: check_perf(root).map(|_| ()) },
-        SamplerCheck {
-            sampler: "damon",
-            status: Err("not built (DAMON reports how often address ranges are accessed, not by which thread or CPU)".into()),
-        },
+        SamplerCheck { sampler: "damon", status: super::damon_sampler::check_damon(root) },
         SamplerCheck { sampler: "hinting-faults", status: super::hint_sampler::check_hint() },
     ]
 }

@@ -1,0 +1,468 @@
+//! The DAMON sampler (docs/live.md, "The DAMON sampler"): the kernel's Data Access MONitor,
+//! driven through its sysfs interface under `/sys/kernel/mm/damon/admin`, watches the target's
+//! virtual address space (`operations = vaddr`) and reports, per address region, how many of
+//! its sampling checks in the last aggregation interval found the region accessed
+//! (`nr_accesses`) and for how many aggregation intervals that count has held (`age`).
+//!
+//! The kernel's interface, as this module uses it (the kernel's
+//! `Documentation/admin-guide/mm/damon/usage.rst`):
+//!
+//! * `kdamonds/nr_kdamonds`: writing N rebuilds the `kdamonds/0..N-1` directories, erasing
+//!   whatever was configured there, and the kernel refuses it (EBUSY) while any kdamond runs.
+//! * `kdamonds/K/state`: `on`, `off`, `update_schemes_tried_regions` (fills each scheme's
+//!   `tried_regions/` with the regions the scheme was tried on at its next application);
+//!   reading it says `on` or `off`.
+//! * `kdamonds/K/contexts/nr_contexts`, `contexts/0/operations` (`vaddr`),
+//!   `contexts/0/monitoring_attrs/intervals/{sample_us,aggr_us,update_us}`,
+//!   `contexts/0/monitoring_attrs/nr_regions/{min,max}`, `contexts/0/targets/nr_targets`,
+//!   `contexts/0/targets/0/pid_target`.
+//! * `contexts/0/schemes/nr_schemes`, `schemes/0/action` (`stat`: count, do nothing),
+//!   `schemes/0/access_pattern/{sz,nr_accesses,age}/{min,max}` (created as 0..0: opened to
+//!   every region here), and `schemes/0/tried_regions/R/{start,end,nr_accesses,age}`.
+//!
+//! Reads go through an [`FsRoot`] (tested on sysfs trees in `tests/fixtures`); writes go
+//! through [`DamonControl`] (the kernel's files, or [`RecordingDamon`] in tests).
+
+use super::observe::{AccessObserver, Observation, ObserveError};
+use crate::FsRoot;
+
+/// The DAMON sysfs interface's directory.
+pub const ADMIN: &str = "/sys/kernel/mm/damon/admin";
+
+const NAME: &str = "damon";
+
+/// What DAMON cannot see (the summary and docs/live.md).
+pub const LIMITS: &str = "access frequency per address region only: not which thread or CPU accessed \
+     (so not the accessor's node), not reads from writes, not single pages (regions are merged and split \
+     between --damon nr_regions bounds); it feeds no hinting fault or access sample to the policy";
+
+/// One region as DAMON last reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DamonRegion {
+    pub start: u64,
+    /// Exclusive.
+    pub end: u64,
+    /// Sampling checks of the last aggregation interval that found the region accessed
+    /// (0 ..= aggr_us / sample_us).
+    pub nr_accesses: u32,
+    /// Aggregation intervals for which the region kept about this access count.
+    pub age: u32,
+}
+
+impl DamonRegion {
+    pub fn bytes(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// DAMON's monitoring attributes (docs/live.md, "The DAMON sampler").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DamonConfig {
+    /// Interval between two access checks of a region.
+    pub sample_us: u64,
+    /// Interval over which the checks are summed into `nr_accesses`.
+    pub aggr_us: u64,
+    /// Interval between two updates of the monitored address ranges (new mappings).
+    pub update_us: u64,
+    pub min_regions: u64,
+    pub max_regions: u64,
+}
+
+impl DamonConfig {
+    /// The kernel's own defaults (usage.rst: 5 ms, 100 ms, 1 s; 10 to 1000 regions), with the
+    /// aggregation interval set to the agent's period.
+    pub fn for_period_ms(period_ms: u64) -> DamonConfig {
+        let aggr_us = period_ms.max(1) * 1000;
+        DamonConfig { sample_us: 5000.min(aggr_us), aggr_us, update_us: 1_000_000, min_regions: 10, max_regions: 1000 }
+    }
+}
+
+/// Whether the sysfs interface is there and free, read-only. `Err`: the sentence saying why
+/// numalab will not use it.
+pub fn check_damon(root: &FsRoot) -> Result<(), String> {
+    let nr_path = format!("{ADMIN}/kdamonds/nr_kdamonds");
+    if !root.exists(ADMIN) {
+        return Err(format!("absent: {ADMIN} does not exist (a kernel without CONFIG_DAMON_SYSFS)"));
+    }
+    let nr: u32 = match root.read(&nr_path) {
+        Ok((_, t)) => t.trim().parse().map_err(|_| format!("{nr_path}: not a number: {:?}", t.trim()))?,
+        Err(e) => return Err(format!("cannot read {nr_path}: {e}")),
+    };
+    if nr == 0 {
+        return Ok(());
+    }
+    let mut on = Vec::new();
+    for k in 0..nr {
+        let dir = format!("{ADMIN}/kdamonds/{k}");
+        let state = root.read(&format!("{dir}/state")).map(|(_, t)| t.trim().to_string()).unwrap_or_default();
+        if state == "on" {
+            let pid = root.read(&format!("{dir}/pid")).map(|(_, t)| t.trim().to_string()).unwrap_or_else(|_| "?".into());
+            let ops = root.read(&format!("{dir}/contexts/0/operations")).map(|(_, t)| t.trim().to_string()).unwrap_or_else(|_| "?".into());
+            on.push(format!("kdamond {k} (pid {pid}, operations {ops})"));
+        }
+    }
+    if !on.is_empty() {
+        return Err(format!(
+            "busy: {} {} on, started by someone else; the kernel refuses a new kdamond while any runs (writing nr_kdamonds answers EBUSY), and numalab does not touch another user's kdamond",
+            on.join(", "),
+            if on.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    Err(format!(
+        "in use: {nr} kdamond{} configured by someone else (off); adding one rewrites nr_kdamonds, which erases that configuration, so numalab leaves DAMON alone (`echo 0 > {nr_path}` frees it, if nobody needs it)",
+        if nr == 1 { " is" } else { "s are" }
+    ))
+}
+
+/// The regions of `tried_regions/` of scheme 0 of kdamond `k`, in address order.
+pub fn read_tried_regions(root: &FsRoot, k: u32) -> Result<Vec<DamonRegion>, String> {
+    let dir = format!("{ADMIN}/kdamonds/{k}/contexts/0/schemes/0/tried_regions");
+    let names = root.list(&dir).map_err(|e| e.to_string())?;
+    let mut idx: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+    idx.sort_unstable();
+    let mut out = Vec::with_capacity(idx.len());
+    for r in idx {
+        let num = |f: &str| -> Result<u64, String> {
+            let p = format!("{dir}/{r}/{f}");
+            match root.read(&p) {
+                Ok((_, t)) => t.trim().parse().map_err(|_| format!("{p}: not a number: {:?}", t.trim())),
+                // A region directory can vanish while it is read (the next update rebuilds them).
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let (start, end) = (num("start")?, num("end")?);
+        if end < start {
+            return Err(format!("{dir}/{r}: end {end:#x} before start {start:#x}"));
+        }
+        out.push(DamonRegion {
+            start,
+            end,
+            nr_accesses: u32::try_from(num("nr_accesses")?).unwrap_or(u32::MAX),
+            age: u32::try_from(num("age")?).unwrap_or(u32::MAX),
+        });
+    }
+    out.sort_by_key(|r| r.start);
+    Ok(out)
+}
+
+/// Writes to the DAMON sysfs files, paths relative to [`ADMIN`].
+pub trait DamonControl {
+    /// Write `value` to the file; `Err` is the kernel's answer, as a sentence.
+    fn write(&mut self, rel: &str, value: &str) -> Result<(), String>;
+}
+
+impl<T: DamonControl + ?Sized> DamonControl for &mut T {
+    fn write(&mut self, rel: &str, value: &str) -> Result<(), String> {
+        (**self).write(rel, value)
+    }
+}
+
+/// The kernel's files under a root.
+pub struct SysfsDamon {
+    pub root: FsRoot,
+}
+
+impl DamonControl for SysfsDamon {
+    fn write(&mut self, rel: &str, value: &str) -> Result<(), String> {
+        let p = self.root.path(&format!("{ADMIN}/{rel}"));
+        std::fs::write(&p, value).map_err(|e| format!("writing {value:?} to {}: {e}", p.display()))
+    }
+}
+
+/// Records every write; fails the writes whose file is in `fail` (once each, with the given
+/// sentence) — the fake of the tests.
+#[derive(Clone, Debug, Default)]
+pub struct RecordingDamon {
+    pub writes: Vec<(String, String)>,
+    pub fail: Vec<(String, String)>,
+}
+
+impl DamonControl for RecordingDamon {
+    fn write(&mut self, rel: &str, value: &str) -> Result<(), String> {
+        self.writes.push((rel.to_string(), value.to_string()));
+        if let Some(i) = self.fail.iter().position(|(f, _)| f == rel) {
+            return Err(self.fail.remove(i).1);
+        }
+        Ok(())
+    }
+}
+
+/// The writes that set up kdamond 0 to monitor `pid`, in order (state `on` last).
+pub fn setup_writes(pid: u32, cfg: &DamonConfig) -> Vec<(String, String)> {
+    let c = "kdamonds/0/contexts/0";
+    let mut w: Vec<(String, String)> = vec![
+        ("kdamonds/nr_kdamonds".into(), "1".into()),
+        ("kdamonds/0/contexts/nr_contexts".into(), "1".into()),
+        (format!("{c}/operations"), "vaddr".into()),
+        (format!("{c}/monitoring_attrs/intervals/sample_us"), cfg.sample_us.to_string()),
+        (format!("{c}/monitoring_attrs/intervals/aggr_us"), cfg.aggr_us.to_string()),
+        (format!("{c}/monitoring_attrs/intervals/update_us"), cfg.update_us.to_string()),
+        (format!("{c}/monitoring_attrs/nr_regions/min"), cfg.min_regions.to_string()),
+        (format!("{c}/monitoring_attrs/nr_regions/max"), cfg.max_regions.to_string()),
+        (format!("{c}/targets/nr_targets"), "1".into()),
+        (format!("{c}/targets/0/pid_target"), pid.to_string()),
+        (format!("{c}/schemes/nr_schemes"), "1".into()),
+        (format!("{c}/schemes/0/action"), "stat".into()),
+    ];
+    // The access pattern is created as 0..0 for each bound: open it to every region.
+    for (what, max) in [("sz", u64::MAX), ("nr_accesses", u64::from(u32::MAX)), ("age", u64::from(u32::MAX))] {
+        w.push((format!("{c}/schemes/0/access_pattern/{what}/min"), "0".into()));
+        w.push((format!("{c}/schemes/0/access_pattern/{what}/max"), max.to_string()));
+    }
+    w.push(("kdamonds/0/state".into(), "on".into()));
+    w
+}
+
+/// The DAMON sampler on one process: owns kdamond 0 from [`DamonObserver::start`] until it
+/// is dropped, which turns it off and removes it (`nr_kdamonds = 0`).
+pub struct DamonObserver<C: DamonControl> {
+    root: FsRoot,
+    ctl: C,
+    /// kdamond 0 exists (ours): remove it when done.
+    created: bool,
+    updates: u64,
+    update_failures: u64,
+    regions: Vec<DamonRegion>,
+    stopped_by_kernel: bool,
+}
+
+impl DamonObserver<SysfsDamon> {
+    /// Monitor `pid` with the kernel's DAMON.
+    pub fn start_host(root: FsRoot, pid: u32, cfg: &DamonConfig) -> Result<Self, ObserveError> {
+        let ctl = SysfsDamon { root: root.clone() };
+        DamonObserver::start(root, ctl, pid, cfg)
+    }
+}
+
+impl<C: DamonControl> DamonObserver<C> {
+    /// Check that DAMON is free, set up kdamond 0 on `pid` and turn it on. On any failure
+    /// what was set up is removed again and the error names the file and the kernel's answer.
+    pub fn start(root: FsRoot, ctl: C, pid: u32, cfg: &DamonConfig) -> Result<Self, ObserveError> {
+        check_damon(&root).map_err(|reason| ObserveError::Unavailable { sampler: NAME, reason })?;
+        let mut me =
+            DamonObserver { root, ctl, created: false, updates: 0, update_failures: 0, regions: Vec::new(), stopped_by_kernel: false };
+        for (i, (file, value)) in setup_writes(pid, cfg).into_iter().enumerate() {
+            if let Err(reason) = me.ctl.write(&file, &value) {
+                let reason =
+                    if file.ends_with("/operations") { format!("{reason} (a kernel without CONFIG_DAMON_VADDR?)") } else { reason };
+                me.teardown();
+                return Err(ObserveError::Unavailable { sampler: NAME, reason });
+            }
+            if i == 0 {
+                me.created = true;
+            }
+        }
+        Ok(me)
+    }
+
+    /// The regions of the last update, in address order.
+    pub fn regions(&self) -> &[DamonRegion] {
+        &self.regions
+    }
+
+    /// Turn kdamond 0 off and remove it; errors are written to standard error (this runs
+    /// from `Drop`), the kdamond then left as it is named.
+    fn teardown(&mut self) {
+        if !self.created {
+            return;
+        }
+        // `off` fails when the kdamond already stopped (its target exited): not an error.
+        let _ = self.ctl.write("kdamonds/0/state", "off");
+        match self.ctl.write("kdamonds/nr_kdamonds", "0") {
+            Ok(()) => self.created = false,
+            Err(e) => eprintln!(
+                "numalab: warning: could not remove the DAMON kdamond it started ({e}); `echo off > {ADMIN}/kdamonds/0/state; echo 0 > {ADMIN}/kdamonds/nr_kdamonds` does"
+            ),
+        }
+    }
+}
+
+impl<C: DamonControl> Drop for DamonObserver<C> {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+impl<C: DamonControl> AccessObserver for DamonObserver<C> {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn limits(&self) -> &'static str {
+        LIMITS
+    }
+    /// Asks for the tried regions (the write returns once the kdamond has filled them, at its
+    /// next aggregation) and keeps them; appends no observation (DAMON names no thread).
+    fn poll(&mut self, _out: &mut Vec<Observation>) -> Result<(), ObserveError> {
+        if self.stopped_by_kernel {
+            return Ok(());
+        }
+        if let Err(reason) = self.ctl.write("kdamonds/0/state", "update_schemes_tried_regions") {
+            // The kdamond stops by itself when its target exits; the engine sees the exit.
+            let state = self.root.read(&format!("{ADMIN}/kdamonds/0/state")).map(|(_, t)| t.trim().to_string()).unwrap_or_default();
+            if state == "off" {
+                self.stopped_by_kernel = true;
+                return Ok(());
+            }
+            self.update_failures += 1;
+            return Err(ObserveError::Failed { sampler: NAME, reason });
+        }
+        self.updates += 1;
+        self.regions = read_tried_regions(&self.root, 0).map_err(|reason| ObserveError::Failed { sampler: NAME, reason })?;
+        Ok(())
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let accessed = self.regions.iter().filter(|r| r.nr_accesses > 0);
+        vec![
+            ("updates", self.updates),
+            ("regions", self.regions.len() as u64),
+            ("regions_accessed", accessed.clone().count() as u64),
+            ("bytes_monitored", self.regions.iter().map(DamonRegion::bytes).sum()),
+            ("bytes_accessed", accessed.map(DamonRegion::bytes).sum()),
+            ("max_nr_accesses", self.regions.iter().map(|r| u64::from(r.nr_accesses)).max().unwrap_or(0)),
+            ("stopped_by_kernel", u64::from(self.stopped_by_kernel)),
+        ]
+    }
+    /// The regions of the last update: `[start, end, nr_accesses, age]` each, in address order.
+    fn report(&self) -> Option<serde_json::Value> {
+        let r: Vec<[u64; 4]> = self.regions.iter().map(|r| [r.start, r.end, u64::from(r.nr_accesses), u64::from(r.age)]).collect();
+        Some(serde_json::json!({ "regions": r }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> FsRoot {
+        FsRoot::at(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/damon").join(name))
+    }
+
+    #[test]
+    fn the_development_hosts_own_kdamond_makes_it_busy() {
+        // Verbatim from this project's development host (kernel 6.18): a paddr kdamond with
+        // a pageout scheme, running since boot.
+        let e = check_damon(&fixture("host-busy")).unwrap_err();
+        assert!(e.starts_with("busy: kdamond 0 (pid 77, operations paddr) is on, started by someone else"), "{e}");
+        let mut ctl = RecordingDamon::default();
+        let Err(ObserveError::Unavailable { sampler: "damon", reason }) =
+            DamonObserver::start(fixture("host-busy"), &mut ctl, 42, &DamonConfig::for_period_ms(100)).map(|_| ())
+        else {
+            panic!("started on a busy DAMON")
+        };
+        assert!(reason.starts_with("busy:"), "{reason}");
+        assert!(ctl.writes.is_empty(), "wrote to a busy DAMON: {:?}", ctl.writes);
+    }
+
+    #[test]
+    fn absent_and_configured_but_off_are_refused() {
+        let e = check_damon(&fixture("absent")).unwrap_err();
+        assert!(e.starts_with("absent: /sys/kernel/mm/damon/admin does not exist"), "{e}");
+        let e = check_damon(&fixture("configured-off")).unwrap_err();
+        assert!(e.starts_with("in use: 1 kdamond is configured by someone else (off)"), "{e}");
+        check_damon(&fixture("free")).unwrap();
+    }
+
+    #[test]
+    fn start_writes_the_documented_sequence_and_drop_removes_the_kdamond() {
+        let mut ctl = RecordingDamon::default();
+        let cfg = DamonConfig::for_period_ms(100);
+        {
+            let o = DamonObserver::start(fixture("free"), &mut ctl, 4242, &cfg).unwrap();
+            drop(o);
+        }
+        let w: Vec<String> = ctl.writes.iter().map(|(f, v)| format!("{f}={v}")).collect();
+        let c = "kdamonds/0/contexts/0";
+        let want = [
+            "kdamonds/nr_kdamonds=1".to_string(),
+            "kdamonds/0/contexts/nr_contexts=1".into(),
+            format!("{c}/operations=vaddr"),
+            format!("{c}/monitoring_attrs/intervals/sample_us=5000"),
+            format!("{c}/monitoring_attrs/intervals/aggr_us=100000"),
+            format!("{c}/monitoring_attrs/intervals/update_us=1000000"),
+            format!("{c}/monitoring_attrs/nr_regions/min=10"),
+            format!("{c}/monitoring_attrs/nr_regions/max=1000"),
+            format!("{c}/targets/nr_targets=1"),
+            format!("{c}/targets/0/pid_target=4242"),
+            format!("{c}/schemes/nr_schemes=1"),
+            format!("{c}/schemes/0/action=stat"),
+            format!("{c}/schemes/0/access_pattern/sz/min=0"),
+            format!("{c}/schemes/0/access_pattern/sz/max=18446744073709551615"),
+            format!("{c}/schemes/0/access_pattern/nr_accesses/min=0"),
+            format!("{c}/schemes/0/access_pattern/nr_accesses/max=4294967295"),
+            format!("{c}/schemes/0/access_pattern/age/min=0"),
+            format!("{c}/schemes/0/access_pattern/age/max=4294967295"),
+            "kdamonds/0/state=on".into(),
+            "kdamonds/0/state=off".into(),
+            "kdamonds/nr_kdamonds=0".into(),
+        ];
+        assert_eq!(w, want);
+    }
+
+    #[test]
+    fn a_failed_setup_removes_what_it_made_and_names_the_file() {
+        let mut ctl = RecordingDamon {
+            fail: vec![("kdamonds/0/contexts/0/operations".into(), "writing \"vaddr\": Invalid argument (os error 22)".into())],
+            ..Default::default()
+        };
+        let r = DamonObserver::start(fixture("free"), &mut ctl, 7, &DamonConfig::for_period_ms(100)).map(|_| ());
+        let Err(ObserveError::Unavailable { reason, .. }) = r else { panic!("{r:?}") };
+        assert!(reason.contains("Invalid argument") && reason.contains("CONFIG_DAMON_VADDR"), "{reason}");
+        let tail: Vec<&str> =
+            ctl.writes.iter().rev().take(2).map(|(f, v)| if f.ends_with("state") { v.as_str() } else { f.as_str() }).collect();
+        assert_eq!(tail, ["kdamonds/nr_kdamonds", "off"]);
+        assert_eq!(ctl.writes.last().unwrap().1, "0");
+        // Failing at the very first write: nothing was created, nothing to remove.
+        let mut ctl = RecordingDamon { fail: vec![("kdamonds/nr_kdamonds".into(), "EBUSY".into())], ..Default::default() };
+        assert!(DamonObserver::start(fixture("free"), &mut ctl, 7, &DamonConfig::for_period_ms(100)).is_err());
+        assert_eq!(ctl.writes.len(), 1);
+    }
+
+    #[test]
+    fn poll_reads_the_tried_regions_and_counts_them() {
+        let mut ctl = RecordingDamon::default();
+        // "running" is a tree where kdamond 0 is ours (start is checked on "free").
+        let mut o = DamonObserver::start(fixture("free"), &mut ctl, 9, &DamonConfig::for_period_ms(100)).unwrap();
+        o.root = fixture("running");
+        let mut out = Vec::new();
+        o.poll(&mut out).unwrap();
+        assert!(out.is_empty(), "DAMON names no thread: no observation");
+        let r = o.regions();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0], DamonRegion { start: 0x5555_5555_4000, end: 0x5555_5557_5000, nr_accesses: 0, age: 12 });
+        assert_eq!(r[1], DamonRegion { start: 0x7f00_0000_0000, end: 0x7f00_0400_0000, nr_accesses: 20, age: 3 });
+        let c: std::collections::BTreeMap<_, _> = o.counters().into_iter().collect();
+        assert_eq!(c["updates"], 1);
+        assert_eq!(c["regions"], 3);
+        assert_eq!(c["regions_accessed"], 2);
+        assert_eq!(c["bytes_accessed"], 0x400_0000 + 0x21000);
+        assert_eq!(c["max_nr_accesses"], 20);
+        drop(o);
+        assert!(ctl.writes.iter().any(|(f, v)| f == "kdamonds/0/state" && v == "update_schemes_tried_regions"));
+        assert_eq!(ctl.writes.last().unwrap(), &("kdamonds/nr_kdamonds".to_string(), "0".to_string()));
+    }
+
+    #[test]
+    fn a_kdamond_the_kernel_stopped_ends_quietly_a_failed_update_does_not() {
+        let mut ctl = RecordingDamon::default();
+        let mut o = DamonObserver::start(fixture("free"), &mut ctl, 9, &DamonConfig::for_period_ms(100)).unwrap();
+        // Target exited: the kernel turned the kdamond off; the update write fails.
+        o.root = fixture("stopped");
+        o.ctl.fail.push(("kdamonds/0/state".into(), "Invalid argument (os error 22)".into()));
+        o.poll(&mut Vec::new()).unwrap();
+        assert_eq!(o.counters().iter().find(|c| c.0 == "stopped_by_kernel").unwrap().1, 1);
+        // Still running, update refused: an error naming the kernel's answer.
+        let mut ctl2 = RecordingDamon::default();
+        let mut o2 = DamonObserver::start(fixture("free"), &mut ctl2, 9, &DamonConfig::for_period_ms(100)).unwrap();
+        o2.root = fixture("running");
+        o2.ctl.fail.push(("kdamonds/0/state".into(), "Device or resource busy (os error 16)".into()));
+        let e = o2.poll(&mut Vec::new()).unwrap_err();
+        assert_eq!(e.to_string(), "damon: Device or resource busy (os error 16)");
+    }
+
+    #[test]
+    fn a_malformed_region_is_an_error_naming_the_file() {
+        let e = read_tried_regions(&fixture("malformed"), 0).unwrap_err();
+        assert!(e.contains("tried_regions/1/end") && e.contains("not a number"), "{e}");
+    }
+}
