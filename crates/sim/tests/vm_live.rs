@@ -39,11 +39,15 @@ fn live(queue: &str) -> VmSetup {
     .unwrap()
 }
 
+/// Per workload page: its frame's state before the allocation and the node it got; and the
+/// policy's counters.
+type Reuse = (Vec<(FrameState, u16)>, Vec<(&'static str, u64)>);
+
 /// At run time 6 ms the first process (started at 0, on a random vCPU) has exited (at 5 ms):
 /// its 256 frames are on top of the guest's free list. The workload then touches 256 pages
 /// from thread 0 (CPU 0, node 0). For each: the frame's state before the allocation, and
 /// the node the page gets.
-fn reuse(queue: &str) -> (Vec<(FrameState, u16)>, Vec<(&'static str, u64)>) {
+fn reuse(queue: &str) -> Reuse {
     let s = scenario(0.002);
     let vms = live(queue);
     let (s2, p) = vm_scenario(&s, &vms).unwrap();

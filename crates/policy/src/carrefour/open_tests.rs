@@ -43,7 +43,7 @@ impl DynPolicy for Recording {
         self.ticks += 1;
     }
     fn on_outcomes(&mut self, _cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
-        self.heard.extend(decisions.iter().cloned().zip(outcomes.iter().copied()));
+        self.heard.extend(decisions.iter().copied().zip(outcomes.iter().copied()));
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("recording_ticks", u64::from(self.ticks))]
@@ -84,7 +84,7 @@ fn an_open_base_hears_the_outcomes_of_carrefours_orders() {
     let mut out = Vec::new();
     p.on_tick(&busy(1000), &s, &mut out);
     let mv = Decision::MigratePage { space: 0, page: 5, to: 1 };
-    assert_eq!(out, vec![mv.clone()]);
+    assert_eq!(out, vec![mv]);
     p.on_outcomes(&EventRef::Tick, &out, &[Outcome::Applied]);
     assert_eq!(p.counters().iter().find(|c| c.0 == "carrefour_executed_orders"), Some(&("carrefour_executed_orders", 1)));
     // The base is the engine's open base: read its record through the engine.
