@@ -28,6 +28,7 @@ pub mod sched;
 mod segshares;
 mod view;
 pub mod vm;
+pub mod vmlive;
 pub mod vmrun;
 mod windows;
 

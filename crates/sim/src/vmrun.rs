@@ -25,16 +25,25 @@
 //!   hypervisor unbacked it. Each workload page's first touch is a guest allocation: with the
 //!   queue on, its append (and any delivery it triggers) costs the touching thread.
 //!
-//! What this does not model: frees and reuse *during* the workload (a process of a mix that
+//! - **Guest churn during the run** (`[vm.guest] during_run`, docs/vm.md, "Guest churn during
+//!   the run"; `crate::vmlive`): the guest's processes go on starting and ending while the
+//!   workload runs, and the workload's pages take their frames off the live free list at their
+//!   first touch.
+//! - **Carrefour in the hypervisor** (`vm:KIND+carrefour`, docs/vm.md): Carrefour over the
+//!   VM placement as an open base; the host's frame table follows every move ([`vm_policy`]).
+//!
+//! What this does not model: the workload's own frees reused during the run (a process of a mix that
 //! exits returns its frames, but no later process of the run reuses them); the guest OS's own
 //! memory; second-level address translation costs; a hypervisor scheduler that moves vCPUs (a
 //! VM that cannot be packed is refused).
 
+use crate::vmlive::LiveGuest;
 use crate::{metrics::RunMetrics, run_with_policy, Scenario, SimError};
 use numalab_core::{CpuId, Machine, NodeId};
-use numalab_policy::decision::{PlaceRequest, Tick};
+use numalab_policy::carrefour::OpenCarrefour;
+use numalab_policy::decision::{EventRef, Outcome, PlaceRequest, Tick};
 use numalab_policy::vm::{Access, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
-use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, SystemView};
+use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, PolicyEnv, SystemView};
 use numalab_workload::Program;
 use rand::Rng;
 use rayon::prelude::*;
@@ -76,31 +85,48 @@ impl VmSetup {
 
     /// The same VMs under the policy `vm:NAME` names: `first-touch`, `round-4k`, `round-1g`
     /// (the queue as the file sets it, on by default), `first-touch+queue` and
-    /// `first-touch-no-queue` (the notification queue forced on or off).
+    /// `first-touch-no-queue` (the notification queue forced on or off), each with or without
+    /// `+carrefour` (Carrefour run by the hypervisor over that placement, with the file's
+    /// `[hypervisor.carrefour]` keys or the defaults; docs/vm.md, "Carrefour in the
+    /// hypervisor").
     pub fn with_policy_name(&self, name: &str) -> Result<VmSetup, VmSetupError> {
-        let (kind, queue) = match name {
+        let (base, carrefour) = match name.strip_suffix("+carrefour") {
+            Some(base) => (base, true),
+            None => (name, false),
+        };
+        let (kind, queue) = match base {
             "first-touch+queue" => (StaticKind::FirstTouch, Some(true)),
             "first-touch-no-queue" => (StaticKind::FirstTouch, Some(false)),
-            other => (static_kind(other)?, None),
+            other => (static_kind(other).map_err(|_| unknown_vm_policy(name))?, None),
         };
         let mut s = self.with_policy(kind);
         if let Some(on) = queue {
             s.vm.iter_mut().for_each(|v| v.queue.enabled = on);
         }
+        s.hypervisor.carrefour = match carrefour {
+            true => Some(self.hypervisor.carrefour.clone().unwrap_or_default()),
+            false => None,
+        };
         Ok(s)
+    }
+}
+
+fn unknown_vm_policy(name: &str) -> VmSetupError {
+    VmSetupError::Config {
+        key: "policy".into(),
+        message: format!(
+            "unknown vm policy '{name}': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g, \
+             each optionally with +carrefour"
+        ),
     }
 }
 
 /// The static policy named `name` (`first-touch`, `round-4k`, `round-1g`).
 pub fn static_kind(name: &str) -> Result<StaticKind, VmSetupError> {
-    [StaticKind::FirstTouch, StaticKind::Round4K, StaticKind::Round1G].into_iter().find(|k| k.name() == name).ok_or_else(|| {
-        VmSetupError::Config {
-            key: "policy".into(),
-            message: format!(
-                "unknown vm policy '{name}': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g"
-            ),
-        }
-    })
+    [StaticKind::FirstTouch, StaticKind::Round4K, StaticKind::Round1G]
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| unknown_vm_policy(name))
 }
 
 /// Where every thread and page of a program goes in the VMs of a setup.
@@ -327,6 +353,34 @@ pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: 
     Ok((free, now_ns + 1e7))
 }
 
+/// The name a run under `setup` reports: `vm:KIND` (with `+carrefour` when the hypervisor
+/// runs Carrefour) when every VM runs the same placement, `vm` otherwise.
+pub fn policy_name(setup: &VmSetup) -> &'static str {
+    let kinds: Vec<StaticKind> = setup.vm.iter().map(|v| v.static_policy).collect();
+    let base = match kinds.first() {
+        Some(k) if kinds.iter().all(|x| x == k) => match k {
+            StaticKind::FirstTouch if setup.vm.iter().all(|v| v.queue.enabled) => "first-touch+queue",
+            StaticKind::FirstTouch if setup.vm.iter().all(|v| !v.queue.enabled) => "first-touch-no-queue",
+            StaticKind::FirstTouch => "",
+            StaticKind::Round4K => "round-4k",
+            StaticKind::Round1G => "round-1g",
+        },
+        _ => "",
+    };
+    match (base, setup.hypervisor.carrefour.is_some()) {
+        ("", false) => "vm",
+        ("", true) => "vm+carrefour",
+        ("first-touch+queue", false) => "vm:first-touch+queue",
+        ("first-touch+queue", true) => "vm:first-touch+queue+carrefour",
+        ("first-touch-no-queue", false) => "vm:first-touch-no-queue",
+        ("first-touch-no-queue", true) => "vm:first-touch-no-queue+carrefour",
+        ("round-4k", false) => "vm:round-4k",
+        ("round-4k", true) => "vm:round-4k+carrefour",
+        (_, false) => "vm:round-1g",
+        (_, true) => "vm:round-1g+carrefour",
+    }
+}
+
 /// The placement policy of a VM run: every page goes where the host backs its guest frame.
 pub struct VmPlacement {
     host: Host,
@@ -335,8 +389,13 @@ pub struct VmPlacement {
     /// First global page of each space.
     space_first_page: Vec<u64>,
     /// Per page of the program: its guest frame, taken off its VM's free list after the
-    /// guest's history (page order).
+    /// guest's history (page order); [`UNASSIGNED`] until its first touch in a VM whose guest
+    /// churns during the run.
     frame_of_page: Vec<u64>,
+    /// Per VM: the guest's free list (most recently freed on top) and, with `during_run`, its
+    /// processes during the run.
+    free_lists: Vec<Vec<u64>>,
+    live: Vec<Option<LiveGuest>>,
     /// The host's clock as this policy knows it: the run's start on the host's clock (after
     /// the guests' histories) plus the last tick's time, advanced by the queue time it charged
     /// since (the placement hook is not handed the time).
@@ -347,7 +406,19 @@ pub struct VmPlacement {
     pending_cost_ns: f64,
     name: &'static str,
     config: toml::Table,
+    /// Carrefour's moves the host carried out in its frame tables, and those it refused (the
+    /// target node had no free machine frame in the host's accounting).
+    host_migrations: u64,
+    host_migrations_refused: u64,
+    /// Copies of machine frames Carrefour made (the host's tables record each frame's home
+    /// copy only: docs/vm.md, "Carrefour in the hypervisor").
+    replicas: u64,
+    /// Live guests stopped by a frame-table error (a simulator bug: 0 in every test).
+    guest_errors: u64,
 }
+
+/// `frame_of_page` of a page without a frame yet.
+pub const UNASSIGNED: u64 = u64::MAX;
 
 impl VmPlacement {
     /// The VMs of `setup` created on `machine`, each guest's history replayed with the run's
@@ -360,17 +431,7 @@ impl VmPlacement {
         seed: u64,
     ) -> Result<VmPlacement, VmSetupError> {
         let (mut host, ids) = host_of(machine, setup)?;
-        let kinds: Vec<StaticKind> = setup.vm.iter().map(|v| v.static_policy).collect();
-        let name = match kinds.first() {
-            Some(k) if kinds.iter().all(|x| x == k) => match k {
-                StaticKind::FirstTouch if setup.vm.iter().all(|v| v.queue.enabled) => "vm:first-touch+queue",
-                StaticKind::FirstTouch if setup.vm.iter().all(|v| !v.queue.enabled) => "vm:first-touch-no-queue",
-                StaticKind::FirstTouch => "vm",
-                StaticKind::Round4K => "vm:round-4k",
-                StaticKind::Round1G => "vm:round-1g",
-            },
-            _ => "vm",
-        };
+        let name = policy_name(setup);
         let config = match toml::Value::try_from(setup) {
             Ok(toml::Value::Table(t)) => t,
             _ => toml::Table::new(),
@@ -383,9 +444,19 @@ impl VmPlacement {
             free_lists.push(free);
             start_ns = start_ns.max(end_ns);
         }
-        let mut frame_of_page = vec![0u64; program.total_pages as usize];
+        let live: Vec<Option<LiveGuest>> = ids
+            .iter()
+            .zip(&setup.vm)
+            .enumerate()
+            .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, seed, start_ns)))
+            .collect();
+        let mut frame_of_page = vec![UNASSIGNED; program.total_pages as usize];
         for (s, &first) in space_first_page.iter().enumerate() {
             let vm = plan.space_vm[s];
+            if live[vm].is_some() {
+                // Taken off the live free list at the page's first touch.
+                continue;
+            }
             let pages = if program.members.is_empty() { program.total_pages } else { program.members[s].program.total_pages };
             for pg in first..first + pages {
                 frame_of_page[pg as usize] = free_lists[vm].pop().ok_or_else(|| VmSetupError::Config {
@@ -400,26 +471,64 @@ impl VmPlacement {
             plan,
             space_first_page,
             frame_of_page,
+            free_lists,
+            live,
             clock_ns: start_ns,
             start_ns,
             pending_cost_ns: 0.0,
             name,
             config,
+            host_migrations: 0,
+            host_migrations_refused: 0,
+            replicas: 0,
+            guest_errors: 0,
         })
+    }
+
+    /// The memory nodes of the VM that space `space` runs in (its home nodes).
+    pub fn space_nodes(&self, space: usize) -> Vec<NodeId> {
+        self.host.vm(self.ids[self.plan.space_vm[space]]).map(|v| v.allowed().to_vec()).unwrap_or_default()
     }
 
     pub fn host(&self) -> &Host {
         &self.host
     }
 
-    /// The guest frame of the program's page `global_page`.
+    /// The guest frame of the program's page `global_page` ([`UNASSIGNED`] before the first
+    /// touch of a page whose guest churns during the run).
     pub fn frame_of_page(&self, global_page: u64) -> u64 {
         self.frame_of_page[global_page as usize]
+    }
+
+    /// The frame the guest will hand out next in the VM of space `space` (the top of its free
+    /// list), if any.
+    pub fn next_free_frame(&self, space: usize) -> Option<u64> {
+        self.free_lists[self.plan.space_vm[space]].last().copied()
+    }
+
+    /// Run the guests' processes due by host time `now_ns` (`during_run` only).
+    pub fn advance_guests(&mut self, now_ns: f64) -> Result<(), VmError> {
+        for (vm, g) in self.live.iter_mut().enumerate() {
+            if let Some(g) = g {
+                g.advance(&mut self.host, &mut self.free_lists[vm], now_ns)?;
+            }
+        }
+        Ok(())
     }
 
     fn frame(&self, space: usize, local_page: u64) -> (VmId, u64) {
         let global = self.space_first_page[space] + local_page;
         (self.ids[self.plan.space_vm[space]], self.frame_of_page[global as usize])
+    }
+
+    /// The page's frame, taken off its VM's free list now if it has none yet.
+    fn frame_at_first_touch(&mut self, space: usize, local_page: u64) -> Option<(VmId, u64)> {
+        let global = (self.space_first_page[space] + local_page) as usize;
+        let vm = self.plan.space_vm[space];
+        if self.frame_of_page[global] == UNASSIGNED {
+            self.frame_of_page[global] = self.free_lists[vm].pop()?;
+        }
+        Some((self.ids[vm], self.frame_of_page[global]))
     }
 }
 
@@ -435,7 +544,13 @@ impl DynPolicy for VmPlacement {
     /// backed frame keeps its node; an unbacked one is placed by the VM's policy now, from the
     /// pCPU the thread's vCPU is pinned to (`req.cpu`: threads are pinned).
     fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
-        let (vm, pfn) = self.frame(req.space as usize, req.page);
+        // Guest processes due by now run first, so the free list is the guest's at this time.
+        if self.advance_guests(self.clock_ns).is_err() {
+            return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 });
+        }
+        let Some((vm, pfn)) = self.frame_at_first_touch(req.space as usize, req.page) else {
+            return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 });
+        };
         let (_, vcpu) = self.plan.thread_vcpu[req.thread as usize];
         match self.host.guest_alloc(vm, pfn, self.clock_ns) {
             Ok(cost_ns) => {
@@ -458,8 +573,36 @@ impl DynPolicy for VmPlacement {
         false
     }
     /// Keeps the policy's clock up with the run's (the queue's lock times).
+    /// and runs the guests' processes due by then (`during_run`).
     fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
         self.clock_ns = self.clock_ns.max(self.start_ns + view.now_ns() as f64);
+        // An error here is a frame table out of step with the guest (a simulator bug); the
+        // guests stop churning rather than abort the run, and the counters show it.
+        if self.advance_guests(self.clock_ns).is_err() {
+            self.live.iter_mut().for_each(|g| *g = None);
+            self.guest_errors += 1;
+        }
+    }
+    /// Carrefour's orders as the hypervisor carries them out: a page moved by the simulator is
+    /// the machine frame behind its guest frame, moved in the host's frame table too, so a
+    /// later free and reuse of the frame starts from where it now lives.
+    fn on_outcomes(&mut self, _cause: &EventRef, decisions: &[numalab_policy::Decision], outcomes: &[Outcome]) {
+        for (d, o) in decisions.iter().zip(outcomes) {
+            if *o != Outcome::Applied {
+                continue;
+            }
+            match *d {
+                numalab_policy::Decision::MigratePage { space, page, to } => {
+                    let (vm, pfn) = self.frame(space as usize, page);
+                    match self.host.migrate_frame(vm, pfn, to) {
+                        Ok(_) => self.host_migrations += 1,
+                        Err(_) => self.host_migrations_refused += 1,
+                    }
+                }
+                numalab_policy::Decision::Replicate { .. } => self.replicas += 1,
+                _ => {}
+            }
+        }
     }
     /// Summed over the VMs (docs/vm.md, "Counters").
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -482,7 +625,18 @@ impl DynPolicy for VmPlacement {
                 queue_ns += c.queue_delivery_ns + c.queue_wait_ns;
             }
         }
-        vec![
+        let mut live = Vec::new();
+        if self.live.iter().any(Option::is_some) || self.guest_errors > 0 {
+            let sum = |f: fn(&crate::vmlive::LiveCounters) -> u64| -> u64 { self.live.iter().flatten().map(|g| f(&g.counters)).sum() };
+            live = vec![
+                ("vm_guest_starts", sum(|c| c.starts)),
+                ("vm_guest_exits", sum(|c| c.exits)),
+                ("vm_guest_starts_skipped", sum(|c| c.starts_skipped)),
+                ("vm_guest_queue_ns", sum(|c| c.queue_ns as u64)),
+                ("vm_guest_errors", self.guest_errors),
+            ];
+        }
+        let mut c = vec![
             ("vm_access_placements", access),
             ("vm_fallbacks", fallbacks),
             ("vm_out_of_memory", oom),
@@ -490,7 +644,12 @@ impl DynPolicy for VmPlacement {
             ("vm_frames_kept_on_alloc", kept),
             ("vm_queue_deliveries", deliveries),
             ("vm_queue_ns", queue_ns as u64),
-        ]
+            ("vm_frames_migrated", self.host_migrations),
+            ("vm_frames_migrate_refused", self.host_migrations_refused),
+            ("vm_frames_replicated", self.replicas),
+        ];
+        c.extend(live);
+        c
     }
 }
 
@@ -510,8 +669,23 @@ pub fn run_one_vm(s: &Scenario, setup: &VmSetup, seed: u64) -> Result<RunMetrics
 }
 
 fn run_planned(s2: &Scenario, setup: &VmSetup, plan: &Arc<VmPlan>, seed: u64) -> Result<RunMetrics, SimError> {
+    run_with_policy(s2, vm_policy(s2, setup, plan, seed)?, seed, None)
+}
+
+/// The policy of a VM run: the VMs' placement, under Carrefour when the hypervisor runs it
+/// (`[hypervisor.carrefour]`), each address space's interleave destinations its VM's home
+/// nodes (docs/vm.md, "Carrefour in the hypervisor").
+pub fn vm_policy(s2: &Scenario, setup: &VmSetup, plan: &Arc<VmPlan>, seed: u64) -> Result<Box<dyn DynPolicy>, SimError> {
     let p = VmPlacement::new(&s2.machine, &s2.program, setup, plan.clone(), seed).map_err(|e| SimError::Config(e.to_string()))?;
-    run_with_policy(s2, Box::new(p), seed, None)
+    let Some(config) = setup.hypervisor.carrefour.clone() else { return Ok(Box::new(p)) };
+    let name = p.name;
+    let nodes: Vec<Vec<NodeId>> = (0..plan.space_vm.len()).map(|s| p.space_nodes(s)).collect();
+    let env = PolicyEnv::new(s2.machine.clone()).with_seed(seed);
+    let mut c = OpenCarrefour::new(name, config, &env, Box::new(p)).map_err(|e| SimError::Config(e.to_string()))?;
+    for (space, n) in nodes.into_iter().enumerate() {
+        c.restrict_space(space as u32, n);
+    }
+    Ok(Box::new(c))
 }
 
 /// `runs` runs inside the VMs of `setup`, seeded as [`crate::run_many`] seeds them.

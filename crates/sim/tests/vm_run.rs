@@ -203,7 +203,7 @@ fn impossible_setups_are_typed_errors() {
     assert!(e.to_string().contains("unknown variant `linux`"), "{e}");
     assert_eq!(static_kind("round-1g").unwrap(), StaticKind::Round1G);
     let e = static_kind("autonuma").unwrap_err();
-    assert_eq!(e.to_string(), "vm setup 'policy': unknown vm policy 'autonuma': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g");
+    assert_eq!(e.to_string(), "vm setup 'policy': unknown vm policy 'autonuma': a vm runs first-touch, first-touch+queue, first-touch-no-queue, round-4k or round-1g, each optionally with +carrefour");
     // A workload region with an explicit home node (`home = 1` in a workload file).
     let mut program = (*s.program).clone();
     program.regions[0].home = Some(numalab_workload::program::HomeRule::Node(1));
@@ -312,5 +312,7 @@ fn policy_names_force_the_queue_on_or_off() {
     assert!(!vms.with_policy_name("first-touch-no-queue").unwrap().vm[0].queue.enabled);
     assert!(vms.with_policy_name("first-touch+queue").unwrap().vm[0].queue.enabled);
     assert_eq!(vms.with_policy_name("round-1g").unwrap().vm[0].static_policy, StaticKind::Round1G);
-    assert!(vms.with_policy_name("first-touch+carrefour").is_err());
+    let c = vms.with_policy_name("first-touch-no-queue+carrefour").unwrap();
+    assert!(!c.vm[0].queue.enabled && c.hypervisor.carrefour.is_some(), "the queue setting and Carrefour together");
+    assert!(vms.with_policy_name("first-touch+migrate").is_err());
 }

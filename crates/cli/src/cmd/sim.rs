@@ -63,7 +63,8 @@ pub struct SimArgs {
     /// Run the workload inside the VMs of FILE (`[hypervisor]` and `[[vm]]` tables, docs/vm.md,
     /// "A workload inside VMs") with `--policy vm` (each VM's own static_policy) or
     /// `--policy vm:KIND` (every VM under first-touch, first-touch+queue, first-touch-no-queue,
-    /// round-4k or round-1g).
+    /// round-4k or round-1g, each optionally with `+carrefour`: Carrefour run by the hypervisor
+    /// with the file's `[hypervisor.carrefour]` keys, docs/vm.md).
     #[arg(long, value_name = "FILE")]
     pub vm: Option<PathBuf>,
     #[command(flatten)]
@@ -178,7 +179,7 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
     if vm.is_some() && !is_vm_policy(&a.policy) {
         usage!(
             "--vm runs the workload in VMs only under --policy vm or vm:KIND (first-touch, first-touch+queue, first-touch-no-queue, \
-             round-4k, round-1g), not '{}'",
+             round-4k, round-1g, each optionally with +carrefour), not '{}'",
             a.policy
         );
     }

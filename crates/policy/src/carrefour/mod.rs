@@ -9,11 +9,15 @@
 
 pub mod config;
 pub mod metrics;
+pub mod open;
+#[cfg(test)]
+mod open_tests;
 pub mod pages;
 #[cfg(test)]
 mod tests;
 
 pub use config::{BaseKind, CarrefourConfig, ReadRatioMetric};
+pub use open::OpenCarrefour;
 
 use crate::decision::{AccessSample, Decision, EventRef, Extent, Outcome, PlaceRequest, SpaceId, Tick};
 use crate::error::{OutOfMemory, PolicyError};
@@ -60,10 +64,14 @@ impl Flavour for OnRound4k {
 pub type FirstTouchCarrefour = Carrefour<OnFirstTouch>;
 pub type Round4kCarrefour = Carrefour<OnRound4k>;
 
+/// The placement underneath: one of the native statics the `base` key names, or any other
+/// policy handed in by [`OpenCarrefour`] (a hypervisor's VM placement, docs/vm.md,
+/// "Carrefour in the hypervisor").
 enum Base {
     FirstTouch(FirstTouch),
     Round4k(Round4K),
     Round1g(Round1G),
+    Open(Box<dyn crate::policy::DynPolicy>),
 }
 
 /// The sampling rate in force.
@@ -101,6 +109,9 @@ pub struct Carrefour<F: Flavour = Plain> {
     base: Base,
     memory_nodes: Vec<NodeId>,
     candidates: Vec<NodeId>,
+    /// Per address space, interleave destinations that replace `candidates` (a VM's home
+    /// nodes when the hypervisor runs Carrefour).
+    space_candidates: BTreeMap<SpaceId, Vec<NodeId>>,
     clock_ghz: f64,
     page_bytes: u64,
     seed: u64,
@@ -131,6 +142,55 @@ impl<F: Flavour> Carrefour<F> {
         self.table.len()
     }
 
+    fn build(config: CarrefourConfig, env: &PolicyEnv, base: Base) -> Self {
+        let memory_nodes = env.machine.memory_nodes();
+        let candidates = if config.restrict_to_allowed_nodes { env.allowed.clone() } else { memory_nodes.clone() };
+        let table = SampleTable::new(config.max_pages_cheap as usize);
+        Carrefour {
+            config,
+            base,
+            memory_nodes,
+            candidates,
+            space_candidates: BTreeMap::new(),
+            clock_ghz: env.machine.clock_ghz,
+            page_bytes: env.page_bytes,
+            seed: env.seed,
+            flags: Flags::default(),
+            counters: IntervalCounters::default(),
+            table,
+            rate: Rate::Cheap,
+            replication_executed: false,
+            round_pending: false,
+            rngs: BTreeMap::new(),
+            stats: CarrefourStats::default(),
+            _flavour: PhantomData,
+        }
+    }
+
+    /// The open base, when Carrefour runs over a policy handed in ([`Carrefour::with_base`]).
+    pub fn open_base(&self) -> Option<&dyn crate::policy::DynPolicy> {
+        match &self.base {
+            Base::Open(p) => Some(p.as_ref()),
+            _ => None,
+        }
+    }
+
+    pub fn open_base_mut(&mut self) -> Option<&mut (dyn crate::policy::DynPolicy + 'static)> {
+        match &mut self.base {
+            Base::Open(p) => Some(p.as_mut()),
+            _ => None,
+        }
+    }
+
+    /// Interleave destinations of address space `space` (instead of the allowed nodes or
+    /// every memory node): under a hypervisor, the home nodes of the VM the space runs in.
+    /// Ignored when `restrict_to_allowed_nodes` is off, as the allowed nodes are.
+    pub fn restrict_space(&mut self, space: SpaceId, nodes: Vec<NodeId>) {
+        if self.config.restrict_to_allowed_nodes && !nodes.is_empty() {
+            self.space_candidates.insert(space, nodes);
+        }
+    }
+
     fn max_pages(&self, rate: Rate) -> usize {
         match rate {
             Rate::Cheap => self.config.max_pages_cheap as usize,
@@ -158,9 +218,10 @@ impl<F: Flavour> Carrefour<F> {
         for (&(space, page), p) in table.iter() {
             let Some(home) = view.page_node(space, page) else { continue };
             let copies = view.page_copies(space, page);
+            let candidates = self.space_candidates.get(&space).unwrap_or(&self.candidates);
             let rng = self.rngs.entry(space).or_insert_with(|| stream(self.seed, "policy.carrefour", u64::from(space)));
             let mut draw = || rng.random::<f64>();
-            match decide_page(p, home, self.flags, &m.share, &self.candidates, self.config.min_samples_migration, &mut draw) {
+            match decide_page(p, home, self.flags, &m.share, candidates, self.config.min_samples_migration, &mut draw) {
                 // Copies go to the sampling nodes that lack one.
                 PageAction::Replicate => replicate.push((space, page, p.nodes & !copies)),
                 // [ours] A replicated page stays until a write collapses it: moving its home
@@ -194,6 +255,22 @@ impl<F: Flavour> Carrefour<F> {
     }
 }
 
+impl Carrefour<Plain> {
+    /// Carrefour over any placement policy: `base` places every page, Carrefour samples and
+    /// moves them as over a native static. The config's `base` key must be unset (the base is
+    /// the policy handed in).
+    pub fn with_base(config: CarrefourConfig, env: &PolicyEnv, base: Box<dyn crate::policy::DynPolicy>) -> Result<Self, PolicyError> {
+        config.validate(Plain::NAME)?;
+        if let Some(b) = config.base {
+            return Err(PolicyError::Config {
+                policy: Plain::NAME.into(),
+                message: format!("base = \"{}\" names a native static, but this Carrefour runs over {}", b.as_str(), base.name()),
+            });
+        }
+        Ok(Carrefour::build(config, env, Base::Open(base)))
+    }
+}
+
 impl<F: Flavour> Policy for Carrefour<F> {
     type Config = CarrefourConfig;
     const NAME: &'static str = F::NAME;
@@ -220,27 +297,7 @@ impl<F: Flavour> Policy for Carrefour<F> {
             BaseKind::Round4k => Base::Round4k(Round4K::new(Round4KConfig::default(), env)?),
             BaseKind::Round1g => Base::Round1g(Round1G::new(Round1GConfig::default(), env)?),
         };
-        let memory_nodes = env.machine.memory_nodes();
-        let candidates = if config.restrict_to_allowed_nodes { env.allowed.clone() } else { memory_nodes.clone() };
-        let table = SampleTable::new(config.max_pages_cheap as usize);
-        Ok(Carrefour {
-            config,
-            base,
-            memory_nodes,
-            candidates,
-            clock_ghz: env.machine.clock_ghz,
-            page_bytes: env.page_bytes,
-            seed: env.seed,
-            flags: Flags::default(),
-            counters: IntervalCounters::default(),
-            table,
-            rate: Rate::Cheap,
-            replication_executed: false,
-            round_pending: false,
-            rngs: BTreeMap::new(),
-            stats: CarrefourStats::default(),
-            _flavour: PhantomData,
-        })
+        Ok(Carrefour::build(config, env, base))
     }
 
     fn config(&self) -> &CarrefourConfig {
@@ -252,6 +309,7 @@ impl<F: Flavour> Policy for Carrefour<F> {
             Base::FirstTouch(p) => p.place(req, mem),
             Base::Round4k(p) => p.place(req, mem),
             Base::Round1g(p) => p.place(req, mem),
+            Base::Open(p) => p.place(req, mem),
         }
     }
 
@@ -260,6 +318,7 @@ impl<F: Flavour> Policy for Carrefour<F> {
             Base::FirstTouch(p) => p.layout(space, mem),
             Base::Round4k(p) => p.layout(space, mem),
             Base::Round1g(p) => p.layout(space, mem),
+            Base::Open(p) => p.layout(space, mem),
         }
     }
 

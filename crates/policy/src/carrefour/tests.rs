@@ -10,7 +10,7 @@ use numalab_core::machine::presets;
 use numalab_core::stats::RsdEstimator;
 use std::sync::Arc;
 
-fn env() -> PolicyEnv {
+pub(super) fn env() -> PolicyEnv {
     PolicyEnv::new(Arc::new(presets::load("server-a-2n").unwrap()))
 }
 
@@ -192,7 +192,7 @@ fn the_sample_table_tracks_at_most_max_pages() {
     assert_eq!(v, vec![((0, 1), page(2, 0, &[0, 1])), ((0, 2), page(1, 1, &[1]))]);
 }
 
-fn tick_ms(ms: u64, d: Vec<Vec<u64>>) -> Tick {
+pub(super) fn tick_ms(ms: u64, d: Vec<Vec<u64>>) -> Tick {
     let n = d.len();
     Tick {
         time_ns: 0,
@@ -205,12 +205,12 @@ fn tick_ms(ms: u64, d: Vec<Vec<u64>>) -> Tick {
     }
 }
 
-fn sample(space: SpaceId, page: PageIdx, cpu_node: NodeId, write: bool) -> AccessSample {
+pub(super) fn sample(space: SpaceId, page: PageIdx, cpu_node: NodeId, write: bool) -> AccessSample {
     AccessSample { space, thread: 0, cpu: 0, cpu_node, page, served_node: 0, page_node: 0, write, time_ns: 0 }
 }
 
 /// The spec's busy interval (MAPTU 100, LAR 70, IMB 56.6), scaled to `ms`.
-fn busy(ms: u64) -> Tick {
+pub(super) fn busy(ms: u64) -> Tick {
     let k = ms * 1000;
     tick_ms(ms, vec![vec![60 * k, 20 * k], vec![10 * k, 10 * k]])
 }

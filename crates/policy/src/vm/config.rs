@@ -4,6 +4,7 @@
 //! with a typed error (docs/vm.md, "Settings").
 
 use super::error::VmError;
+use crate::carrefour::CarrefourConfig;
 use crate::statics::{FtFallback, Hole, Indexing};
 use serde::{Deserialize, Serialize};
 
@@ -39,11 +40,16 @@ pub struct HypervisorConfig {
     /// Home-node selection searches every node subset up to this many nodes, greedily above
     /// (§5.1, default 16).
     pub r1g_exhaustive_max_nodes: u32,
+    /// `[hypervisor.carrefour]`: Carrefour run by the hypervisor over every VM's placement
+    /// (docs/vm.md, "Carrefour in the hypervisor"), with the keys of docs/policies/carrefour.md
+    /// but `base`, `min_vaddr` and `max_vaddr`. `None`: no Carrefour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carrefour: Option<CarrefourConfig>,
 }
 
 impl Default for HypervisorConfig {
     fn default() -> Self {
-        HypervisorConfig { node_reserve_frames: 0, r1g_exhaustive_max_nodes: 16 }
+        HypervisorConfig { node_reserve_frames: 0, r1g_exhaustive_max_nodes: 16, carrefour: None }
     }
 }
 
@@ -57,6 +63,18 @@ impl HypervisorConfig {
                 key: "hypervisor.r1g_exhaustive_max_nodes",
                 message: format!("{} is outside 1..={MAX_EXHAUSTIVE_NODES}", self.r1g_exhaustive_max_nodes),
             });
+        }
+        if let Some(c) = &self.carrefour {
+            let bad = |message: String| Err(VmError::Config { key: "hypervisor.carrefour", message });
+            if let Some(b) = c.base {
+                return bad(format!("base = \"{}\": the base of the hypervisor's Carrefour is each VM's own placement", b.as_str()));
+            }
+            if c.min_vaddr.is_some() || c.max_vaddr.is_some() {
+                return bad("min_vaddr and max_vaddr bound guest virtual addresses, which a hypervisor does not see".into());
+            }
+            if let Err(e) = c.validate("carrefour") {
+                return bad(e.to_string());
+            }
         }
         Ok(())
     }
@@ -200,6 +218,11 @@ pub struct GuestConfig {
     pub process_bytes: Option<u64>,
     /// Processes alive at once; `0` = one per vCPU.
     pub concurrency: Option<u32>,
+    /// The guest keeps starting and ending processes while the workload runs, so frames are
+    /// freed and reused mid-run (docs/vm.md, "Guest churn during the run"). Default `false`:
+    /// the history happens before the run only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub during_run: bool,
 }
 
 /// Most guest processes a history may replay [ours]: keeps a VM's setup under a second.
@@ -222,6 +245,12 @@ impl GuestConfig {
             return Err(VmError::Config {
                 key: "vm.guest.processes",
                 message: format!("{} is more than {MAX_GUEST_PROCESSES}", c.processes),
+            });
+        }
+        if self.during_run && c.process_bytes == 0 {
+            return Err(VmError::Config {
+                key: "vm.guest.during_run",
+                message: "guest processes during the run need process_bytes of at least one byte (the preset `fresh` has none)".into(),
             });
         }
         if c.processes > 0 && c.process_bytes == 0 {

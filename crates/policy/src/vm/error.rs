@@ -30,6 +30,10 @@ pub enum VmError {
     NoSuchVcpu { vm: u32, vcpu: u32, vcpus: u32 },
     #[error("vm {vm}: out of memory placing guest frame {pfn} (first choice was node {wanted})")]
     OutOfMemory { vm: u32, pfn: u64, wanted: NodeId },
+    #[error("vm {vm}: guest frame {pfn} has no machine frame to move")]
+    FrameNotBacked { vm: u32, pfn: u64 },
+    #[error("vm {vm}: node {to} has no free machine frame for guest frame {pfn}")]
+    NodeFull { vm: u32, pfn: u64, to: NodeId },
     #[error("vm {vm}: {message}")]
     Policy { vm: u32, message: String },
 }

@@ -72,6 +72,9 @@ pub struct VmCounters {
     pub queue_wait_ns: f64,
     pub queue_delivery_ns: f64,
     pub policy_switches: u64,
+    /// Machine frames the hypervisor moved behind a backed guest frame (Carrefour in the
+    /// hypervisor, docs/vm.md).
+    pub frames_migrated: u64,
 }
 
 /// One vCPU access: vCPU `vcpu`, running on physical CPU `pcpu`, touches guest frame `pfn`.
@@ -498,6 +501,27 @@ impl Host {
         let period = ms * 1e6;
         vm.next_flush_ns = Some(next + ((now_ns - next) / period).floor() * period + period);
         Ok(vm.flush(mem, now_ns))
+    }
+
+    /// The hypervisor moves the machine frame behind backed guest frame `pfn` to node `to`
+    /// (Carrefour in the hypervisor, docs/vm.md): the frame stays backed, now on `to`, and its
+    /// old machine frame returns to the host. Fails, leaving the host unchanged, when the frame
+    /// is not backed or `to` has no free frame above the reserve. Returns the node it left.
+    pub fn migrate_frame(&mut self, id: VmId, pfn: u64, to: NodeId) -> Result<NodeId, VmError> {
+        let (vm, mem) = self.split(id)?;
+        vm.check_frame(pfn)?;
+        let FrameState::Backed(from) = vm.frames[pfn as usize] else { return Err(VmError::FrameNotBacked { vm: id, pfn }) };
+        if from == to {
+            return Ok(from);
+        }
+        if (to as usize) >= mem.free.len() || mem.free_pages(to) == 0 {
+            return Err(VmError::NodeFull { vm: id, pfn, to });
+        }
+        mem.free[to as usize] -= 1;
+        mem.free[from as usize] += 1;
+        vm.frames[pfn as usize] = FrameState::Backed(to);
+        vm.counters.frames_migrated += 1;
+        Ok(from)
     }
 
     /// §2.1 `set_static`: switch the VM's static policy at run time. Pending queue entries

@@ -2,6 +2,7 @@
 //! counters out.
 
 use super::*;
+use crate::policy::MemoryState;
 use crate::statics::{FtFallback, Hole};
 use numalab_core::machine::presets;
 use numalab_core::{Machine, NodeId};
@@ -336,4 +337,62 @@ proptest::proptest! {
             proptest::prop_assert!(k.queue_entries_processed + vm_.queue_pending() as u64 <= k.queue_appends);
         }
     }
+}
+
+/// Carrefour in the hypervisor moves the machine frame behind a guest frame: the frame stays
+/// backed, now on the target; the old machine frame returns to the host; a free delivered by
+/// the queue then unbacks it from its new node. A frame not backed, or a full target, is
+/// refused with the host unchanged.
+#[test]
+fn a_migrated_frame_moves_its_machine_frame_and_is_freed_from_its_new_node() {
+    let mut h = host(8);
+    let mut cfg = vm(2, 12, StaticKind::FirstTouch);
+    cfg.queue.capacity = 1;
+    cfg.queue.partitions = 1;
+    let v = h.create_vm(cfg).unwrap();
+    assert_eq!(h.vm(v).unwrap().allowed(), &[0, 1]);
+    h.guest_alloc(v, 3, 0.0).unwrap();
+    assert_eq!(h.touch(v, at(0, 0, 3)).unwrap().node, 0);
+    let before = h.memory().free.clone();
+    assert_eq!(h.migrate_frame(v, 3, 1), Ok(0));
+    assert_eq!(h.vm(v).unwrap().frame(3), Some(FrameState::Backed(1)));
+    assert_eq!((h.memory().free[0], h.memory().free[1]), (before[0] + 1, before[1] - 1));
+    assert_eq!(h.vm(v).unwrap().counters().frames_migrated, 1);
+    assert_conserved(&h);
+    assert_eq!(h.migrate_frame(v, 3, 1), Ok(1), "already there: nothing moves");
+    assert_eq!(h.vm(v).unwrap().counters().frames_migrated, 1);
+    assert_eq!(h.migrate_frame(v, 4, 1), Err(VmError::FrameNotBacked { vm: v, pfn: 4 }));
+    let full = h.memory().free.clone();
+    h.guest_free(v, 3, 1.0).unwrap();
+    assert_eq!(h.vm(v).unwrap().frame(3), Some(FrameState::Unbacked), "the 1-entry queue delivered the free");
+    assert_eq!(h.memory().free[1], full[1] + 1, "unbacked from node 1, where it lived");
+    assert_conserved(&h);
+}
+
+#[test]
+fn a_migration_to_a_full_node_is_refused_and_changes_nothing() {
+    let mut h = Host::new(machine(8), HypervisorConfig { node_reserve_frames: 2, ..Default::default() }).unwrap();
+    let v = h.create_vm(vm(2, 12, StaticKind::Round4K)).unwrap();
+    // Round-4k over {0, 1}: six frames on each node, two left on each, both the reserve.
+    assert_eq!(h.vm(v).unwrap().allowed(), &[0, 1]);
+    assert_eq!(h.memory().free_pages(1), 0);
+    let mem = h.memory().clone();
+    assert_eq!(h.migrate_frame(v, 0, 1), Err(VmError::NodeFull { vm: v, pfn: 0, to: 1 }));
+    assert_eq!(h.memory(), &mem);
+    assert_eq!(h.vm(v).unwrap().frame(0), Some(FrameState::Backed(0)));
+    assert_eq!(h.migrate_frame(v, 0, 2), Ok(0), "node 2 has free frames above its reserve");
+    assert_conserved(&h);
+}
+
+#[test]
+fn the_hypervisors_carrefour_settings_are_checked() {
+    use crate::carrefour::{BaseKind, CarrefourConfig};
+    let with = |c: CarrefourConfig| HypervisorConfig { carrefour: Some(c), ..Default::default() }.validate();
+    assert_eq!(with(CarrefourConfig::default()), Ok(()));
+    let e = with(CarrefourConfig { base: Some(BaseKind::FirstTouch), ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("the base of the hypervisor's Carrefour is each VM's own placement"), "{e}");
+    let e = with(CarrefourConfig { min_vaddr: Some(0), ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("which a hypervisor does not see"), "{e}");
+    let e = with(CarrefourConfig { dcmr_max: 120.0, ..Default::default() }).unwrap_err();
+    assert!(matches!(&e, VmError::Config { key: "hypervisor.carrefour", message } if message.contains("dcmr_max is a percentage")), "{e}");
 }
