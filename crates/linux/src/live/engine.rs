@@ -390,6 +390,11 @@ pub struct LiveEngine {
     pending: Vec<Pending>,
     follow_ups: VecDeque<FollowUp>,
     log_error: Option<String>,
+    /// Marks changed since the observer was last told which pages to watch.
+    arm_dirty: bool,
+    /// Where the next set of marked pages handed to the observer starts (its capacity may be
+    /// smaller than the marks: the sets take turns over them).
+    arm_cursor: PageIdx,
 }
 
 impl LiveEngine {
@@ -425,6 +430,8 @@ impl LiveEngine {
             pending: Vec::new(),
             follow_ups: VecDeque::new(),
             log_error: None,
+            arm_dirty: false,
+            arm_cursor: 0,
         }
     }
 
@@ -498,10 +505,54 @@ impl LiveEngine {
 
     fn end_round(&mut self, io: &mut LiveIo) -> Result<RoundEnd, LiveError> {
         self.flush_moves(io)?;
+        if !self.st.gone {
+            self.arm_marked(io);
+        }
         if let Some(e) = self.log_error.take() {
             return Err(LiveError::Log(e));
         }
         Ok(if self.st.gone { self.gone() } else { RoundEnd::Continue })
+    }
+
+    /// An observer that can watch the pages the engine chooses (the hinting-fault library)
+    /// is handed the marked pages after marks changed (docs/live.md, "The agent chooses the
+    /// protected pages"): up to its capacity, from `arm_cursor` on, wrapping, as addresses in
+    /// ascending order. An observation of one of them is then the hinting fault the mark
+    /// stands for, as Linux's scanner makes a marked page fault.
+    fn arm_marked(&mut self, io: &mut LiveIo) {
+        let cap = io.observer.arm_capacity();
+        if !self.arm_dirty || cap == 0 {
+            return;
+        }
+        let pages = self.st.space.pages();
+        let mut chosen = Vec::new();
+        let mut last = None;
+        let mut k = 0;
+        while k < pages {
+            let p = (self.arm_cursor + k) % pages;
+            // Whole words without a mark are skipped.
+            if p % 64 == 0 && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
+                k += 64;
+                continue;
+            }
+            k += 1;
+            if self.st.is_marked(p) {
+                if let Some(a) = self.st.space.addr_of(p) {
+                    chosen.push(a);
+                    last = Some(p);
+                    if chosen.len() == cap {
+                        break;
+                    }
+                }
+            }
+        }
+        chosen.sort_unstable();
+        if io.observer.arm(&chosen) {
+            self.arm_dirty = false;
+            if chosen.len() == cap {
+                self.arm_cursor = last.map_or(0, |p| (p + 1) % pages.max(1));
+            }
+        }
     }
 
     /// Threads and mappings; `false` when the target is gone.
@@ -747,6 +798,7 @@ impl LiveEngine {
                 }
                 self.st.set_marked(page, true);
                 self.st.summary.pages_marked += 1;
+                self.arm_dirty = true;
                 Ok(Some(Outcome::Applied))
             }
             Decision::ScanStep { space, thread, pages } => {
@@ -772,6 +824,7 @@ impl LiveEngine {
                 }
                 self.st.summary.scan_steps += 1;
                 self.st.summary.pages_marked += walk.updates;
+                self.arm_dirty |= walk.updates > 0;
                 // The agent did the walk: the target thread was charged no time.
                 self.follow_ups.push_back(FollowUp::Scan(ScanStepDone {
                     space,

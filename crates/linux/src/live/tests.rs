@@ -347,3 +347,36 @@ fn pages_the_kernel_refuses_are_counted_with_its_reason_and_unbooked() {
     assert!(lines.iter().any(|l| l.contains(r#""page":0,"to":0},"outcome":"refused","reason":"busy"}"#)), "{lines:#?}");
     assert!(lines.iter().any(|l| l.contains(r#""page":1,"to":0},"outcome":"refused","reason":"shared"}"#)), "{lines:#?}");
 }
+
+/// An observer that watches the pages the engine chooses (the hinting-fault library) is
+/// handed the marked pages whenever marks change, at most its capacity at a time, in
+/// ascending address order, the sets taking turns over the marks (docs/live.md, "The agent
+/// chooses the protected pages"). stable-numa's first scan step marks all 64 pages: the
+/// observer, of capacity 40, is given pages 0-39. The thread then touches pages 0 and 1
+/// (two hinting faults: their marks go); the next step marks them again, and the set after
+/// pages 0-39 starts at page 40: pages 40-63, then 0-15 (wrapping).
+#[test]
+fn the_observer_is_asked_to_watch_the_marked_pages_in_turns() {
+    let mut w = world(&[(100, 0)], 1, 4);
+    w.placer.affinity.insert(100, vec![0]);
+    let touch = |t| vec![access(100, 0, 0, t), access(100, 0, 1, t)];
+    w.observer = ScriptedObserver::new(vec![vec![], vec![], touch(15_000_000)]);
+    w.observer.arm_capacity = 40;
+    let e = engine("stable-numa", "scan_delay_ms = 1\nscan_interval_ms = 10\nscan_chunk_mb = 0", LiveConfig::default());
+    let (s, _) = run(e, &mut w, 4);
+    assert_eq!(s.hint_faults, 2);
+    let mut second: Vec<u64> = addrs(40..64);
+    second.extend(addrs(0..16));
+    second.sort_unstable();
+    assert_eq!(w.observer.armed, vec![addrs(0..40), second]);
+}
+
+/// Without an observer that takes requests (a perf or replay sampler), nothing is asked.
+#[test]
+fn an_observer_of_its_own_choosing_is_not_asked() {
+    let mut w = world(&[(100, 0)], 1, 3);
+    let e = engine("stable-numa", "scan_delay_ms = 1\nscan_interval_ms = 10\nscan_chunk_mb = 0", LiveConfig::default());
+    let (s, _) = run(e, &mut w, 3);
+    assert!(s.pages_marked > 0);
+    assert!(w.observer.armed.is_empty());
+}
