@@ -203,11 +203,17 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
     int saved = errno;
     uint64_t page = (uint64_t)si->si_addr & ~(PAGE - 1);
     if (active && si->si_code == SEGV_ACCERR) {
+        /* A page can be in both sets (released in the previous one, protected again in the
+         * current one: the agent hands the same marked page in consecutive sets), so the
+         * protected slot is looked for first; a released or restoring one only means retry. */
+        int known = 0;
         for (int s = 0; s < 2; s++)
             for (int i = 0; i < nslots[s]; i++) {
                 uint64_t v = __atomic_load_n(&slots[s][i], __ATOMIC_ACQUIRE);
                 if (v == 0 || (v & ~(PAGE - 1)) != page) continue;
-                if ((v & ST_PROTECTED) && release_slot(&slots[s][i], 1)) {
+                known = 1;
+                if ((v & ST_PROTECTED) == 0) continue;
+                if (release_slot(&slots[s][i], 1)) {
                     int write = 0;
 #if defined(__x86_64__)
                     write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
@@ -215,10 +221,11 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
                     record(page, write);
                     bump(H_FAULTS, 1);
                 }
-                /* Restored (by us, or by another thread or the helper meanwhile): retry. */
                 errno = saved;
                 return;
             }
+        /* Restored (by us, or by another thread or the helper meanwhile): retry. */
+        if (known) { errno = saved; return; }
     }
     /* Not ours: the program's own disposition. */
     bump(H_CHAINED, 1);

@@ -55,7 +55,12 @@ fn a_program_under_the_library_keeps_its_system_calls_and_its_own_handler() {
 /// hands the library pages, the library protects exactly those of them that are eligible, in
 /// runs of adjacent pages (one `mprotect` per run), and every fault it records is one of them.
 /// The set asked for here: the first 256 pages of the program's 4 MiB buffer (eligible, one
-/// run) and a page of its main stack (never eligible), asked again every 60 ms.
+/// run) and a page of its main stack (never eligible), asked again, six times, each time
+/// after the library took the previous set and 40 ms later (the program uses a set in one
+/// of its rounds: faults, or restores before its system calls on the buffer); then no more, and
+/// the program must still finish. (A page in both the released and the protected set once
+/// made its thread retry its access until the next set: the handler took the released slot
+/// for it. This test catches that only when the last set lands in the second slot table.)
 #[test]
 fn the_library_protects_the_pages_the_agent_asks_for_and_no_others() {
     if let Err(why) = check_hint() {
@@ -110,17 +115,31 @@ fn the_library_protects_the_pages_the_agent_asks_for_and_no_others() {
     obs.poll(&mut seen).unwrap();
     seen.clear();
     let mut asked = 1;
+    let mut asked_at = std::time::Instant::now();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !child.exited() {
-        std::thread::sleep(std::time::Duration::from_millis(60));
+        if std::time::Instant::now() > give_up {
+            // SAFETY: killing the child this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("the program did not finish: {:?}", obs.counters());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
         obs.poll(&mut seen).unwrap();
-        asked += u64::from(obs.arm(&set));
+        if asked < 6
+            && counter(&obs, "sets_taken_from_the_agent") == asked
+            && asked_at.elapsed() >= std::time::Duration::from_millis(40)
+            && obs.arm(&set)
+        {
+            asked += 1;
+            asked_at = std::time::Instant::now();
+        }
     }
     obs.poll(&mut seen).unwrap();
     let exit = child.wait().unwrap();
     let counters: std::collections::BTreeMap<_, _> = obs.counters().into_iter().collect();
     assert_eq!(exit.code, Some(0), "counters {counters:?}");
     let runs = counters["mprotect_runs_for_the_agent"];
-    assert!(runs >= 5 && runs <= asked, "{asked} sets asked: {counters:?}");
+    assert!(runs >= 3 && runs <= asked, "{asked} sets asked: {counters:?}");
     assert_eq!(counters["pages_protected_for_the_agent"], 256 * runs, "one run of 256 pages per set: {counters:?}");
     assert_eq!(counters["agent_pages_not_eligible"], runs, "the stack page, once per set: {counters:?}");
     assert!(!seen.is_empty(), "the touch loop faults on the set: {counters:?}");

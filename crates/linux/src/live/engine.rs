@@ -145,6 +145,10 @@ pub struct LiveSummary {
     pub page_outcomes: BTreeMap<PageOutcome, u64>,
     pub move_pages_calls: u64,
     pub locate_calls: u64,
+    /// Whole-process moves (`migrate_pages`, a policy's `MoveSpace`) carried out, and the
+    /// pages those calls said they could not move.
+    pub space_moves: u64,
+    pub space_move_pages_left: u64,
     /// `sched_setaffinity` calls that moved a thread, and those restoring one at the end.
     pub thread_moves: u64,
     pub affinities_restored: u64,
@@ -390,6 +394,8 @@ pub struct LiveEngine {
     pending: Vec<Pending>,
     follow_ups: VecDeque<FollowUp>,
     log_error: Option<String>,
+    /// Whole-process moves decided this round: (pending hook, decision index, to).
+    space_moves: Vec<(usize, usize, NodeId)>,
     /// Marks changed since the observer was last told which pages to watch.
     arm_dirty: bool,
     /// Where the next set of marked pages handed to the observer starts (its capacity may be
@@ -430,6 +436,7 @@ impl LiveEngine {
             pending: Vec::new(),
             follow_ups: VecDeque::new(),
             log_error: None,
+            space_moves: Vec::new(),
             arm_dirty: false,
             arm_cursor: 0,
         }
@@ -902,13 +909,79 @@ impl LiveEngine {
                 }
                 Ok(Some(Outcome::Applied))
             }
+            Decision::MoveSpace { space, to } => {
+                if space != 0 || to as usize >= nodes {
+                    return refused(Refusal::NoSuchTarget);
+                }
+                if self.st.cfg.dry_run {
+                    return Ok(Some(Outcome::Applied));
+                }
+                self.space_moves.push((pending, k, to));
+                Ok(None)
+            }
             // Linux keeps a task's preferred node (`numa_preferred_nid`) in the kernel, with no
-            // system call to set it; replication and whole-space moves are not built.
+            // system call to set it; replication is not built.
             Decision::SetPreferredNode { .. }
             | Decision::Replicate { .. }
             | Decision::CollapseReplicas { .. }
-            | Decision::DropMappings { .. }
-            | Decision::MoveSpace { .. } => refused(Refusal::Unsupported),
+            | Decision::DropMappings { .. } => refused(Refusal::Unsupported),
+        }
+    }
+
+    /// A whole-process move to policy node `to` (docs/live.md, "Whole-process moves"): one
+    /// `migrate_pages` call from every other node, at the end of the round, after its page
+    /// moves. The pages are located first (`move_pages` status, in batches); the kernel then
+    /// says how many pages it could not move, not which: the pages that were elsewhere are
+    /// then unknown until located again, and the outcome is `Partial` with the count of
+    /// pages that were elsewhere minus those left.
+    fn move_space(&mut self, io: &mut LiveIo, to: NodeId) -> Result<Outcome, LiveError> {
+        if self.st.gone {
+            return Ok(Outcome::Refused(Refusal::SpaceExited));
+        }
+        // Where every numbered page is now, so that the outcome counts what moved.
+        let total = self.st.space.pages();
+        let chunk = self.st.cfg.locate_batch_pages.max(1) as u64;
+        let mut start = 0;
+        while start < total {
+            let end = (start + chunk).min(total);
+            let mut pages_of = LivePages { st: &mut self.st, mover: io.mover, error: None };
+            pages_of.visit_range(start, end);
+            if let Some(e) = pages_of.error {
+                return Err(e.into());
+            }
+            if self.st.gone {
+                return Ok(Outcome::Refused(Refusal::SpaceExited));
+            }
+            start = end;
+        }
+        let elsewhere: Vec<usize> =
+            (0..self.st.page_node.len()).filter(|&p| self.st.page_node[p] != UNKNOWN && self.st.page_node[p] != to as u8).collect();
+        let kernel = &self.st.host.kernel_nodes;
+        let from: Vec<u32> = kernel.iter().enumerate().filter(|&(i, _)| i != to as usize).map(|(_, &k)| k).collect();
+        match io.mover.migrate_pages(self.st.pid, &from, &[kernel[to as usize]]) {
+            Ok(left) => {
+                self.st.summary.space_moves += 1;
+                self.st.summary.space_move_pages_left += left;
+                let moved = (elsewhere.len() as u64).saturating_sub(left);
+                for &p in &elsewhere {
+                    let old = self.st.page_node[p] as usize;
+                    if left == 0 {
+                        self.st.free_pages[old] += 1;
+                        self.st.free_pages[to as usize] = self.st.free_pages[to as usize].saturating_sub(1);
+                        self.st.page_node[p] = to as u8;
+                    } else {
+                        self.st.page_node[p] = UNKNOWN;
+                    }
+                }
+                Ok(if left == 0 { Outcome::Applied } else { Outcome::Partial { moved_pages: moved, left_pages: left } })
+            }
+            Err(libc::ESRCH) => {
+                self.st.gone = true;
+                Ok(Outcome::Refused(Refusal::SpaceExited))
+            }
+            Err(libc::ENOSYS) => Ok(Outcome::Refused(Refusal::Unsupported)),
+            Err(libc::EPERM) => Err(MoveError::Permission { pid: self.st.pid }.into()),
+            Err(e) => Err(MoveError::Call { pid: self.st.pid, errno: e, reason: crate::act::syscall::errno_text(e) }.into()),
         }
     }
 
@@ -986,6 +1059,9 @@ impl LiveEngine {
                 self.st.gone = true;
             }
         }
+        for (pending, k, to) in std::mem::take(&mut self.space_moves) {
+            self.pending[pending].outcomes[k] = Some(self.move_space(io, to)?);
+        }
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             self.conclude(io, p);
@@ -1022,7 +1098,7 @@ fn affinity_error(pid: i32, tid: i32, errno: i32) -> LiveError {
 
 /// The decision acts on the program (it is what a dry run leaves undone).
 fn acts(d: &Decision) -> bool {
-    matches!(d, Decision::MigratePage { .. } | Decision::MoveThread { .. } | Decision::SwapThreads { .. })
+    matches!(d, Decision::MigratePage { .. } | Decision::MoveThread { .. } | Decision::SwapThreads { .. } | Decision::MoveSpace { .. })
 }
 
 fn kind_name(d: &Decision) -> &'static str {
