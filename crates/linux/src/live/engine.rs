@@ -537,8 +537,8 @@ impl LiveEngine {
         let mut k = 0;
         while k < pages {
             let p = (self.arm_cursor + k) % pages;
-            // Whole words without a mark are skipped.
-            if p.is_multiple_of(64) && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
+            // Whole words without a mark are skipped (not across the wrap).
+            if p.is_multiple_of(64) && p + 64 <= pages && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
                 k += 64;
                 continue;
             }

@@ -1,8 +1,9 @@
 //! The user-space hinting-fault sampler for programs numalab launches (docs/live.md, "The
 //! hinting-fault sampler"): the library `shim/numalab_hint.c`, built into numalab, is
-//! preloaded into the program; it protects a bounded, rotating set of the program's private
-//! anonymous pages and writes one record per first access to them into a ring shared with the
-//! agent (a memfd both map). This side creates the ring and the library's file, gives the
+//! preloaded into the program; it protects a bounded set of the program's private anonymous
+//! pages — the pages the engine's scan marked, once the engine hands them over
+//! ([`AccessObserver::arm`]), else a rotating set of its own — and writes one record per first
+//! access to them into a ring shared with the agent (a memfd both map). This side creates the ring and the library's file, gives the
 //! program the environment that loads it, and reads the records.
 //!
 //! Ring layout (must match the C file): a 4096-byte header of u64 words (`H_*` below; the
