@@ -1,15 +1,16 @@
 /*
  * master_workers: the master thread first-touches all of a buffer on node 0; then one worker
- * pinned on node 0 and one pinned on node 1 write their half of it, page by page, for a while;
+ * pinned on each of nodes 0..K-1 (K = --nodes, 2 by default) writes its K-th of it ("half" H
+ * for node H), page by page, for a while;
  * at the end the program reports where each half's pages are (move_pages(2) status). The test
  * program of docs/live.md "Tests of the dynamic half" and docs/results/live-vs-kernel.md: a
  * dynamic policy should move half 1 next to its worker. Dynamically linked on purpose (the
  * hinting-fault library is preloaded into it).
  *
- *   master_workers [--mib M] [--seconds S]      (defaults 8 MiB, 6 s)
+ *   master_workers [--mib M] [--seconds S] [--nodes K]     (defaults 8 MiB, 6 s, 2 nodes)
  *
- * Output: "ready pid=P", then "half=H pages=N node0=A node1=B other=C" for H = 0, 1 and
- * "passes=P0,P1" (the workers' passes over their halves).
+ * Output: "ready pid=P", then "half=H pages=N node0=A node1=B node2=C node3=D other=E" for
+ * H = 0..K-1 and "passes=P0,P1,..." (the workers' passes over their parts).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,7 +29,9 @@
 static char *buf;
 static size_t pages;
 static double seconds = 6;
-static long passes[2];
+#define MAX_PARTS 4
+static int parts = 2;
+static long passes[MAX_PARTS];
 
 /* The first CPU (after skipping `skip`) of a node, from sysfs cpulist ("0-1" or "2,3"). */
 static int node_cpu(int node, int skip) {
@@ -66,7 +69,7 @@ struct worker { int half, cpu; };
 static void *work(void *arg) {
     struct worker *w = arg;
     pin(w->cpu);
-    size_t lo = w->half * (pages / 2), hi = lo + pages / 2;
+    size_t lo = w->half * (pages / parts), hi = lo + pages / parts;
     double end = now() + seconds;
     while (now() < end) {
         for (size_t p = lo; p < hi; p++) buf[p * PAGE + (size_t)passes[w->half] % PAGE] += 1;
@@ -80,8 +83,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--mib")) mib = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--seconds")) seconds = strtod(argv[i + 1], NULL);
-        else { fprintf(stderr, "usage: master_workers [--mib M] [--seconds S]\n"); return 2; }
+        else if (!strcmp(argv[i], "--nodes")) parts = (int)strtol(argv[i + 1], NULL, 10);
+        else { fprintf(stderr, "usage: master_workers [--mib M] [--seconds S] [--nodes K]\n"); return 2; }
     }
+    if (parts < 1 || parts > MAX_PARTS) { fprintf(stderr, "master_workers: --nodes must be 1..%d\n", MAX_PARTS); return 2; }
     pages = mib * (1 << 20) / PAGE;
     pin(node_cpu(0, 0));
     buf = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -91,19 +96,23 @@ int main(int argc, char **argv) {
     memset(buf, 1, pages * PAGE);
     printf("ready pid=%d\n", (int)getpid());
     fflush(stdout);
-    struct worker w[2] = {{0, node_cpu(0, 1)}, {1, node_cpu(1, 0)}};
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, work, &w[i]);
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    /* The master has node 0's first CPU: node 0's worker takes its second. */
+    struct worker w[MAX_PARTS];
+    for (int i = 0; i < parts; i++) w[i] = (struct worker){i, node_cpu(i, i == 0 ? 1 : 0)};
+    pthread_t t[MAX_PARTS];
+    for (int i = 0; i < parts; i++) pthread_create(&t[i], NULL, work, &w[i]);
+    for (int i = 0; i < parts; i++) pthread_join(t[i], NULL);
     void **addrs = malloc(pages * sizeof *addrs);
     int *status = malloc(pages * sizeof *status);
     for (size_t p = 0; p < pages; p++) addrs[p] = buf + p * PAGE;
     if (syscall(SYS_move_pages, 0, pages, addrs, NULL, status, 0) != 0) { perror("master_workers: move_pages"); return 2; }
-    for (int h = 0; h < 2; h++) {
-        size_t n[3] = {0, 0, 0};
-        for (size_t p = h * (pages / 2); p < (h + 1) * (pages / 2); p++) n[status[p] == 0 ? 0 : status[p] == 1 ? 1 : 2]++;
-        printf("half=%d pages=%zu node0=%zu node1=%zu other=%zu\n", h, pages / 2, n[0], n[1], n[2]);
+    for (int h = 0; h < parts; h++) {
+        size_t n[5] = {0, 0, 0, 0, 0};
+        for (size_t p = h * (pages / parts); p < (h + 1) * (pages / parts); p++) n[status[p] >= 0 && status[p] < 4 ? status[p] : 4]++;
+        printf("half=%d pages=%zu node0=%zu node1=%zu node2=%zu node3=%zu other=%zu\n", h, pages / parts, n[0], n[1], n[2], n[3], n[4]);
     }
-    printf("passes=%ld,%ld\n", passes[0], passes[1]);
+    printf("passes=");
+    for (int h = 0; h < parts; h++) printf(h ? ",%ld" : "%ld", passes[h]);
+    printf("\n");
     return 0;
 }

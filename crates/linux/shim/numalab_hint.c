@@ -15,6 +15,10 @@
  *  - each protected page splits its mapping in three: the set is bounded, and shrinks to stay
  *    clear of vm.max_map_count;
  *  - the program's own mprotect/munmap/mremap: pages of the range leave the set first.
+ * Which pages: by default a rotating stride over the eligible mappings; once the agent
+ * publishes a set (the pages its policy's scan marked, in the request area after the header),
+ * exactly those of them that are eligible, protected in runs of adjacent pages, and kept
+ * protected until they fault or the agent publishes the next set.
  * The ring layout is the agent's (crates/linux/src/live/hint_sampler.rs); both sides say so.
  */
 #define _GNU_SOURCE
@@ -48,11 +52,14 @@
 enum {
     H_MAGIC = 0, H_CAPACITY, H_RESERVE, H_TAIL, H_DROPPED, H_PROTECT_ROUNDS, H_PAGES_PROTECTED,
     H_RESTORED_UNTOUCHED, H_MAP_LIMIT, H_SYSCALL_SAVES, H_CHAINED, H_STATUS, H_SKIPPED_INFLIGHT,
-    H_HELPER_TID, H_FAULTS,
+    H_HELPER_TID, H_FAULTS, H_ARMED_PAGES, H_ARM_REJECTED, H_ARM_SEEN, H_MPROTECT_RUNS,
     /* written by the agent */
-    H_PERIOD_NS = 64, H_MAX_PAGES, H_MIN_MAPPING_BYTES,
+    H_PERIOD_NS = 64, H_MAX_PAGES, H_MIN_MAPPING_BYTES, H_ARM_GEN, H_ARM_LEN,
 };
 #define HEADER_BYTES 4096
+/* The agent's request area (H_ARM_LEN page addresses, ascending) follows the header; the
+ * record ring follows it. The agent writes a new set only once H_ARM_SEEN == H_ARM_GEN. */
+#define REQUEST_BYTES (MAX_SLOTS * 8)
 #define REASON_OFF 1024 /* status 2: a NUL-terminated reason */
 
 struct rec { uint64_t seq, addr, time_ns; uint32_t tid; uint16_t cpu; uint16_t write; };
@@ -60,6 +67,9 @@ struct rec { uint64_t seq, addr, time_ns; uint32_t tid; uint16_t cpu; uint16_t w
 static volatile uint64_t *hdr;
 static struct rec *ring;
 static uint64_t capacity;
+static uint64_t *request;
+static uint64_t wanted[MAX_SLOTS];
+static int nwanted, wanted_pending;
 /* Two sets, alternating by period: the current one (protected pages) and the previous one
  * (released pages, kept for a period so that a thread whose fault raced the restore finds its
  * page and retries instead of being taken for a fault of the program's own). Each entry is
@@ -193,11 +203,17 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
     int saved = errno;
     uint64_t page = (uint64_t)si->si_addr & ~(PAGE - 1);
     if (active && si->si_code == SEGV_ACCERR) {
+        /* A page can be in both sets (released in the previous one, protected again in the
+         * current one: the agent hands the same marked page in consecutive sets), so the
+         * protected slot is looked for first; a released or restoring one only means retry. */
+        int known = 0;
         for (int s = 0; s < 2; s++)
             for (int i = 0; i < nslots[s]; i++) {
                 uint64_t v = __atomic_load_n(&slots[s][i], __ATOMIC_ACQUIRE);
                 if (v == 0 || (v & ~(PAGE - 1)) != page) continue;
-                if ((v & ST_PROTECTED) && release_slot(&slots[s][i], 1)) {
+                known = 1;
+                if ((v & ST_PROTECTED) == 0) continue;
+                if (release_slot(&slots[s][i], 1)) {
                     int write = 0;
 #if defined(__x86_64__)
                     write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
@@ -205,10 +221,11 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
                     record(page, write);
                     bump(H_FAULTS, 1);
                 }
-                /* Restored (by us, or by another thread or the helper meanwhile): retry. */
                 errno = saved;
                 return;
             }
+        /* Restored (by us, or by another thread or the helper meanwhile): retry. */
+        if (known) { errno = saved; return; }
     }
     /* Not ours: the program's own disposition. */
     bump(H_CHAINED, 1);
@@ -280,7 +297,64 @@ static int eligible(long *nmaps) {
     return n;
 }
 
+/* Protect [lo, lo + n pages) with one mprotect: the run's slots first (as the per-page
+ * path does), cleared again if the call fails. Returns 0, or the errno. */
+static int protect_run(uint64_t lo, int n) {
+    int j0 = nslots[cur];
+    for (int i = 0; i < n; i++) __atomic_store_n(&slots[cur][j0 + i], (lo + (uint64_t)i * PAGE) | ST_PROTECTED, __ATOMIC_RELEASE);
+    __atomic_store_n(&nslots[cur], j0 + n, __ATOMIC_RELEASE);
+    if (real_mprotect((void *)lo, (size_t)n * PAGE, PROT_NONE) != 0) {
+        int e = errno;
+        for (int i = 0; i < n; i++) __atomic_store_n(&slots[cur][j0 + i], 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&nslots[cur], j0, __ATOMIC_RELEASE);
+        return e;
+    }
+    bump(H_PAGES_PROTECTED, (uint64_t)n);
+    bump(H_ARMED_PAGES, (uint64_t)n);
+    bump(H_MPROTECT_RUNS, 1);
+    return 0;
+}
+
+static int in_eligible(uint64_t page, int n) {
+    for (int i = 0; i < n; i++) if (page >= elig[i].lo && page + PAGE <= elig[i].hi) return 1;
+    return 0;
+}
+
+/* The agent's set: the requested pages that are eligible and not excluded, at most k, in
+ * runs of adjacent pages (one mprotect per run). */
+static void protect_wanted(int len, int n, uint64_t k) {
+    uint64_t done = 0, run_lo = 0;
+    int run_n = 0, rejected = 0;
+    for (int i = 0; i <= len && done + (uint64_t)run_n <= k; i++) {
+        uint64_t page = i < len ? wanted[i] & ~(PAGE - 1) : 0;
+        int ok = i < len && in_eligible(page, n) && !excluded(page);
+        if (i < len && !ok) rejected++;
+        if (ok && run_n > 0 && page == run_lo + (uint64_t)run_n * PAGE && done + (uint64_t)run_n < k) { run_n++; continue; }
+        if (run_n > 0) {
+            int e = protect_run(run_lo, run_n);
+            if (e == ENOMEM) { bump(H_MAP_LIMIT, 1); break; }
+            if (e == 0) done += (uint64_t)run_n;
+            run_n = 0;
+        }
+        if (ok && done < k) { run_lo = page; run_n = 1; }
+    }
+    if (rejected) bump(H_ARM_REJECTED, (uint64_t)rejected);
+}
+
 static void rotate(uint64_t round) {
+    /* Agent mode: nothing changes until the agent publishes its next set. */
+    uint64_t gen = __atomic_load_n(&hdr[H_ARM_GEN], __ATOMIC_ACQUIRE);
+    if (gen != 0) {
+        if (gen != __atomic_load_n(&hdr[H_ARM_SEEN], __ATOMIC_ACQUIRE)) {
+            uint64_t l = __atomic_load_n(&hdr[H_ARM_LEN], __ATOMIC_ACQUIRE);
+            nwanted = l > MAX_SLOTS ? MAX_SLOTS : (int)l;
+            for (int i = 0; i < nwanted; i++) wanted[i] = request[i];
+            /* Copied: the agent may write its next set. */
+            __atomic_store_n(&hdr[H_ARM_SEEN], gen, __ATOMIC_RELEASE);
+            wanted_pending = 1;
+        }
+        if (!wanted_pending) return;
+    }
     int untouched = 0;
     for (int i = 0; i < nslots[cur]; i++) untouched += release_slot(&slots[cur][i], 1);
     if (untouched) bump(H_RESTORED_UNTOUCHED, (uint64_t)untouched);
@@ -302,6 +376,20 @@ static void rotate(uint64_t round) {
     if (room < (long)k) { bump(H_MAP_LIMIT, 1); k = room > 0 ? (uint64_t)room : 0; }
     if (k > total) k = total;
     if (k == 0 || excl_full) return; /* a thread stack it could not record: protect nothing */
+    if (gen != 0) {
+        __atomic_store_n(&protecting, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) != 0) {
+            /* Still pending: protected at the next period. */
+            __atomic_store_n(&protecting, 0, __ATOMIC_SEQ_CST);
+            bump(H_SKIPPED_INFLIGHT, 1);
+            return;
+        }
+        protect_wanted(nwanted, n, k);
+        wanted_pending = 0;
+        __atomic_store_n(&protecting, 0, __ATOMIC_SEQ_CST);
+        bump(H_PROTECT_ROUNDS, 1);
+        return;
+    }
     uint64_t stride = total / k, start = round % stride;
     __atomic_store_n(&protecting, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) != 0) {
@@ -367,10 +455,11 @@ __attribute__((constructor)) static void numalab_hint_init(void) {
     if (hdr[H_MAGIC] != MAGIC) { munmap(m, HEADER_BYTES); hdr = NULL; return; }
     capacity = hdr[H_CAPACITY];
     munmap(m, HEADER_BYTES);
-    m = mmap(NULL, HEADER_BYTES + capacity * sizeof(struct rec), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    m = mmap(NULL, HEADER_BYTES + REQUEST_BYTES + capacity * sizeof(struct rec), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) { hdr = NULL; return; }
     hdr = m;
-    ring = (struct rec *)((char *)m + HEADER_BYTES);
+    request = (uint64_t *)((char *)m + HEADER_BYTES);
+    ring = (struct rec *)((char *)m + HEADER_BYTES + REQUEST_BYTES);
     if (!real_sigaction || !real_mprotect || !real_read) { refuse("the C library does not export sigaction/mprotect/read to dlsym"); return; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

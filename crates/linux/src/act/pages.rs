@@ -25,6 +25,26 @@ pub trait PageMover {
     /// With `nodes`, move `pages[i]` to `nodes[i]`; without, only report where they are.
     /// `status[i]` gets the page's node or a negative errno; `Err(errno)` if the call failed.
     fn move_pages(&mut self, pid: i32, pages: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<(), i32>;
+
+    /// `migrate_pages(2)`: move every page of the process on a node of `from` to `to` (kernel
+    /// node ids; the kernel pairs `from`'s nodes with `to`'s by position, cycling `to`, so a
+    /// single `to` node takes them all). `Ok(n)`: `n` pages could not be moved;
+    /// `Err(errno)` if the call failed. Unsupported (`ENOSYS`) unless implemented.
+    fn migrate_pages(&mut self, _pid: i32, _from: &[u32], _to: &[u32]) -> Result<u64, i32> {
+        Err(libc::ENOSYS)
+    }
+}
+
+/// A node set as `migrate_pages(2)` and `set_mempolicy(2)` take it: the mask words and
+/// `maxnode` (the mask's bits + 1: the kernel's `get_nodes()` reads `maxnode - 1` bits;
+/// docs/live.md, "Whole-process moves").
+pub fn node_mask(nodes: &[u32]) -> (Vec<u64>, u64) {
+    let words = nodes.iter().max().map_or(1, |&m| m as usize / 64 + 1);
+    let mut mask = vec![0u64; words];
+    for &n in nodes {
+        mask[n as usize / 64] |= 1 << (n % 64);
+    }
+    (mask, words as u64 * 64 + 1)
 }
 
 /// The kernel's `move_pages(2)`.
@@ -87,6 +107,28 @@ impl PageMover for SystemPageMover {
         }
         Err(errno)
     }
+
+    fn migrate_pages(&mut self, pid: i32, from: &[u32], to: &[u32]) -> Result<u64, i32> {
+        if let Some(start) = self.expect_start {
+            match crate::procfs::stat::start_time(&crate::FsRoot::host(), pid as u32) {
+                Ok(t) if t == start => {}
+                _ => return Err(libc::ESRCH),
+            }
+        }
+        let bits = from.iter().chain(to).copied().collect::<Vec<_>>();
+        let (_, maxnode) = node_mask(&bits);
+        let words = (maxnode as usize - 1) / 64;
+        let (mut old, mut new) = (node_mask(from).0, node_mask(to).0);
+        old.resize(words, 0);
+        new.resize(words, 0);
+        // SAFETY: both masks hold `maxnode - 1` bits, as the call reads.
+        let r =
+            unsafe { libc::syscall(libc::SYS_migrate_pages, pid as libc::c_long, maxnode as libc::c_ulong, old.as_ptr(), new.as_ptr()) };
+        if r >= 0 {
+            return Ok(r as u64);
+        }
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    }
 }
 
 /// Records every call and plays a process whose pages are where `location` says.
@@ -104,6 +146,8 @@ pub struct FakePageMover {
     pub exits_after_calls: Option<usize>,
     /// Every call fails with this errno (`EPERM`, …).
     pub fail_with: Option<i32>,
+    /// `migrate_pages` calls made: (pid, from nodes, to nodes).
+    pub whole_calls: Vec<(i32, Vec<u32>, Vec<u32>)>,
 }
 
 impl PageMover for FakePageMover {
@@ -134,6 +178,31 @@ impl PageMover for FakePageMover {
             };
         }
         Ok(())
+    }
+
+    /// Moves every page on a `from` node to `to`'s node of the same position (cycling), as
+    /// the kernel does; busy and shared pages stay and are counted as not moved.
+    fn migrate_pages(&mut self, pid: i32, from: &[u32], to: &[u32]) -> Result<u64, i32> {
+        self.whole_calls.push((pid, from.to_vec(), to.to_vec()));
+        if let Some(e) = self.fail_with {
+            return Err(e);
+        }
+        if self.exits_after_calls.is_some_and(|n| self.calls.len() + self.whole_calls.len() > n) {
+            return Err(libc::ESRCH);
+        }
+        if to.is_empty() {
+            return Err(libc::EINVAL);
+        }
+        let mut left = 0;
+        for (page, at) in self.location.iter_mut() {
+            let Some(k) = from.iter().position(|&f| f as i32 == *at) else { continue };
+            if self.shared.contains(page) || self.busy.get(page).is_some_and(|&n| n > 0) {
+                left += 1;
+                continue;
+            }
+            *at = to[k % to.len()] as i32;
+        }
+        Ok(left)
     }
 }
 

@@ -145,6 +145,10 @@ pub struct LiveSummary {
     pub page_outcomes: BTreeMap<PageOutcome, u64>,
     pub move_pages_calls: u64,
     pub locate_calls: u64,
+    /// Whole-process moves (`migrate_pages`, a policy's `MoveSpace`) carried out, and the
+    /// pages those calls said they could not move.
+    pub space_moves: u64,
+    pub space_move_pages_left: u64,
     /// `sched_setaffinity` calls that moved a thread, and those restoring one at the end.
     pub thread_moves: u64,
     pub affinities_restored: u64,
@@ -390,6 +394,13 @@ pub struct LiveEngine {
     pending: Vec<Pending>,
     follow_ups: VecDeque<FollowUp>,
     log_error: Option<String>,
+    /// Whole-process moves decided this round: (pending hook, decision index, to).
+    space_moves: Vec<(usize, usize, NodeId)>,
+    /// Marks changed since the observer was last told which pages to watch.
+    arm_dirty: bool,
+    /// Where the next set of marked pages handed to the observer starts (its capacity may be
+    /// smaller than the marks: the sets take turns over them).
+    arm_cursor: PageIdx,
 }
 
 impl LiveEngine {
@@ -425,6 +436,9 @@ impl LiveEngine {
             pending: Vec::new(),
             follow_ups: VecDeque::new(),
             log_error: None,
+            space_moves: Vec::new(),
+            arm_dirty: false,
+            arm_cursor: 0,
         }
     }
 
@@ -498,10 +512,54 @@ impl LiveEngine {
 
     fn end_round(&mut self, io: &mut LiveIo) -> Result<RoundEnd, LiveError> {
         self.flush_moves(io)?;
+        if !self.st.gone {
+            self.arm_marked(io);
+        }
         if let Some(e) = self.log_error.take() {
             return Err(LiveError::Log(e));
         }
         Ok(if self.st.gone { self.gone() } else { RoundEnd::Continue })
+    }
+
+    /// An observer that can watch the pages the engine chooses (the hinting-fault library)
+    /// is handed the marked pages after marks changed (docs/live.md, "The agent chooses the
+    /// protected pages"): up to its capacity, from `arm_cursor` on, wrapping, as addresses in
+    /// ascending order. An observation of one of them is then the hinting fault the mark
+    /// stands for, as Linux's scanner makes a marked page fault.
+    fn arm_marked(&mut self, io: &mut LiveIo) {
+        let cap = io.observer.arm_capacity();
+        if !self.arm_dirty || cap == 0 {
+            return;
+        }
+        let pages = self.st.space.pages();
+        let mut chosen = Vec::new();
+        let mut last = None;
+        let mut k = 0;
+        while k < pages {
+            let p = (self.arm_cursor + k) % pages;
+            // Whole words without a mark are skipped (not across the wrap).
+            if p.is_multiple_of(64) && p + 64 <= pages && k + 64 <= pages && self.st.marked.get(p as usize / 64) == Some(&0) {
+                k += 64;
+                continue;
+            }
+            k += 1;
+            if self.st.is_marked(p) {
+                if let Some(a) = self.st.space.addr_of(p) {
+                    chosen.push(a);
+                    last = Some(p);
+                    if chosen.len() == cap {
+                        break;
+                    }
+                }
+            }
+        }
+        chosen.sort_unstable();
+        if io.observer.arm(&chosen) {
+            self.arm_dirty = false;
+            if chosen.len() == cap {
+                self.arm_cursor = last.map_or(0, |p| (p + 1) % pages.max(1));
+            }
+        }
     }
 
     /// Threads and mappings; `false` when the target is gone.
@@ -747,6 +805,7 @@ impl LiveEngine {
                 }
                 self.st.set_marked(page, true);
                 self.st.summary.pages_marked += 1;
+                self.arm_dirty = true;
                 Ok(Some(Outcome::Applied))
             }
             Decision::ScanStep { space, thread, pages } => {
@@ -772,6 +831,7 @@ impl LiveEngine {
                 }
                 self.st.summary.scan_steps += 1;
                 self.st.summary.pages_marked += walk.updates;
+                self.arm_dirty |= walk.updates > 0;
                 // The agent did the walk: the target thread was charged no time.
                 self.follow_ups.push_back(FollowUp::Scan(ScanStepDone {
                     space,
@@ -849,13 +909,79 @@ impl LiveEngine {
                 }
                 Ok(Some(Outcome::Applied))
             }
+            Decision::MoveSpace { space, to } => {
+                if space != 0 || to as usize >= nodes {
+                    return refused(Refusal::NoSuchTarget);
+                }
+                if self.st.cfg.dry_run {
+                    return Ok(Some(Outcome::Applied));
+                }
+                self.space_moves.push((pending, k, to));
+                Ok(None)
+            }
             // Linux keeps a task's preferred node (`numa_preferred_nid`) in the kernel, with no
-            // system call to set it; replication and whole-space moves are not built.
+            // system call to set it; replication is not built.
             Decision::SetPreferredNode { .. }
             | Decision::Replicate { .. }
             | Decision::CollapseReplicas { .. }
-            | Decision::DropMappings { .. }
-            | Decision::MoveSpace { .. } => refused(Refusal::Unsupported),
+            | Decision::DropMappings { .. } => refused(Refusal::Unsupported),
+        }
+    }
+
+    /// A whole-process move to policy node `to` (docs/live.md, "Whole-process moves"): one
+    /// `migrate_pages` call from every other node, at the end of the round, after its page
+    /// moves. The pages are located first (`move_pages` status, in batches); the kernel then
+    /// says how many pages it could not move, not which: the pages that were elsewhere are
+    /// then unknown until located again, and the outcome is `Partial` with the count of
+    /// pages that were elsewhere minus those left.
+    fn move_space(&mut self, io: &mut LiveIo, to: NodeId) -> Result<Outcome, LiveError> {
+        if self.st.gone {
+            return Ok(Outcome::Refused(Refusal::SpaceExited));
+        }
+        // Where every numbered page is now, so that the outcome counts what moved.
+        let total = self.st.space.pages();
+        let chunk = self.st.cfg.locate_batch_pages.max(1) as u64;
+        let mut start = 0;
+        while start < total {
+            let end = (start + chunk).min(total);
+            let mut pages_of = LivePages { st: &mut self.st, mover: io.mover, error: None };
+            pages_of.visit_range(start, end);
+            if let Some(e) = pages_of.error {
+                return Err(e.into());
+            }
+            if self.st.gone {
+                return Ok(Outcome::Refused(Refusal::SpaceExited));
+            }
+            start = end;
+        }
+        let elsewhere: Vec<usize> =
+            (0..self.st.page_node.len()).filter(|&p| self.st.page_node[p] != UNKNOWN && self.st.page_node[p] != to as u8).collect();
+        let kernel = &self.st.host.kernel_nodes;
+        let from: Vec<u32> = kernel.iter().enumerate().filter(|&(i, _)| i != to as usize).map(|(_, &k)| k).collect();
+        match io.mover.migrate_pages(self.st.pid, &from, &[kernel[to as usize]]) {
+            Ok(left) => {
+                self.st.summary.space_moves += 1;
+                self.st.summary.space_move_pages_left += left;
+                let moved = (elsewhere.len() as u64).saturating_sub(left);
+                for &p in &elsewhere {
+                    let old = self.st.page_node[p] as usize;
+                    if left == 0 {
+                        self.st.free_pages[old] += 1;
+                        self.st.free_pages[to as usize] = self.st.free_pages[to as usize].saturating_sub(1);
+                        self.st.page_node[p] = to as u8;
+                    } else {
+                        self.st.page_node[p] = UNKNOWN;
+                    }
+                }
+                Ok(if left == 0 { Outcome::Applied } else { Outcome::Partial { moved_pages: moved, left_pages: left } })
+            }
+            Err(libc::ESRCH) => {
+                self.st.gone = true;
+                Ok(Outcome::Refused(Refusal::SpaceExited))
+            }
+            Err(libc::ENOSYS) => Ok(Outcome::Refused(Refusal::Unsupported)),
+            Err(libc::EPERM) => Err(MoveError::Permission { pid: self.st.pid }.into()),
+            Err(e) => Err(MoveError::Call { pid: self.st.pid, errno: e, reason: crate::act::syscall::errno_text(e) }.into()),
         }
     }
 
@@ -933,6 +1059,9 @@ impl LiveEngine {
                 self.st.gone = true;
             }
         }
+        for (pending, k, to) in std::mem::take(&mut self.space_moves) {
+            self.pending[pending].outcomes[k] = Some(self.move_space(io, to)?);
+        }
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             self.conclude(io, p);
@@ -969,7 +1098,7 @@ fn affinity_error(pid: i32, tid: i32, errno: i32) -> LiveError {
 
 /// The decision acts on the program (it is what a dry run leaves undone).
 fn acts(d: &Decision) -> bool {
-    matches!(d, Decision::MigratePage { .. } | Decision::MoveThread { .. } | Decision::SwapThreads { .. })
+    matches!(d, Decision::MigratePage { .. } | Decision::MoveThread { .. } | Decision::SwapThreads { .. } | Decision::MoveSpace { .. })
 }
 
 fn kind_name(d: &Decision) -> &'static str {

@@ -1,16 +1,21 @@
 //! The user-space hinting-fault sampler for programs numalab launches (docs/live.md, "The
 //! hinting-fault sampler"): the library `shim/numalab_hint.c`, built into numalab, is
-//! preloaded into the program; it protects a bounded, rotating set of the program's private
-//! anonymous pages and writes one record per first access to them into a ring shared with the
-//! agent (a memfd both map). This side creates the ring and the library's file, gives the
+//! preloaded into the program; it protects a bounded set of the program's private anonymous
+//! pages — the pages the engine's scan marked, once the engine hands them over
+//! ([`AccessObserver::arm`]), else a rotating set of its own — and writes one record per first
+//! access to them into a ring shared with the agent (a memfd both map). This side creates the ring and the library's file, gives the
 //! program the environment that loads it, and reads the records.
 //!
 //! Ring layout (must match the C file): a 4096-byte header of u64 words (`H_*` below; the
-//! agent writes the settings at words 64..67), then `capacity` records of 32 bytes:
+//! agent writes the settings at words 64..68), then the request area (4096 page addresses:
+//! the set the agent asks the library to protect, [`AccessObserver::arm`]), then `capacity`
+//! records of 32 bytes:
 //! `seq` (index + 1 once written), `addr`, `time_ns` (CLOCK_MONOTONIC), `tid` u32, `cpu` u16,
 //! `write` u16. Writers reserve a slot with a compare-and-swap on `reserve` that never runs
 //! more than `capacity` ahead of `tail` (a full ring drops and counts); the agent consumes in
-//! index order and publishes `tail`.
+//! index order and publishes `tail`. The request area is written by the agent only when the
+//! library has copied the previous set (`H_ARM_SEEN == H_ARM_GEN`), then `H_ARM_LEN`, then
+//! `H_ARM_GEN` is raised (release).
 
 use super::observe::{AccessObserver, Observation, ObserveError};
 use std::ffi::OsString;
@@ -37,9 +42,18 @@ const H_STATUS: usize = 11;
 const H_SKIPPED_INFLIGHT: usize = 12;
 const H_HELPER_TID: usize = 13;
 const H_FAULTS: usize = 14;
+const H_ARMED_PAGES: usize = 15;
+const H_ARM_REJECTED: usize = 16;
+const H_ARM_SEEN: usize = 17;
+const H_MPROTECT_RUNS: usize = 18;
 const H_PERIOD_NS: usize = 64;
 const H_MAX_PAGES: usize = 65;
 const H_MIN_MAPPING_BYTES: usize = 66;
+const H_ARM_GEN: usize = 67;
+const H_ARM_LEN: usize = 68;
+/// Page addresses the request area holds (the library's `MAX_SLOTS`).
+const REQUEST_PAGES: usize = 4096;
+const REQUEST_BYTES: usize = REQUEST_PAGES * 8;
 const REASON_OFF: usize = 1024;
 
 /// Environment variables the program is started with.
@@ -93,6 +107,7 @@ pub struct HintObserver {
     base: *mut u8,
     map_bytes: usize,
     capacity: u64,
+    max_pages: u64,
     ring_fd: i32,
     so_fd: i32,
     cpu_node: Vec<Option<u32>>,
@@ -123,7 +138,7 @@ impl HintObserver {
             unsafe { libc::close(ring_fd) };
             fail(e)
         })?;
-        let map_bytes = HEADER_BYTES + cfg.capacity as usize * RECORD_BYTES;
+        let map_bytes = HEADER_BYTES + REQUEST_BYTES + cfg.capacity as usize * RECORD_BYTES;
         // SAFETY: fds we own; the mapping is checked against MAP_FAILED.
         let base = unsafe {
             let ok = libc::ftruncate(ring_fd, map_bytes as libc::off_t) == 0
@@ -141,8 +156,18 @@ impl HintObserver {
             }
             base as *mut u8
         };
-        let o =
-            HintObserver { base, map_bytes, capacity: cfg.capacity, ring_fd, so_fd, cpu_node, start_ns, polls: 0, started_at_poll: None };
+        let o = HintObserver {
+            base,
+            map_bytes,
+            capacity: cfg.capacity,
+            max_pages: cfg.max_pages.min(REQUEST_PAGES as u64),
+            ring_fd,
+            so_fd,
+            cpu_node,
+            start_ns,
+            polls: 0,
+            started_at_poll: None,
+        };
         o.word(H_CAPACITY).store(cfg.capacity, Ordering::Relaxed);
         o.word(H_PERIOD_NS).store(cfg.period_ns, Ordering::Relaxed);
         o.word(H_MAX_PAGES).store(cfg.max_pages, Ordering::Relaxed);
@@ -231,7 +256,7 @@ impl AccessObserver for HintObserver {
         let mut tail = tail_w.load(Ordering::Relaxed);
         loop {
             // SAFETY: the record of index `tail` inside the ring of `capacity` records.
-            let rec = unsafe { self.base.add(HEADER_BYTES + (tail & (self.capacity - 1)) as usize * RECORD_BYTES) };
+            let rec = unsafe { self.base.add(HEADER_BYTES + REQUEST_BYTES + (tail & (self.capacity - 1)) as usize * RECORD_BYTES) };
             // SAFETY: u64-aligned words of the record; seq is read with acquire ordering
             // before the fields the writer stored before releasing it.
             let (addr, time_ns, tid, cpu, write) = unsafe {
@@ -264,6 +289,28 @@ impl AccessObserver for HintObserver {
         }
         Ok(())
     }
+    /// The library protects these pages (those of them in its eligible mappings, at most
+    /// `max_pages`) at its next period, in place of its own rotation, until they fault or the
+    /// next set comes; `false` while it has not yet taken the previous set.
+    fn arm(&mut self, addrs: &[u64]) -> bool {
+        let seen = self.word(H_ARM_SEEN).load(Ordering::Acquire);
+        let gen = self.word(H_ARM_GEN).load(Ordering::Relaxed);
+        if seen != gen {
+            return false;
+        }
+        let n = addrs.len().min(REQUEST_PAGES);
+        for (i, &a) in addrs[..n].iter().enumerate() {
+            // SAFETY: word i < 4096 of the request area, inside the live mapping; the library
+            // reads it only after the release store of H_ARM_GEN below.
+            unsafe { std::ptr::write_volatile(self.base.add(HEADER_BYTES + i * 8) as *mut u64, a) };
+        }
+        self.word(H_ARM_LEN).store(n as u64, Ordering::Relaxed);
+        self.word(H_ARM_GEN).store(gen + 1, Ordering::Release);
+        true
+    }
+    fn arm_capacity(&self) -> usize {
+        self.max_pages as usize
+    }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let w = |i| self.word(i).load(Ordering::Relaxed);
         vec![
@@ -277,6 +324,10 @@ impl AccessObserver for HintObserver {
             ("rounds_skipped_system_call_in_flight", w(H_SKIPPED_INFLIGHT)),
             ("map_count_limit_hits", w(H_MAP_LIMIT)),
             ("faults_passed_to_the_program", w(H_CHAINED)),
+            ("sets_taken_from_the_agent", w(H_ARM_SEEN)),
+            ("pages_protected_for_the_agent", w(H_ARMED_PAGES)),
+            ("agent_pages_not_eligible", w(H_ARM_REJECTED)),
+            ("mprotect_runs_for_the_agent", w(H_MPROTECT_RUNS)),
         ]
     }
 }

@@ -57,17 +57,33 @@ pub trait AccessObserver {
     fn report(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Pages the observer can be asked to watch at a time ([`AccessObserver::arm`]); 0: it
+    /// watches what it chooses (the default).
+    fn arm_capacity(&self) -> usize {
+        0
+    }
+    /// Watch these page addresses (ascending, at most `arm_capacity`) in place of the previous
+    /// set: the engine's marked pages, so that an observed access to one is the fault Linux's
+    /// scanner would have caused (docs/live.md, "The agent chooses the protected pages").
+    /// `false`: not taken now (ask again later).
+    fn arm(&mut self, _addrs: &[u64]) -> bool {
+        false
+    }
 }
 
 /// Plays back a fixed stream, one batch per poll (tests, and replays of recorded streams).
 #[derive(Clone, Debug, Default)]
 pub struct ScriptedObserver {
     pub rounds: std::collections::VecDeque<Vec<Observation>>,
+    /// Pages it accepts to watch (0: it takes no [`AccessObserver::arm`] request), and the
+    /// sets it was asked to watch, in order (tests).
+    pub arm_capacity: usize,
+    pub armed: Vec<Vec<u64>>,
 }
 
 impl ScriptedObserver {
     pub fn new(rounds: Vec<Vec<Observation>>) -> ScriptedObserver {
-        ScriptedObserver { rounds: rounds.into() }
+        ScriptedObserver { rounds: rounds.into(), ..Default::default() }
     }
 
     /// A replay file: one JSON array of observations per line, one line per period
@@ -94,6 +110,16 @@ impl AccessObserver for ScriptedObserver {
     fn poll(&mut self, out: &mut Vec<Observation>) -> Result<(), ObserveError> {
         out.extend(self.rounds.pop_front().unwrap_or_default());
         Ok(())
+    }
+    fn arm_capacity(&self) -> usize {
+        self.arm_capacity
+    }
+    fn arm(&mut self, addrs: &[u64]) -> bool {
+        if self.arm_capacity == 0 {
+            return false;
+        }
+        self.armed.push(addrs.to_vec());
+        true
     }
 }
 

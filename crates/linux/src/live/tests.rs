@@ -220,12 +220,16 @@ impl Policy for Scripted {
 }
 
 fn scripted(script: Vec<Vec<Decision>>) -> (LiveEngine, Arc<Mutex<Vec<String>>>) {
+    scripted_with(script, LiveConfig::default())
+}
+
+fn scripted_with(script: Vec<Vec<Decision>>, cfg: LiveConfig) -> (LiveEngine, Arc<Mutex<Vec<String>>>) {
     let t = guest_2n();
     let env = PolicyEnv::new(Arc::new(to_machine(&t, &ExportOptions::default()).unwrap().machine));
     let mut p = Scripted::new(NoConfig {}, &env).unwrap();
     p.script = script;
     let heard = p.heard.clone();
-    (LiveEngine::new(Box::new(p), LiveHost::from_topology(&t, PAGE), LiveConfig::default(), PID), heard)
+    (LiveEngine::new(Box::new(p), LiveHost::from_topology(&t, PAGE), cfg, PID), heard)
 }
 
 /// Thread moves are affinity calls to every CPU of the target node; the first move of a
@@ -346,4 +350,90 @@ fn pages_the_kernel_refuses_are_counted_with_its_reason_and_unbooked() {
     let lines = log_lines(&w);
     assert!(lines.iter().any(|l| l.contains(r#""page":0,"to":0},"outcome":"refused","reason":"busy"}"#)), "{lines:#?}");
     assert!(lines.iter().any(|l| l.contains(r#""page":1,"to":0},"outcome":"refused","reason":"shared"}"#)), "{lines:#?}");
+}
+
+/// An observer that watches the pages the engine chooses (the hinting-fault library) is
+/// handed the marked pages whenever marks change, at most its capacity at a time, in
+/// ascending address order, the sets taking turns over the marks (docs/live.md, "The agent
+/// chooses the protected pages"). stable-numa's first scan step marks all 64 pages: the
+/// observer, of capacity 40, is given pages 0-39. The thread then touches pages 0 and 1
+/// (two hinting faults: their marks go); the next step marks them again, and the set after
+/// pages 0-39 starts at page 40: pages 40-63, then 0-15 (wrapping).
+#[test]
+fn the_observer_is_asked_to_watch_the_marked_pages_in_turns() {
+    let mut w = world(&[(100, 0)], 1, 4);
+    w.placer.affinity.insert(100, vec![0]);
+    let touch = |t| vec![access(100, 0, 0, t), access(100, 0, 1, t)];
+    w.observer = ScriptedObserver::new(vec![vec![], vec![], touch(15_000_000)]);
+    w.observer.arm_capacity = 40;
+    let e = engine("stable-numa", "scan_delay_ms = 1\nscan_interval_ms = 10\nscan_chunk_mb = 0", LiveConfig::default());
+    let (s, _) = run(e, &mut w, 4);
+    assert_eq!(s.hint_faults, 2);
+    let mut second: Vec<u64> = addrs(40..64);
+    second.extend(addrs(0..16));
+    second.sort_unstable();
+    assert_eq!(w.observer.armed, vec![addrs(0..40), second]);
+}
+
+/// Without an observer that takes requests (a perf or replay sampler), nothing is asked.
+#[test]
+fn an_observer_of_its_own_choosing_is_not_asked() {
+    let mut w = world(&[(100, 0)], 1, 3);
+    let e = engine("stable-numa", "scan_delay_ms = 1\nscan_interval_ms = 10\nscan_chunk_mb = 0", LiveConfig::default());
+    let (s, _) = run(e, &mut w, 3);
+    assert!(s.pages_marked > 0);
+    assert!(w.observer.armed.is_empty());
+}
+
+/// A whole-process move (`MoveSpace`, a tiering policy's decision) is one `migrate_pages`
+/// call from every other node to the target node, at the end of the round, after a location
+/// pass over the numbered pages (so that the outcome counts what moved). Here: 64 pages on
+/// node 0, moved to node 1: `migrate_pages(PID, [0], [1])`, applied, the books say node 1.
+#[test]
+fn a_whole_process_move_is_one_migrate_pages_call() {
+    let mut w = world(&[(100, 0)], 0, 2);
+    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]]);
+    let (s, _) = run(e, &mut w, 2);
+    assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
+    assert_eq!(mover_calls(&w), vec![(addrs(0..64), None)], "the location pass, no move_pages move");
+    assert!(w.mover.location.values().all(|&n| n == 1));
+    assert_eq!((s.space_moves, s.space_move_pages_left, s.applied), (1, 0, 1));
+    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1 } => Applied"]);
+    let line = log_lines(&w).into_iter().find(|l| l.contains("move_space")).unwrap();
+    assert!(line.contains(r#""outcome":"applied""#), "{line}");
+}
+
+/// Pages the kernel could not move (shared or busy): the call's count, a partial outcome with
+/// the pages that were elsewhere minus those left. A dry run makes no call; a target gone
+/// (ESRCH) refuses the move as `space_exited`; a policy node that does not exist is refused.
+#[test]
+fn whole_process_moves_partial_dry_gone_and_refused() {
+    let mut w = world(&[(100, 0)], 0, 2);
+    w.mover.shared = addrs([3, 9]);
+    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }, Decision::MoveSpace { space: 0, to: 7 }]]);
+    let (s, _) = run(e, &mut w, 2);
+    assert_eq!((s.space_moves, s.space_move_pages_left), (1, 2));
+    assert_eq!(
+        heard.lock().unwrap().clone(),
+        vec![
+            "MoveSpace { space: 0, to: 1 } => Partial { moved_pages: 62, left_pages: 2 }",
+            "MoveSpace { space: 0, to: 7 } => Refused(NoSuchTarget)"
+        ]
+    );
+    assert_eq!(w.mover.location[&(BASE + 3 * PAGE)], 0);
+
+    let mut w = world(&[(100, 0)], 0, 2);
+    let cfg = LiveConfig { dry_run: true, ..LiveConfig::default() };
+    let (e, _) = scripted_with(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]], cfg);
+    let (s, _) = run(e, &mut w, 2);
+    assert!(w.mover.whole_calls.is_empty() && w.mover.calls.is_empty());
+    assert_eq!(s.dry_run, 1);
+
+    let mut w = world(&[(100, 0)], 0, 3);
+    w.mover.exits_after_calls = Some(1);
+    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]]);
+    let (s, ends) = run(e, &mut w, 3);
+    assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
+    assert!(s.target_gone && ends.last() == Some(&RoundEnd::TargetGone));
+    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1 } => Refused(SpaceExited)"]);
 }
