@@ -63,10 +63,7 @@ impl FastEntry {
             }
             _ => return None,
         };
-        let escape = match &e.escape {
-            None => None,
-            Some(esc) => Some((memo.mix(&esc.others, shares, n), esc.threshold as f64 / 18_446_744_073_709_551_616.0)),
-        };
+        let escape = e.escape.as_ref().map(|esc| (memo.mix(&esc.others, shares, n), esc.threshold as f64 / 18_446_744_073_709_551_616.0));
         Some(FastEntry { kind, escape })
     }
 
