@@ -498,12 +498,7 @@ fn round_1g_binds_each_range_to_its_node() {
     let payload = tmp.join("payload.sh");
     std::fs::write(&payload, R1G_PAYLOAD).unwrap();
     let prog = tmp.join("r1g_ranges");
-    let cc = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&prog)
-        .arg(root.join("guest/src/r1g_ranges.c"))
-        .status()
-        .expect("cannot run cc");
+    let cc = Command::new("cc").args(["-O2", "-o"]).arg(&prog).arg(root.join("guest/src/r1g_ranges.c")).status().expect("cannot run cc");
     assert!(cc.success(), "cc failed on guest/src/r1g_ranges.c");
     let out_dir = tmp.join("out");
     let out = Command::new("bash")

@@ -13,7 +13,7 @@ use numalab_linux::live::StopReason;
 use numalab_linux::session::{self, SessionConfig, TargetSpec};
 use numalab_linux::{FsRoot, Topology};
 use numalab_policy::statics::{Round1G, Round1GConfig};
-use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind, Policy};
+use numalab_policy::{DynPolicy, Policy, PolicyEnv, PolicyKind};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -131,7 +131,8 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         table.row(["range size".to_string(), format!("{} bytes, range k on node k mod {}", r.range_bytes, r.intent.nodes.len())]);
     }
     if let Some(Ok(r)) = &ranges {
-        let failed = if r.pieces_failed > 0 { format!(", {} refused (last errno {})", r.pieces_failed, r.last_errno) } else { String::new() };
+        let failed =
+            if r.pieces_failed > 0 { format!(", {} refused (last errno {})", r.pieces_failed, r.last_errno) } else { String::new() };
         table.row(["ranges bound".to_string(), format!("{} pieces of {} anonymous mappings{failed}", r.pieces_bound, r.mappings)]);
     }
     t_agent_row(&mut table, agent_cpu_s, report.wall_s);
@@ -185,7 +186,9 @@ fn round_1g_setup(a: &RunArgs, policy: &dyn DynPolicy, topo: &Topology) -> Resul
     let intent = numalab_policy::MempolicyIntent {
         mode: numalab_policy::MempolicyMode::Interleave,
         nodes,
-        caveat: Some("private anonymous mappings made with mmap are bound per range by numalab's preload library; the rest interleaves".into()),
+        caveat: Some(
+            "private anonymous mappings made with mmap are bound per range by numalab's preload library; the rest interleaves".into(),
+        ),
     };
     Ok(Round1gSetup { intent, range_bytes })
 }
