@@ -2,7 +2,9 @@
 //! to node 0 and node 1 first-touch 48 MiB and 24 MiB — and checks that `numalab profile`
 //! reports the pages per node the program placed. The other launches numa_touch with
 //! `numalab run` under round-4k, bind, `--cpus-on` and a dry run, and checks where the kernel
-//! put the pages (the program's numa_maps) and the CPUs it allowed.
+//! put the pages (the program's numa_maps) and the CPUs it allowed. A third runs r1g_ranges
+//! under `numalab run --policy round-1g` with 2 MiB ranges and checks that range k landed on
+//! node k mod 2.
 //!
 //! Needs qemu-system-x86_64, a kernel image in /boot, busybox-static, cpio and rustc (~30 s
 //! without KVM). Runs when NUMALAB_GUEST_TESTS=1 (and then fails if anything is missing);
