@@ -8,10 +8,15 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = "shim/numalab_hint.c";
-    println!("cargo::rerun-if-changed={src}");
     println!("cargo::rerun-if-env-changed=CC");
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("libnumalab_hint.so");
+    build("shim/numalab_hint.c", "libnumalab_hint.so", "the hinting-fault sampler");
+    // The round-1g library (docs/live.md, "round-1g for launched programs").
+    build("shim/numalab_r1g.c", "libnumalab_r1g.so", "`numalab run --policy round-1g`");
+}
+
+fn build(src: &str, lib: &str, what: &str) {
+    println!("cargo::rerun-if-changed={src}");
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join(lib);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
         .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o"])
@@ -22,7 +27,7 @@ fn main() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !built {
-        println!("cargo::warning=could not build {src} with `{cc}`: the hinting-fault sampler will be unavailable");
+        println!("cargo::warning=could not build {src} with `{cc}`: {what} will be unavailable");
         std::fs::write(&out, b"").expect("write the empty library");
     }
 }

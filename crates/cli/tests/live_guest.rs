@@ -2,7 +2,9 @@
 //! to node 0 and node 1 first-touch 48 MiB and 24 MiB — and checks that `numalab profile`
 //! reports the pages per node the program placed. The other launches numa_touch with
 //! `numalab run` under round-4k, bind, `--cpus-on` and a dry run, and checks where the kernel
-//! put the pages (the program's numa_maps) and the CPUs it allowed.
+//! put the pages (the program's numa_maps) and the CPUs it allowed. A third runs r1g_ranges
+//! under `numalab run --policy round-1g` with 2 MiB ranges and checks that range k landed on
+//! node k mod 2.
 //!
 //! Needs qemu-system-x86_64, a kernel image in /boot, busybox-static, cpio and rustc (~30 s
 //! without KVM). Runs when NUMALAB_GUEST_TESTS=1 (and then fails if anything is missing);
@@ -473,4 +475,68 @@ fn dynamic_policies_move_pages_in_a_four_node_guest() {
         assert!(moved >= p[1][1] + p[2][2], "{name}: the agent moved them: {}", v["live"]);
     }
     println!("4-node guest test: {:.1} s of wall time", started.elapsed().as_secs_f64());
+}
+
+/// The guest payload of `round_1g_binds_each_range_to_its_node`: r1g_ranges (guest/src/
+/// r1g_ranges.c, dynamically linked so LD_PRELOAD applies) maps 5 ranges of 2 MiB under
+/// `numalab run --policy round-1g` with 2 MiB ranges and reports where each page landed;
+/// busybox (statically linked) under the same policy must be refused.
+const R1G_PAYLOAD: &str = r#"
+NUMALAB_R1G_RANGE_BYTES=2097152 numalab --out /tmp/r1g.json run --policy round-1g -- r1g_ranges 2097152 4 > /tmp/r1g.out 2> /tmp/r1g.err
+echo "r1g rc=$?"
+numalab run --policy round-1g -- busybox true > /tmp/static.out 2> /tmp/static.err
+echo "static rc=$?"
+save /tmp/r1g.json /tmp/r1g.out /tmp/r1g.err /tmp/static.err
+"#;
+
+#[test]
+fn round_1g_binds_each_range_to_its_node() {
+    let Some(_guest) = guest_tests_enabled("round_1g_binds_each_range_to_its_node") else {
+        return;
+    };
+    let root = repo_root();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-r1g");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let payload = tmp.join("payload.sh");
+    std::fs::write(&payload, R1G_PAYLOAD).unwrap();
+    let prog = tmp.join("r1g_ranges");
+    let cc = Command::new("cc").args(["-O2", "-o"]).arg(&prog).arg(root.join("guest/src/r1g_ranges.c")).status().expect("cannot run cc");
+    assert!(cc.success(), "cc failed on guest/src/r1g_ranges.c");
+    let out_dir = tmp.join("out");
+    let out = Command::new("bash")
+        .arg(root.join("guest/numalab-guest.sh"))
+        .args(["run", "2"])
+        .arg(&payload)
+        .arg(&out_dir)
+        .arg(&prog)
+        .env("BUILD_DIR", tmp.join("build"))
+        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
+        .output()
+        .expect("cannot run guest/numalab-guest.sh");
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
+    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
+    let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap();
+    assert!(printed.contains("r1g rc=0"), "{printed}\n{}", read("r1g.err"));
+    // Every page of range k is on node k mod 2, and the mapping covers at least 4 ranges.
+    let text = read("r1g.out");
+    let mut ranges = 0;
+    for l in text.lines().filter(|l| l.starts_with("range ")) {
+        let f = |k: &str| -> u64 { l.split_whitespace().find_map(|t| t.strip_prefix(k)).unwrap().parse().unwrap() };
+        let (k, pages, n0, n1) = (f("k="), f("pages="), f("node0="), f("node1="));
+        let want = if k % 2 == 0 { n0 } else { n1 };
+        assert_eq!(want, pages, "range {k} should be on node {}: {l}", k % 2);
+        ranges += 1;
+    }
+    assert!(ranges >= 4, "{text}");
+    // numa_maps names the per-range policy on both nodes and the process-wide interleave.
+    assert!(text.contains(" prefer:0 ") && text.contains(" prefer:1 "), "{text}");
+    assert!(text.contains(" interleave:0-1 "), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&read("r1g.json")).unwrap();
+    assert_eq!(v["range_bytes"], 2 * MIB);
+    assert_eq!(v["ranges"]["pieces_failed"], 0, "{v}");
+    assert!(v["ranges"]["pieces_bound"].as_u64().unwrap() >= 5, "{v}");
+    // A statically linked program ignores LD_PRELOAD: refused after the run, with a reason.
+    assert!(printed.contains("static rc=2"), "{printed}");
+    assert!(read("static.err").contains("did not load round-1g's preload library"), "{}", read("static.err"));
 }

@@ -105,7 +105,12 @@ fn what_cannot_be_launched_is_refused_with_the_reason() {
         (&["run", "--policy", "autonuma", "--period-ms", "0", "--", "true"], 2, "error: --period-ms 0"),
         (&["run", "--policy", "autonuma", "--profile", "--", "true"], 2, "error: --profile with a dynamic policy: not built"),
         (&["run", "--policy", "stable-numa", "--cpus-on", "9", "--", "true"], 2, "error: node 9 does not exist"),
-        (&["run", "--policy", "round-1g", "--", "true"], 2, "error: round-1g has no Linux memory policy"),
+        (&["run", "--policy", "round-1g", "--profile", "--", "true"], 2, "error: round-1g cannot be combined with --profile"),
+        (
+            &["run", "--policy", "round-1g", "--set", "policy.holes=[{start_bytes=0,end_bytes=4096}]", "--", "true"],
+            2,
+            "a launched program has none",
+        ),
         (&["run", "--policy", "bind", "--", "true"], 2, "needs a node set"),
         (&["run", "--policy", "bind", "--set", "policy.nodes=[7]", "--", "true"], 2, "names node 7"),
         (&["run", "--set", "machine.nodes=2", "--", "true"], 2, "takes policy settings only"),
@@ -432,4 +437,35 @@ fn run_with_a_dynamic_policy_manages_the_program_until_it_exits() {
     let v: serde_json::Value = serde_json::from_str(&stderr).unwrap();
     assert_eq!(v["stopped_by"], "deadline");
     assert!(v["wall_s"].as_f64().unwrap() >= 0.6, "numalab waited for the program: {v}");
+}
+
+/// round-1g on this host: a dynamically linked program loads the preload library and every
+/// range piece of its mmaps is bound; a statically linked one (busybox-static, when
+/// installed) is reported; a bad range size is refused before launch (docs/live.md,
+/// "round-1g for launched programs"). Where pages land is checked in the 2-node guest.
+#[test]
+fn round_1g_binds_ranges_through_its_preload_library_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("run.json");
+    let out = numalab()
+        .args(["--format", "json", "--out"])
+        .arg(&summary)
+        .args(["run", "--policy", "round-1g", "--", "sh", "-c", "cat /proc/self/numa_maps"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "2097152")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(" interleave:"), "the process-wide interleave: {stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(v["range_bytes"], 2 << 20);
+    assert_eq!(v["ranges"]["pieces_failed"], 0, "{v}");
+    let bad = numalab().args(["run", "--policy", "round-1g", "--", "true"]).env("NUMALAB_R1G_RANGE_BYTES", "1000").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("NUMALAB_R1G_RANGE_BYTES=1000: the range size must be a power of two"));
+    if std::path::Path::new("/bin/busybox").exists() {
+        let (code, _, stderr) = run(&["run", "--policy", "round-1g", "--", "/bin/busybox", "true"]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("did not load round-1g's preload library (statically linked"), "{stderr}");
+    }
 }

@@ -6,12 +6,14 @@ use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{canonical_policy, usage, Usage};
 use anyhow::{Context, Result};
 use numalab_core::profile::{ProfileReport, Scope, DEFAULT_EVENTS};
+use numalab_linux::act::range_bind::{self, RangeBind};
 use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
 use numalab_linux::export::{to_machine, ExportOptions};
 use numalab_linux::live::StopReason;
 use numalab_linux::session::{self, SessionConfig, TargetSpec};
 use numalab_linux::{FsRoot, Topology};
-use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind};
+use numalab_policy::statics::{Round1G, Round1GConfig};
+use numalab_policy::{DynPolicy, Policy, PolicyEnv, PolicyKind};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -74,10 +76,9 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         return run_dynamic(a, out, &root, &topo);
     }
     let StaticPolicy { name, policy } = static_policy(&a.policy, &a.set, &topo, "run")?;
-    let Some(intent) = policy.mempolicy() else {
-        usage!(
-            "{name} has no Linux memory policy to launch a program with (round-1g binds 1 GiB ranges round-robin, which needs per-range mbind; not built yet): use round-4k or bind"
-        );
+    let r1g = if name == "round-1g" { Some(round_1g_setup(a, policy.as_ref(), &topo)?) } else { None };
+    let Some(intent) = r1g.as_ref().map(|r| r.intent.clone()).or_else(|| policy.mempolicy()) else {
+        usage!("{name} has no Linux memory policy to launch a program with: use round-4k or bind");
     };
     let plan = act::static_plan(&intent, &topo, &a.cpus_on).map_err(|e| Usage(e.to_string()))?;
     // The kernel's own NUMA balancing migrates pages whatever the memory policy says (except
@@ -88,8 +89,20 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         ActError::Spawn { .. } | ActError::KernelRefused { .. } => anyhow::Error::new(e),
         other => anyhow::Error::new(Usage(other.to_string())),
     };
+    let mut ranges = None;
     let (report, profile) = if a.profile {
         launch_profiled(a, &plan, &root).map_err(|e| e.context("numalab run --profile"))?
+    } else if let (Some(r), false) = (&r1g, a.dry_run) {
+        // round-1g: the process-wide interleave before exec, the preloaded library's
+        // per-range mbind after (docs/live.md, "round-1g for launched programs").
+        let start = std::time::Instant::now();
+        let calls = act::checked_calls(&mut SystemLauncher, &plan).map_err(to_anyhow)?;
+        let kernel_nodes: Vec<u32> = r.intent.nodes.iter().map(|&n| topo.nodes[n as usize].id).collect();
+        let (bind, env) = RangeBind::prepare(&kernel_nodes, r.range_bytes).map_err(|e| Usage(e.to_string()))?;
+        let actions = act::action_records(&plan, false, start.elapsed().as_nanos() as u64);
+        let exit = act::spawn(&a.command, &calls, &env).map_err(to_anyhow)?.wait().map_err(to_anyhow)?;
+        ranges = Some(bind.report());
+        (LaunchReport { actions, exit, wall_s: start.elapsed().as_secs_f64() }, None)
     } else {
         (act::launch(&mut SystemLauncher, &a.command, &plan, a.dry_run).map_err(to_anyhow)?, None)
     };
@@ -110,8 +123,18 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         "wall_s": report.wall_s,
         "agent_cpu_s": agent_cpu_s,
         "profile": profile,
+        "range_bytes": r1g.as_ref().map(|r| r.range_bytes),
+        "ranges": ranges.as_ref().and_then(|r| r.as_ref().ok()),
     });
     let mut table = summary_table(name, &report, a.dry_run);
+    if let Some(r) = &r1g {
+        table.row(["range size".to_string(), format!("{} bytes, range k on node k mod {}", r.range_bytes, r.intent.nodes.len())]);
+    }
+    if let Some(Ok(r)) = &ranges {
+        let failed =
+            if r.pieces_failed > 0 { format!(", {} refused (last errno {})", r.pieces_failed, r.last_errno) } else { String::new() };
+        table.row(["ranges bound".to_string(), format!("{} pieces of {} anonymous mappings{failed}", r.pieces_bound, r.mappings)]);
+    }
     t_agent_row(&mut table, agent_cpu_s, report.wall_s);
     if let Some(p) = &profile {
         let pt = crate::cmd::profile::summary_table(p);
@@ -133,10 +156,41 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
             let _ = std::io::stderr().write_all(text.as_bytes());
         }
     }
+    if let Some(Err(e)) = ranges {
+        return Err(anyhow::Error::new(e));
+    }
     match report.exit.shell_status() {
         0 => Ok(()),
         s => Err(anyhow::Error::new(ChildStatus(s.clamp(1, 255) as u8))),
     }
+}
+
+/// round-1g's launch settings: the process-wide interleave over the home nodes (the heap,
+/// the stacks and what the library cannot see) and the range size.
+struct Round1gSetup {
+    intent: numalab_policy::MempolicyIntent,
+    range_bytes: u64,
+}
+
+fn round_1g_setup(a: &RunArgs, policy: &dyn DynPolicy, topo: &Topology) -> Result<Round1gSetup> {
+    if a.profile {
+        usage!("round-1g cannot be combined with --profile in this version: run it without --profile, or profile round-4k");
+    }
+    let config: Round1GConfig = toml::Value::Table(policy.config_toml()).try_into().map_err(|e| Usage(format!("round-1g: {e}")))?;
+    if !config.holes.is_empty() {
+        usage!("round-1g: holes are guest-physical ranges of a simulated vm; a launched program has none");
+    }
+    let machine = to_machine(topo, &ExportOptions::default()).map_err(|m| Usage(format!("this host's topology: {m}")))?.machine;
+    let nodes = Round1G::new(config, &PolicyEnv::new(Arc::new(machine))).map_err(|e| Usage(e.to_string()))?.home_nodes().to_vec();
+    let range_bytes = range_bind::range_bytes(std::env::var_os(range_bind::RANGE_ENV).as_deref()).map_err(|e| Usage(e.to_string()))?;
+    let intent = numalab_policy::MempolicyIntent {
+        mode: numalab_policy::MempolicyMode::Interleave,
+        nodes,
+        caveat: Some(
+            "private anonymous mappings made with mmap are bound per range by numalab's preload library; the rest interleaves".into(),
+        ),
+    };
+    Ok(Round1gSetup { intent, range_bytes })
 }
 
 /// The agent's own CPU time (numalab's start-up included, the program's time not), and its

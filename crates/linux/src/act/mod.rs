@@ -5,12 +5,14 @@
 //! * [`launch`]: `numalab run`'s plan, the [`Launcher`] trait and its recording fake.
 //! * [`system`]: the real launcher (fork, calls, exec, wait; signal forwarding).
 //! * [`pages`]: `move_pages(2)` in paced batches, with a recording fake.
+//! * [`range_bind`]: round-1g's preload library (per-range mbind) for launched programs.
 //! * [`attach`]: a static policy applied to a running process's resident pages.
 
 pub mod attach;
 pub mod launch;
 pub mod mempolicy;
 pub mod pages;
+pub mod range_bind;
 pub mod syscall;
 pub mod system;
 

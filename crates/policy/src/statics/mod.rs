@@ -15,7 +15,7 @@ pub use bind::{Bind, BindConfig};
 pub use first_touch::{FirstTouch, FirstTouchConfig, FtFallback};
 pub use linux::{Linux, LinuxConfig};
 pub use preferred::{Preferred, PreferredConfig};
-pub use round_1g::{Hole, Round1G, Round1GConfig};
+pub use round_1g::{range_node, Hole, Round1G, Round1GConfig};
 pub use round_4k::{Indexing, Round4K, Round4KConfig};
 pub use tier_static::{tier_rank, TierStatic, TierStaticConfig};
 pub use weighted_interleave::{WeightedInterleave, WeightedInterleaveConfig};

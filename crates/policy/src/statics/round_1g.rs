@@ -56,11 +56,30 @@ pub(crate) fn check_holes(policy: &str, holes: &[Hole]) -> Result<(), PolicyErro
     }
 }
 
+/// The live agent's round-1g map (docs/live.md, "round-1g for launched programs"): the
+/// range `[k * range_bytes, (k + 1) * range_bytes)` of a process's virtual address space goes
+/// to `nodes[k mod N]`, consecutive ranges rotating over the home nodes in order as the
+/// simulator's layout rotates consecutive 1 GiB extents. The preloaded library
+/// (`numalab_r1g.c`) computes the same. `None` without nodes or with a zero range.
+pub fn range_node(nodes: &[NodeId], addr_bytes: u64, range_bytes: u64) -> Option<NodeId> {
+    if nodes.is_empty() || range_bytes == 0 {
+        return None;
+    }
+    Some(nodes[((addr_bytes / range_bytes) % nodes.len() as u64) as usize])
+}
+
 pub struct Round1G {
     config: Round1GConfig,
     nodes: Vec<NodeId>,
     memory_nodes: Vec<NodeId>,
     page_bytes: u64,
+}
+
+impl Round1G {
+    /// The home nodes, resolved (every node with memory when the config names none).
+    pub fn home_nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
 }
 
 impl Policy for Round1G {
@@ -159,6 +178,31 @@ mod tests {
 
     fn node_at(ext: &[Extent], page: u64) -> NodeId {
         ext.iter().find(|e| page >= e.first_page && page < e.first_page + e.pages).unwrap().node
+    }
+
+    /// The live map rotates consecutive ranges over the home nodes exactly as the simulator's
+    /// layout rotates consecutive interior 1 GiB extents (only the phase differs: the
+    /// simulator's first GiB is 512 2 MiB extents, which on two nodes bring the cursor back to
+    /// node 0, so its GiB k is the live map's range k - 1).
+    #[test]
+    fn the_live_range_map_rotates_as_the_simulator_layout() {
+        let mem = FixedMemory::uniform(2, 64 * G);
+        let e = layout(8 * GIB, &mem);
+        let nodes = [0, 1];
+        for k in 1..7u64 {
+            for off in [0, G / 2, G - 1] {
+                let live = range_node(&nodes, (k - 1) * GIB + off * 4096, GIB).unwrap();
+                assert_eq!(node_at(&e, k * G + off), live, "GiB {k}, page {off}");
+            }
+        }
+        // Worked values: 2 MiB ranges (the guest test's size) over nodes {1, 3}.
+        assert_eq!(range_node(&[1, 3], 0, MIB2), Some(1));
+        assert_eq!(range_node(&[1, 3], MIB2 - 1, MIB2), Some(1));
+        assert_eq!(range_node(&[1, 3], MIB2, MIB2), Some(3));
+        assert_eq!(range_node(&[1, 3], 5 * MIB2 + 7, MIB2), Some(3));
+        assert_eq!(range_node(&[0, 1, 2], 0x7f00_0000_0000, GIB), Some(((0x7f00_0000_0000u64 >> 30) % 3) as NodeId));
+        assert_eq!(range_node(&[], 0, GIB), None);
+        assert_eq!(range_node(&[0], 0, 0), None);
     }
 
     /// docs/policies/round-1g.md, test vector 4.
