@@ -301,6 +301,56 @@ fn halves(out: &str) -> [(u64, u64); 2] {
     r
 }
 
+/// What a guest payload left: the harness's output directory and what the payload printed.
+struct GuestRun {
+    out_dir: PathBuf,
+    printed: String,
+}
+
+impl GuestRun {
+    /// A file the payload wrote to its `tmp/` (empty if it is missing).
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out_dir.join(format!("tmp/{name}"))).unwrap_or_default()
+    }
+}
+
+/// Compile `guest/src/{source}.c` (with `cc_args` before `-o`) into a scratch directory named
+/// `scratch`, boot a guest of `nodes` nodes with it, run `payload` there and assert that the
+/// harness succeeded.
+fn run_payload_in_guest(scratch: &str, source: &str, cc_args: &[&str], nodes: &str, payload: &str) -> GuestRun {
+    let root = repo_root();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(scratch);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let program = tmp.join(source);
+    let c_file = root.join(format!("guest/src/{source}.c"));
+    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(cc_args)
+        .arg("-o")
+        .arg(&program)
+        .arg(&c_file)
+        .status()
+        .unwrap_or_else(|e| panic!("a C compiler for {}: {e}", c_file.display()));
+    assert!(cc.success(), "cc failed on {}", c_file.display());
+    let payload_file = tmp.join("payload.sh");
+    std::fs::write(&payload_file, payload).unwrap();
+    let out_dir = tmp.join("out");
+    let out = Command::new("bash")
+        .arg(root.join("guest/numalab-guest.sh"))
+        .args(["run", nodes])
+        .arg(&payload_file)
+        .arg(&out_dir)
+        .arg(&program)
+        .env("BUILD_DIR", tmp.join("build"))
+        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
+        .env("GUEST_TIMEOUT_S", "240")
+        .output()
+        .expect("cannot run guest/numalab-guest.sh");
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
+    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
+    GuestRun { out_dir, printed }
+}
+
 /// `/proc/vmstat` counters after minus before.
 fn vm_delta(before: &str, after: &str) -> std::collections::BTreeMap<String, i64> {
     let parse = |t: &str| -> std::collections::BTreeMap<String, i64> {
@@ -315,35 +365,8 @@ fn dynamic_policies_move_pages_next_to_their_workers() {
     let Some(_guest) = guest_tests_enabled("dynamic_policies_move_pages_next_to_their_workers") else {
         return;
     };
-    let root = repo_root();
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-dynamic");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let program = tmp.join("master_workers");
-    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&program)
-        .arg(root.join("guest/src/master_workers.c"))
-        .status()
-        .expect("a C compiler for guest/src/master_workers.c");
-    assert!(cc.success());
-    let payload = tmp.join("payload.sh");
-    std::fs::write(&payload, DYNAMIC_PAYLOAD).unwrap();
-    let out_dir = tmp.join("out");
-    let out = Command::new("bash")
-        .arg(root.join("guest/numalab-guest.sh"))
-        .args(["run", "2"])
-        .arg(&payload)
-        .arg(&out_dir)
-        .arg(&program)
-        .env("BUILD_DIR", tmp.join("build"))
-        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
-        .env("GUEST_TIMEOUT_S", "240")
-        .output()
-        .expect("cannot run guest/numalab-guest.sh");
-    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
-    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
-    let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap_or_default();
+    let run = run_payload_in_guest("guest-dynamic", "master_workers", &["-O2", "-pthread"], "2", DYNAMIC_PAYLOAD);
+    let (printed, read) = (&run.printed, |name: &str| run.read(name));
     const HALF: u64 = 2 * MIB / 4096 / 2;
     for name in ["autonuma", "stable"] {
         assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&format!("{name}.err")));
@@ -417,35 +440,8 @@ fn dynamic_policies_move_pages_in_a_four_node_guest() {
         return;
     };
     let started = std::time::Instant::now();
-    let root = repo_root();
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-dynamic-4n");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let program = tmp.join("master_workers");
-    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&program)
-        .arg(root.join("guest/src/master_workers.c"))
-        .status()
-        .expect("a C compiler for guest/src/master_workers.c");
-    assert!(cc.success());
-    let payload = tmp.join("payload.sh");
-    std::fs::write(&payload, DYNAMIC_4N_PAYLOAD).unwrap();
-    let out_dir = tmp.join("out");
-    let out = Command::new("bash")
-        .arg(root.join("guest/numalab-guest.sh"))
-        .args(["run", "4"])
-        .arg(&payload)
-        .arg(&out_dir)
-        .arg(&program)
-        .env("BUILD_DIR", tmp.join("build"))
-        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
-        .env("GUEST_TIMEOUT_S", "240")
-        .output()
-        .expect("cannot run guest/numalab-guest.sh");
-    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
-    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
-    let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap_or_default();
+    let run = run_payload_in_guest("guest-dynamic-4n", "master_workers", &["-O2", "-pthread"], "4", DYNAMIC_4N_PAYLOAD);
+    let (printed, read) = (&run.printed, |name: &str| run.read(name));
     const PART: u64 = 2 * MIB / 4096 / 3;
     for name in ["autonuma", "stable"] {
         assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&format!("{name}.err")));
@@ -494,29 +490,8 @@ fn round_1g_binds_each_range_to_its_node() {
     let Some(_guest) = guest_tests_enabled("round_1g_binds_each_range_to_its_node") else {
         return;
     };
-    let root = repo_root();
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-r1g");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let payload = tmp.join("payload.sh");
-    std::fs::write(&payload, R1G_PAYLOAD).unwrap();
-    let prog = tmp.join("r1g_ranges");
-    let cc = Command::new("cc").args(["-O2", "-o"]).arg(&prog).arg(root.join("guest/src/r1g_ranges.c")).status().expect("cannot run cc");
-    assert!(cc.success(), "cc failed on guest/src/r1g_ranges.c");
-    let out_dir = tmp.join("out");
-    let out = Command::new("bash")
-        .arg(root.join("guest/numalab-guest.sh"))
-        .args(["run", "2"])
-        .arg(&payload)
-        .arg(&out_dir)
-        .arg(&prog)
-        .env("BUILD_DIR", tmp.join("build"))
-        .env("NUMALAB", env!("CARGO_BIN_EXE_numalab"))
-        .output()
-        .expect("cannot run guest/numalab-guest.sh");
-    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let printed = std::fs::read_to_string(out_dir.join("payload.out")).unwrap_or_default();
-    assert!(out.status.success(), "guest harness failed:\n{log}\n{printed}");
-    let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("tmp/{name}"))).unwrap();
+    let run = run_payload_in_guest("guest-r1g", "r1g_ranges", &["-O2"], "2", R1G_PAYLOAD);
+    let (printed, read) = (&run.printed, |name: &str| run.read(name));
     assert!(printed.contains("r1g rc=0"), "{printed}\n{}", read("r1g.err"));
     // Every page of range k is on node k mod 2, and the mapping covers at least 4 ranges.
     let text = read("r1g.out");
