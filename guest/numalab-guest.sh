@@ -84,6 +84,9 @@ sh /payload.sh >&3 2>&1
 echo "@@@RC $?" >&3
 echo "@@@DONE" >&3
 sync
+# poweroff -f stops the machine at once: give the serial line time to drain what is still in
+# the UART and the tty buffer (a run once lost its last lines, @@@DONE among them).
+sleep 1
 poweroff -f
 EOF
     chmod 0755 "$root/init"
