@@ -24,7 +24,7 @@ use numalab_core::{Machine, NodeId, ThreadId};
 use numalab_policy::{AccessSample, AddressSpaceInfo, EventRef, HintFault, PlaceRequest, SpaceId, TaskTick, ThreadMigrated, Tick};
 use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
-use numalab_workload::Program;
+use numalab_workload::{EscapeLists, Program};
 use std::collections::VecDeque;
 
 /// Longest round-robin cycle charged in bulk: a cycle goes in one step only if every entry's
@@ -63,6 +63,8 @@ struct Thread {
     fast_kinds: Vec<FastEntry>,
     /// The mixtures this thread's last steps escaped to (`FastEntry::of`).
     escape_memo: EscapeMemo,
+    /// The escape lists of this thread's last steps (`Program::work_with`).
+    escape_lists: EscapeLists,
     /// The fast engine charged some of this step: `swrr` no longer matches what is left.
     swrr_stale: bool,
     fast: FastState,
@@ -326,6 +328,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     swrr_stale: false,
                     fast_kinds: Vec::new(),
                     escape_memo: EscapeMemo::default(),
+                    escape_lists: EscapeLists::default(),
                     fast: FastState::default(),
                 }
             })
@@ -438,7 +441,7 @@ impl World<'_> {
     fn load_step(&mut self, t: usize) {
         self.steps_begun += 1;
         let th = &mut self.threads[t];
-        th.work = self.p.work(th.step, t as u32, &mut th.rng);
+        th.work = self.p.work_with(th.step, t as u32, &mut th.rng, &mut th.escape_lists);
         th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.refs));
         th.left = th.work.entries.iter().map(|e| e.refs).sum();
         th.main_refs = th.left;

@@ -14,6 +14,7 @@ pub(crate) use crate::segshares::SegShares;
 use numalab_workload::stream::{Cursor, Seg, StridePasses};
 use numalab_workload::Entry;
 use rand::Rng;
+use std::sync::Arc;
 
 /// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
 /// before the block is tried again.
@@ -88,7 +89,7 @@ impl FastEntry {
 /// blocks intern to the same mixture.
 #[derive(Default)]
 pub(crate) struct EscapeMemo {
-    recent: Vec<(Vec<Seg>, usize)>,
+    recent: Vec<(Arc<[Seg]>, usize)>,
 }
 
 /// Mixtures an [`EscapeMemo`] keeps: a step has a few escaping entries, usually over the
@@ -97,8 +98,11 @@ const ESCAPE_MEMO_ENTRIES: usize = 4;
 
 impl EscapeMemo {
     /// The [`SegShares`] index of the even mixture of `others`.
-    pub fn mix(&mut self, others: &[Seg], shares: &mut SegShares, n: usize) -> usize {
-        if let Some((_, i)) = self.recent.iter().find(|(segs, _)| segs.as_slice() == others) {
+    pub fn mix(&mut self, others: &Arc<[Seg]>, shares: &mut SegShares, n: usize) -> usize {
+        // The workload shares one list between the steps that escape to the same blocks
+        // (`numalab_workload::EscapeLists`), so the pointer usually decides; the contents
+        // decide otherwise.
+        if let Some((_, i)) = self.recent.iter().find(|(segs, _)| Arc::ptr_eq(segs, others) || segs[..] == others[..]) {
             return *i;
         }
         let parts: Vec<usize> = others.iter().map(|s| shares.intern(*s, n)).collect();
@@ -106,7 +110,7 @@ impl EscapeMemo {
         if self.recent.len() == ESCAPE_MEMO_ENTRIES {
             self.recent.remove(0);
         }
-        self.recent.push((others.to_vec(), i));
+        self.recent.push((Arc::clone(others), i));
         i
     }
 }
@@ -118,7 +122,9 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
     let mut sum = 0u64;
     for j in 0..share.len() {
         let x = resid[j] + total as f64 * share[j];
-        let c = (x.floor().max(0.0) as u64).min(cap[j]);
+        // floor(max(x, 0)): a float-to-integer cast truncates, which is the floor for a
+        // value not below 0 (and takes NaN to 0, as `floor` then `max` did).
+        let c = (x.max(0.0) as u64).min(cap[j]);
         out[j] = c;
         resid[j] = x - c as f64;
         sum += c;
@@ -151,6 +157,67 @@ pub(crate) fn apportion(total: u64, share: &[f64], cap: &[u64], resid: &mut [f64
 /// when caps leave units over after a whole round are the parts sorted for the rounds that
 /// follow, in the same order.
 fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+    let n = share.len();
+    if resid[..n].iter().any(|r| r.is_nan()) {
+        apportion_in_rounds_by_pairs(total, sum, share, cap, resid, out)
+    } else if n <= 8 {
+        apportion_in_rounds_keyed::<8>(total, sum, share, cap, resid, out)
+    } else if n <= 16 {
+        apportion_in_rounds_keyed::<16>(total, sum, share, cap, resid, out)
+    } else {
+        apportion_in_rounds_keyed::<{ crate::memory::MAX_NODES }>(total, sum, share, cap, resid, out)
+    }
+}
+
+/// [`apportion_in_rounds`] for at most `M` parts, none with a NaN residue (arrays sized to
+/// the machine, so a call does not clear room for 63 nodes).
+#[inline(always)]
+fn apportion_in_rounds_keyed<const M: usize>(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
+    let n = share.len();
+    // The order as one integer per part, greatest first: a share, then the residue (its bits
+    // made monotone; -0 and +0 are one value, as they compare equal), then the lower index.
+    // Unique per part, so no tie is left; 0 marks a part the selection has taken.
+    let mut key = [0u128; M];
+    for j in 0..n {
+        key[j] = (u128::from(share[j] > 0.0) << 70) | (u128::from(monotone_bits(resid[j] + 0.0)) << 6) | (63 - j) as u128;
+    }
+    let mut taken = [0u128; M];
+    for _ in 0..n {
+        if *sum == total {
+            return;
+        }
+        let best = (0..n).fold(0, |b, j| if key[j] > key[b] { j } else { b });
+        (taken[best], key[best]) = (key[best], 0);
+        if out[best] < cap[best] {
+            out[best] += 1;
+            resid[best] -= 1.0;
+            *sum += 1;
+        }
+    }
+    // Every part was taken once: the later rounds go in the order they were taken.
+    let mut order = [0usize; M];
+    let order = &mut order[..n];
+    order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
+    order.sort_unstable_by(|&a, &b| taken[b].cmp(&taken[a]));
+    give_in_rounds(total, sum, order, cap, resid, out);
+}
+
+/// The bits of a float (not NaN) as an integer that orders as the float does.
+#[inline(always)]
+fn monotone_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// [`apportion_in_rounds`] comparing (share, residue) pairs, for residues with a NaN among
+/// them (a NaN compares equal to everything, so the index decides, which no integer key
+/// reproduces).
+#[cold]
+fn apportion_in_rounds_by_pairs(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
     const N: usize = crate::memory::MAX_NODES;
     let n = share.len();
     let mut key: [(bool, f64); N] = [(false, 0.0); N];
@@ -185,6 +252,12 @@ fn apportion_in_rounds(total: u64, sum: &mut u64, share: &[f64], cap: &[u64], re
     let order = &mut order[..n];
     order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
     order.sort_unstable_by(|&a, &b| if before(a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
+    give_in_rounds(total, sum, order, cap, resid, out);
+}
+
+/// Rounds over `order` after the first: one more unit to each part with room, until `sum`
+/// reaches `total`.
+fn give_in_rounds(total: u64, sum: &mut u64, order: &[usize], cap: &[u64], resid: &mut [f64], out: &mut [u64]) {
     while *sum < total {
         let at_start = *sum;
         for &j in order.iter() {
@@ -666,7 +739,7 @@ mod tests {
         /// first gives, with caps that force several rounds.
         #[test]
         fn rounds_by_selection_match_the_sorted_rounds(
-            parts in proptest::collection::vec((0.0f64..1.0, -2.0f64..2.0, 0u64..4), 1..12),
+            parts in proptest::collection::vec((0.0f64..1.0, -2.0f64..2.0, 0u64..4), 1..24),
             short in 0u64..30,
         ) {
             let share: Vec<f64> = parts.iter().map(|p| if p.2 == 0 { 0.0 } else { p.0 }).collect();
@@ -717,6 +790,19 @@ mod tests {
                 proptest::prop_assert_eq!(resid, r2);
             }
         }
+    }
+
+    /// A NaN residue compares equal to everything, so the index breaks its ties: the rounds
+    /// take the pair comparison, and every unit is still handed out.
+    #[test]
+    fn a_nan_residue_leaves_the_order_to_the_index() {
+        let share = [0.5, 0.5, 0.0];
+        let mut resid = [f64::NAN, 0.75, 0.5];
+        let mut out = [0u64; 3];
+        let mut sum = 0;
+        apportion_in_rounds(2, &mut sum, &share, &[u64::MAX; 3], &mut resid, &mut out);
+        // Part 0 (NaN) ties with part 1 and wins on its index; part 1 comes next.
+        assert_eq!((sum, out), (2, [1, 1, 0]));
     }
 
     #[test]

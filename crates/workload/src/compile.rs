@@ -2,6 +2,7 @@
 //! "Generator semantics").
 
 use crate::error::WorkloadError;
+use crate::escapes::{EscapeKey, EscapeLists};
 use crate::program::{HomeRule, OwnerMap, P2p, Program, RegionLayout, Step, ThreadWork};
 use crate::schema::*;
 use crate::stream::{AccessKind, Compute, Cursor, Entry, Escape, Seg};
@@ -785,7 +786,9 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
 
 impl Program {
     /// The work of thread `t` (numbered inside this single program) in step `s`.
-    pub(crate) fn work_single<R: Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R) -> ThreadWork {
+    /// Escape lists come from `lists` when it holds them (`member` names this program in
+    /// its mix, for the memo's key).
+    pub(crate) fn work_single<R: Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R, member: usize, lists: &mut EscapeLists) -> ThreadWork {
         let step = &self.steps[s];
         let Some(pi) = step.phase else {
             let segs = &self.init[t as usize];
@@ -921,9 +924,12 @@ impl Program {
             if matches!(&cursor, Cursor::Walk { segs, .. } if segs.is_empty()) {
                 continue;
             }
-            let escape = (ce.who == Who::Owner && ce.owner_share < 1.0 && tt > 1).then(|| Escape {
-                threshold: ((1.0 - ce.owner_share) * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
-                others: (0..tt).filter(|&b| b != t).flat_map(|b| g.block_segs(b, tt, off)).collect(),
+            let escape = (ce.who == Who::Owner && ce.owner_share < 1.0 && tt > 1).then(|| {
+                let key = EscapeKey { member, region: ce.region, offset_pages: off, thread: t, threads: tt };
+                Escape {
+                    threshold: ((1.0 - ce.owner_share) * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
+                    others: lists.get(key, || (0..tt).filter(|&b| b != t).flat_map(|b| g.block_segs(b, tt, off)).collect()),
+                }
             });
             let escape = escape.filter(|e| !e.others.is_empty());
             work.entries.push(Entry::new(cursor, refs, ce.write_frac, kind, escape));

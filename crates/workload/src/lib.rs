@@ -9,6 +9,7 @@
 //! `access_bytes` line.
 
 pub mod error;
+pub mod escapes;
 pub mod mix;
 pub mod presets;
 pub mod program;
@@ -20,6 +21,7 @@ mod compile;
 
 pub use compile::{compile, limits, CompileOptions};
 pub use error::WorkloadError;
+pub use escapes::EscapeLists;
 pub use mix::{compile_spec, MixFile, WorkloadSpec};
 pub use program::{Program, RegionLayout, Step};
 pub use schema::WorkloadFile;

@@ -1,5 +1,6 @@
 //! A compiled workload: page layout, first touches and per-step, per-thread access streams.
 
+use crate::escapes::EscapeLists;
 use crate::stream::{Compute, Entry, Seg};
 use numalab_core::{CpuId, NodeId};
 use serde::Serialize;
@@ -216,11 +217,18 @@ impl Program {
     /// The work of thread `t` in step `s` of its process's schedule. `rng` is the thread's
     /// own stream (start offsets of `any` streams are drawn from it).
     pub fn work<R: rand::Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R) -> ThreadWork {
+        self.work_with(s, t, rng, &mut EscapeLists::none())
+    }
+
+    /// [`Program::work`], taking escape lists from `lists` where it holds them (a memo kept
+    /// per thread: crate::escapes). The result is the same as `work`'s.
+    pub fn work_with<R: rand::Rng + ?Sized>(&self, s: usize, t: u32, rng: &mut R, lists: &mut EscapeLists) -> ThreadWork {
         if self.members.is_empty() {
-            return self.work_single(s, t, rng);
+            return self.work_single(s, t, rng, 0, lists);
         }
-        let m = &self.members[self.process_of(t)];
-        let mut w = m.program.work_single(s, t - m.first_thread, rng);
+        let p = self.process_of(t);
+        let m = &self.members[p];
+        let mut w = m.program.work_single(s, t - m.first_thread, rng, p, lists);
         let delta = m.first_page * self.lines_per_page;
         for e in w.entries.iter_mut().chain(w.epilogue.iter_mut()) {
             e.shift_lines(delta);

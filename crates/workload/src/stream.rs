@@ -173,8 +173,9 @@ pub struct Entry {
 pub struct Escape {
     /// Escape when a uniform u64 draw is below this.
     pub threshold: u64,
-    /// The other threads' blocks, one segment each.
-    pub others: Vec<Seg>,
+    /// The other threads' blocks, one or two segments each (shared between the steps and
+    /// entries that escape to the same blocks: crate::escapes).
+    pub others: std::sync::Arc<[Seg]>,
 }
 
 /// What a whole pass of a strided cursor puts in each run of a segment
@@ -421,7 +422,17 @@ impl Entry {
     pub fn shift_lines(&mut self, delta: u64) {
         self.cursor.shift_lines(delta);
         if let Some(e) = &mut self.escape {
-            e.others.iter_mut().for_each(|s| s.shift(delta));
+            if delta != 0 {
+                e.others = e
+                    .others
+                    .iter()
+                    .map(|s| {
+                        let mut s = *s;
+                        s.shift(delta);
+                        s
+                    })
+                    .collect();
+            }
         }
     }
 

@@ -495,3 +495,38 @@ proptest! {
         }
     }
 }
+
+/// The escape lists a thread keeps between steps (`Program::work_with`, crate `escapes`) give
+/// every step exactly the work that building them gives, through repartitions; and they are
+/// kept: ua-like's two escaping entries share one list, and steps between two repartitions
+/// reuse it.
+#[test]
+fn kept_escape_lists_give_the_work_built_anew() {
+    use numalab_workload::EscapeLists;
+    use std::sync::Arc;
+    let threads = 8;
+    let mut shared_within_a_step = 0;
+    let mut reused_across_steps = 0;
+    for name in npb_and_friends() {
+        let (_, p) = compiled(name, threads, 6.0);
+        for t in 0..threads {
+            let mut lists = EscapeLists::default();
+            let (mut r1, mut r2) = (rng(), rng());
+            let mut last: Option<Arc<[numalab_workload::Seg]>> = None;
+            for s in 0..p.steps.len().min(40) {
+                let kept = p.work_with(s, t, &mut r1, &mut lists);
+                let built = p.work(s, t, &mut r2);
+                assert_eq!(kept.entries, built.entries, "{name} thread {t} step {s}");
+                assert_eq!(kept.epilogue, built.epilogue, "{name} thread {t} step {s}");
+                let escapes: Vec<_> = kept.entries.iter().filter_map(|e| e.escape.as_ref().map(|x| x.others.clone())).collect();
+                shared_within_a_step += escapes.windows(2).filter(|w| Arc::ptr_eq(&w[0], &w[1])).count();
+                if let (Some(prev), Some(first)) = (&last, escapes.first()) {
+                    reused_across_steps += usize::from(Arc::ptr_eq(prev, first));
+                }
+                last = escapes.first().cloned().or(last);
+            }
+        }
+    }
+    assert!(shared_within_a_step > 0, "no step shared a list between its entries");
+    assert!(reused_across_steps > 0, "no step reused its predecessor's list");
+}
