@@ -316,6 +316,25 @@ pub(crate) struct FastState {
     entry_armed: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
     stride_passes: Vec<StridePasses>,
+    /// Per entry: pages its walk's last runs were found to share one byte (`same_node_run`).
+    known_runs: Vec<KnownRun>,
+}
+
+/// Pages `first..=last` all had the byte `home` at the memory's generation `generation`: what
+/// `same_node_run` found for a walk, so the next block of the same walk does not compare the
+/// same page bytes again. Any change of any page byte moves the generation on and voids it.
+#[derive(Clone, Copy, Debug)]
+struct KnownRun {
+    generation: u64,
+    first: u64,
+    last: u64,
+    home: u8,
+}
+
+impl Default for KnownRun {
+    fn default() -> KnownRun {
+        KnownRun { generation: u64::MAX, first: 0, last: 0, home: 0 }
+    }
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -448,18 +467,34 @@ impl Hot<'_> {
     /// first page's, placed and not slow) inside one chunk, at most `max`: the first page's
     /// run, extended page by page while the next page has the same byte. Every reference of
     /// such a run costs the same and goes to the same node, so it is charged as one.
-    fn same_node_run(&self, e: &Entry, lpp: u64, max: u64) -> Option<(u64, u64)> {
-        let (line, mut run) = e.peek_run_any(lpp, max)?;
-        let (_, in_chunk) = e.peek_run_any(1 << 62, max)?;
-        let mut page = line >> self.shift;
+    fn same_node_run(&self, e: &Entry, lpp: u64, max: u64, known: &mut KnownRun) -> Option<(u64, u64)> {
+        debug_assert_eq!(lpp, 1 << self.shift);
+        let (line, mut run, in_chunk) = e.peek_run_and_chunk(lpp, max)?;
+        let first_page = line >> self.shift;
+        let mut page = first_page;
         let h = self.home[page as usize];
         if h < SLOW {
             // An epoch holds a few thousand references per thread: looking further ahead
             // than `MAX_RUN_PAGES` pages would be scanned again by the next block for nothing.
             let last_page = page + MAX_RUN_PAGES;
+            let still_known = known.generation == self.home_gen && known.home == h && known.first <= page && page <= known.last;
+            if still_known {
+                // The loop below would step page by page through bytes already known to be
+                // `h`: take those steps at once, stopping where it would stop (the chunk
+                // filled, `last_page`, or the end of what is known).
+                // `lpp` is `1 << shift`: the page count by a shift, not a division.
+                let steps = (known.last.min(last_page) - page).min((in_chunk - run + lpp - 1) >> self.shift);
+                page += steps;
+                run = (run + steps * lpp).min(in_chunk);
+            }
             while run < in_chunk && page < last_page && self.home[(page + 1) as usize] == h {
                 page += 1;
                 run = (run + lpp).min(in_chunk);
+            }
+            if still_known {
+                known.last = known.last.max(page);
+            } else {
+                *known = KnownRun { generation: self.home_gen, first: first_page, last: page, home: h };
             }
         }
         Some((line, run))
@@ -483,6 +518,9 @@ impl Hot<'_> {
         let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
         let mut p_hi = total;
         let mut mean_ns = 0.0;
+        if fs.known_runs.len() < entries.len() {
+            fs.known_runs.resize(entries.len(), KnownRun::default());
+        }
         fs.home_node.clear();
         fs.entry_ns.clear();
         fs.entry_armed.clear();
@@ -492,7 +530,7 @@ impl Hot<'_> {
             let line = match (fe.kind, &e.cursor) {
                 _ if e.remaining() == 0 || w == 0 => None,
                 (FastKind::Walk, _) => {
-                    let (line, run) = self.same_node_run(e, step.lpp, e.remaining())?;
+                    let (line, run) = self.same_node_run(e, step.lpp, e.remaining(), &mut fs.known_runs[i])?;
                     p_hi = p_hi.min(((e.issued as u128 + run as u128 + 1) * total - 1) / w);
                     Some(line)
                 }
@@ -849,7 +887,17 @@ mod tests {
         assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
         assert_eq!(shares.armed_frac(0), 0.25);
         let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
-        let hot = Hot { home: mem.home(), shift: 2, n: 2, end: f64::INFINITY, gap_exp_ns: 0.0, slow_from: SLOW, maps: &[], node: 0 };
+        let hot = Hot {
+            home: mem.home(),
+            home_gen: mem.generation(),
+            shift: 2,
+            n: 2,
+            end: f64::INFINITY,
+            gap_exp_ns: 0.0,
+            slow_from: SLOW,
+            maps: &[],
+            node: 0,
+        };
         // ns per reference by kind and node (only the random kind's row is read).
         let cost = [10.0, 20.0].repeat(3);
         let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
