@@ -5,6 +5,7 @@
 //! * [`launch`]: `numalab run`'s plan, the [`Launcher`] trait and its recording fake.
 //! * [`system`]: the real launcher (fork, calls, exec, wait; signal forwarding).
 //! * [`pages`]: `move_pages(2)` in paced batches, with a recording fake.
+//! * [`preload`]: handing a preload library and a shared memory area to a launched program.
 //! * [`range_bind`]: round-1g's preload library (per-range mbind) for launched programs.
 //! * [`attach`]: a static policy applied to a running process's resident pages.
 
@@ -12,6 +13,7 @@ pub mod attach;
 pub mod launch;
 pub mod mempolicy;
 pub mod pages;
+pub mod preload;
 pub mod range_bind;
 pub mod syscall;
 pub mod system;
