@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
   numalab attach --pid 1234 --policy round-4k                        interleave what is resident
   numalab attach --pid 1234 --policy bind --set policy.nodes=[1] --rate-limit-mbps 200
   numalab attach --pid 1234 --policy round-4k --dry-run --decision-log moves.jsonl
+  numalab attach --pid 1234 --policy round-1g                        each 1 GiB range to its node
   numalab attach --pid 1234 --policy autonuma                        manage it until it exits
   numalab attach --pid 1234 --policy stable-numa --dry-run --duration 30 --decision-log d.jsonl
 
