@@ -496,6 +496,20 @@ fn round_1g_agent_passes_while_the_program_runs_and_attach_places_a_process() {
     assert_eq!(m["totals"]["misplaced_pages"], 0, "one node: every page is on its range's node: {m}");
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1, "the launch's set_mempolicy only");
 
+    // --duration ends the passes; the program runs on to its end.
+    let out = numalab()
+        .args(["--format", "json", "run", "--policy", "round-1g", "--period-ms", "50", "--duration", "0.12", "--", "sh", "-c", "sleep 0.6"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "2097152")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert!(v["range_moves"]["totals"]["passes"].as_u64().unwrap() <= 2, "{}", v["range_moves"]);
+    assert!(v["wall_s"].as_f64().unwrap() >= 0.6, "{v}");
+    let bad = numalab().args(["run", "--policy", "round-1g", "--period-ms", "0", "--", "true"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--period-ms 0"));
+
     let small = numalab()
         .args(["--format", "json", "run", "--policy", "round-1g", "--", "true"])
         .env("NUMALAB_R1G_RANGE_BYTES", "4096")

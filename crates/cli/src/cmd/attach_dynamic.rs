@@ -37,8 +37,8 @@ pub struct AgentArgs {
     /// Dynamic policies and round-1g under `run`: the agent's period, milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub period_ms: u64,
-    /// Dynamic policies: stop managing the program after this many seconds (default: when
-    /// it exits); the program runs on.
+    /// Dynamic policies and round-1g under `run`: stop managing the program after this many
+    /// seconds (default: when it exits); the program runs on.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Dynamic policies: events between two hardware samples of a thread (perf sampler).

@@ -51,13 +51,14 @@ pub(crate) struct RangeRun {
     pub records: Vec<PageRecord>,
 }
 
-/// Until `child` exits: every `period`, read its maps and make one pass (docs/live.md,
-/// "round-1g by moving pages"). The program is never waited for here (it stays unreaped,
-/// so its pid cannot name another process meanwhile).
+/// Until `child` exits (or `duration` passes: the program runs on): every `period`, read its
+/// maps and make one pass (docs/live.md, "round-1g by moving pages"). The program is never
+/// waited for here (it stays unreaped, so its pid cannot name another process meanwhile).
 pub(crate) fn correct_while_running(
     child: &RunningChild,
     map: RangeMap,
     period: Duration,
+    duration: Option<Duration>,
     opts: &MoveOptions,
     log: bool,
     start: Instant,
@@ -78,7 +79,7 @@ pub(crate) fn correct_while_running(
             }
             std::thread::sleep(period.saturating_sub(t.elapsed()).min(Duration::from_millis(10)));
         }
-        if child.exited() {
+        if child.exited() || duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
         let Ok(maps) = read_maps(&root, pid) else { break };

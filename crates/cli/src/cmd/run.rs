@@ -94,11 +94,9 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
     };
     let mut ranges = None;
     let mut moves: Option<round_1g::RangeRun> = None;
-    if !(a.agent.rate_limit_mbps.is_finite() && a.agent.rate_limit_mbps >= 0.0) {
-        usage!("--rate-limit-mbps {}: must be a finite number >= 0", a.agent.rate_limit_mbps);
-    }
-    if a.agent.period_ms == 0 {
-        usage!("--period-ms 0: the agent's period must be at least 1 ms");
+    if r1g.is_some() {
+        // The agent's settings, as a dynamic policy's are checked.
+        crate::cmd::attach_dynamic::LiveArgs::new(&a.agent, a.dry_run, a.decision_log.as_deref()).check()?;
     }
     let rate_limit = (a.agent.rate_limit_mbps > 0.0).then_some((a.agent.rate_limit_mbps * 1e6) as u64);
     let (report, profile) = if a.profile {
@@ -116,7 +114,8 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         if round_1g::agent_moves(&r.map) {
             let opts = MoveOptions { rate_limit_bytes_per_s: rate_limit, page_bytes: round_1g::PAGE_BYTES, ..Default::default() };
             let period = std::time::Duration::from_millis(a.agent.period_ms);
-            moves = Some(round_1g::correct_while_running(&child, r.map.clone(), period, &opts, a.decision_log.is_some(), start));
+            let duration = a.agent.duration.map(std::time::Duration::from_secs_f64);
+            moves = Some(round_1g::correct_while_running(&child, r.map.clone(), period, duration, &opts, a.decision_log.is_some(), start));
         }
         let exit = child.wait().map_err(to_anyhow)?;
         ranges = Some(bind.report());
