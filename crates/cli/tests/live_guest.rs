@@ -515,3 +515,73 @@ fn round_1g_binds_each_range_to_its_node() {
     assert!(printed.contains("static rc=2"), "{printed}");
     assert!(read("static.err").contains("did not load round-1g's preload library"), "{}", read("static.err"));
 }
+
+/// The guest payload of `round_1g_moves_malloc_blocks_to_their_ranges`: r1g_malloc
+/// (guest/src/r1g_malloc.c) mallocs 3 blocks of 4 MiB — glibc maps them with its internal
+/// `__mmap`, which the preload library does not see — under `numalab run --policy round-1g`
+/// with 2 MiB ranges, then launched alone and placed by `numalab attach --policy round-1g`.
+/// The program waits (at most 20 s) until every page of range k is on node k mod 2. The
+/// kernel's own balancing is off: it would move the pages back next to the program's thread.
+const R1G_MALLOC_PAYLOAD: &str = r#"
+echo 0 > /proc/sys/kernel/numa_balancing
+export NUMALAB_R1G_RANGE_BYTES=2097152
+numalab --out /tmp/mrun.json run --policy round-1g --decision-log /tmp/mrun.log -- r1g_malloc 2097152 3 4194304 20 > /tmp/mrun.out 2> /tmp/mrun.err
+echo "mrun rc=$?"
+grep -c . /tmp/mrun.log > /tmp/mrun.lines
+r1g_malloc 2097152 3 4194304 20 > /tmp/matt.out 2>&1 &
+pid=$!
+while ! grep -q ready /tmp/matt.out; do sleep 1; done
+numalab --out /tmp/matt.json attach --pid $pid --policy round-1g > /tmp/matt.err 2>&1
+echo "matt rc=$?"
+wait $pid
+echo "matt program rc=$?"
+save /tmp/mrun.json /tmp/mrun.out /tmp/mrun.err /tmp/mrun.lines /tmp/matt.out /tmp/matt.json /tmp/matt.err
+"#;
+
+/// r1g_malloc's range lines: each range's pages all on node k mod 2; returns the pages.
+fn assert_ranges_placed(out: &str) -> u64 {
+    let mut pages_total = 0;
+    for l in out.lines().filter(|l| l.starts_with("range ")) {
+        let f = |k: &str| -> u64 { l.split_whitespace().find_map(|t| t.strip_prefix(k)).unwrap().parse().unwrap() };
+        let (k, pages, n0, n1) = (f("k="), f("pages="), f("node0="), f("node1="));
+        assert_eq!(if k % 2 == 0 { n0 } else { n1 }, pages, "range {k} should be on node {}: {l}\n{out}", k % 2);
+        pages_total += pages;
+    }
+    assert!(out.contains("\nplaced after_ms="), "{out}");
+    pages_total
+}
+
+/// round-1g reaches glibc's malloc through the agent (docs/live.md, "round-1g by moving
+/// pages"): in a 2-node guest, 4 MiB malloc blocks end with every page of 2 MiB range k on
+/// node k mod 2, under `numalab run` (the agent corrects the process-wide interleave) and
+/// under `numalab attach` on a program launched without a policy.
+#[test]
+fn round_1g_moves_malloc_blocks_to_their_ranges() {
+    let Some(_guest) = guest_tests_enabled("round_1g_moves_malloc_blocks_to_their_ranges") else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let run = run_payload_in_guest("guest-r1g-malloc", "r1g_malloc", &["-O2"], "2", R1G_MALLOC_PAYLOAD);
+    let (printed, read) = (&run.printed, |name: &str| run.read(name));
+    assert!(printed.contains("mrun rc=0"), "{printed}\n{}", read("mrun.err"));
+    let pages = assert_ranges_placed(&read("mrun.out"));
+    assert!(pages >= 3 * 1023, "{}", read("mrun.out"));
+    let v: serde_json::Value = serde_json::from_str(&read("mrun.json")).unwrap();
+    let t = &v["range_moves"]["totals"];
+    println!("run: {}; range_moves {t}; ranges {}", read("mrun.out").lines().last().unwrap_or(""), v["ranges"]);
+    // The interleave put about every other page on the wrong node; the agent moved them.
+    let moved = t["outcomes"]["moved"].as_u64().unwrap_or(0);
+    assert!(moved >= pages / 4, "{t}");
+    assert_eq!(v["range_moves"]["error"], serde_json::Value::Null, "{v}");
+    // The decision log: the launch's set_mempolicy, then one record per page move.
+    let lines: u64 = read("mrun.lines").trim().parse().unwrap();
+    assert!(lines > moved, "{lines} lines for {moved} moves");
+    assert!(printed.contains("matt rc=0"), "{printed}\n{}", read("matt.err"));
+    assert!(printed.contains("matt program rc=0"), "{printed}\n{}", read("matt.out"));
+    assert_ranges_placed(&read("matt.out"));
+    let v: serde_json::Value = serde_json::from_str(&read("matt.json")).unwrap();
+    println!("attach: {}; move {}", read("matt.out").lines().last().unwrap_or(""), v["move"]);
+    assert_eq!(v["range_bytes"], 2 * MIB);
+    assert!(v["move"]["outcomes"]["moved"].as_u64().unwrap() >= pages / 4, "{v}");
+    println!("round-1g malloc guest test: {:.1} s of wall time", started.elapsed().as_secs_f64());
+}

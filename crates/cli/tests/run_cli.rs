@@ -109,7 +109,7 @@ fn what_cannot_be_launched_is_refused_with_the_reason() {
         (
             &["run", "--policy", "round-1g", "--set", "policy.holes=[{start_bytes=0,end_bytes=4096}]", "--", "true"],
             2,
-            "a launched program has none",
+            "a live process has none",
         ),
         (&["run", "--policy", "bind", "--", "true"], 2, "needs a node set"),
         (&["run", "--policy", "bind", "--set", "policy.nodes=[7]", "--", "true"], 2, "names node 7"),
@@ -195,7 +195,6 @@ fn attach_refuses_what_it_cannot_do_with_the_reason() {
             "--sampler pebs: unknown sampler (auto, perf, damon, hinting-faults, replay:FILE)",
         ),
         (&["attach", "--pid", &me, "--policy", "autonuma", "--period-ms", "0"], "--period-ms 0"),
-        (&["attach", "--pid", &me, "--policy", "round-1g"], "round-1g lays out a whole address space"),
         (&["attach", "--pid", &me, "--policy", "round-4k", "--rate-limit-mbps=-1"], "--rate-limit-mbps -1"),
         (&["attach", "--pid", &me], "--policy"),
     ];
@@ -468,4 +467,77 @@ fn round_1g_binds_ranges_through_its_preload_library_or_says_why_not() {
         assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains("did not load round-1g's preload library (statically linked"), "{stderr}");
     }
+}
+
+/// round-1g's agent on this host (docs/live.md, "round-1g by moving pages"): while a program
+/// runs, `run` makes a range pass every period (on one node nothing is misplaced, so nothing
+/// moves); below 2 MiB ranges it makes none and says why; `attach` places a running process
+/// once, and refuses ranges below 2 MiB.
+#[test]
+fn round_1g_agent_passes_while_the_program_runs_and_attach_places_a_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("run.json");
+    let log = dir.path().join("d.jsonl");
+    let out = numalab()
+        .args(["--format", "json", "--out"])
+        .arg(&summary)
+        .args(["run", "--policy", "round-1g", "--period-ms", "50", "--decision-log"])
+        .arg(&log)
+        .args(["--", "sh", "-c", "sleep 0.6"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "2097152")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let m = &v["range_moves"];
+    assert_eq!((m["period_ms"].as_u64(), &m["error"]), (Some(50), &serde_json::Value::Null), "{m}");
+    assert!(m["totals"]["passes"].as_u64().unwrap() >= 3, "{m}");
+    assert!(m["totals"]["scanned_pages"].as_u64().unwrap() > 0, "{m}");
+    assert_eq!(m["totals"]["misplaced_pages"], 0, "one node: every page is on its range's node: {m}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1, "the launch's set_mempolicy only");
+
+    // --duration ends the passes; the program runs on to its end.
+    let out = numalab()
+        .args(["--format", "json", "run", "--policy", "round-1g", "--period-ms", "50", "--duration", "0.12", "--", "sh", "-c", "sleep 0.6"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "2097152")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert!(v["range_moves"]["totals"]["passes"].as_u64().unwrap() <= 2, "{}", v["range_moves"]);
+    assert!(v["wall_s"].as_f64().unwrap() >= 0.6, "{v}");
+    let bad = numalab().args(["run", "--policy", "round-1g", "--period-ms", "0", "--", "true"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--period-ms 0"));
+
+    let small = numalab()
+        .args(["--format", "json", "run", "--policy", "round-1g", "--", "true"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "4096")
+        .output()
+        .unwrap();
+    assert_eq!(small.status.code(), Some(0), "{}", String::from_utf8_lossy(&small.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&small.stderr).unwrap();
+    assert_eq!(v["range_moves"], serde_json::Value::Null);
+    let text = numalab().args(["run", "--policy", "round-1g", "--", "true"]).env("NUMALAB_R1G_RANGE_BYTES", "4096").output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stderr).contains("the agent does not move pages per range"));
+
+    let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    let pid = child.id().to_string();
+    let out = numalab()
+        .args(["--format", "json", "attach", "--pid", &pid, "--policy", "round-1g"])
+        .env("NUMALAB_R1G_RANGE_BYTES", "2097152")
+        .output()
+        .unwrap();
+    let refused =
+        numalab().args(["attach", "--pid", &pid, "--policy", "round-1g"]).env("NUMALAB_R1G_RANGE_BYTES", "4096").output().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["range_bytes"], 2 << 20);
+    assert!(v["plan"]["resident_pages"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["plan"]["resident_pages"], v["plan"]["in_place_pages"], "{v}");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr)
+        .contains("NUMALAB_R1G_RANGE_BYTES=4096: numalab attach moves pages per range of at least 2 MiB"));
 }

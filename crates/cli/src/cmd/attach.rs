@@ -7,6 +7,7 @@ use crate::scenario::{usage, Usage};
 use anyhow::{Context, Result};
 use numalab_linux::act::attach::{plan_attach, AttachPlan};
 use numalab_linux::act::pages::{move_batched, MoveOptions, MoveStats, PageMove, PageOutcome, SystemPageMover};
+use numalab_linux::act::range_move::plan_ranges;
 use numalab_linux::procfs::maps::{read_maps, read_smaps_anon_huge};
 use numalab_linux::{FsRoot, LinuxError, Topology};
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
   numalab attach --pid 1234 --policy round-4k                        interleave what is resident
   numalab attach --pid 1234 --policy bind --set policy.nodes=[1] --rate-limit-mbps 200
   numalab attach --pid 1234 --policy round-4k --dry-run --decision-log moves.jsonl
+  numalab attach --pid 1234 --policy round-1g                        each 1 GiB range to its node
   numalab attach --pid 1234 --policy autonuma                        manage it until it exits
   numalab attach --pid 1234 --policy stable-numa --dry-run --duration 30 --decision-log d.jsonl
 
@@ -46,7 +48,7 @@ pub struct AttachArgs {
 }
 
 #[derive(serde::Serialize)]
-struct PageRecord {
+pub(crate) struct PageRecord {
     run: u32,
     time_ns: u64,
     cause: AttachCause,
@@ -54,6 +56,20 @@ struct PageRecord {
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
+}
+
+/// A page decision of the decision log: `cause.event` is `attach`, or `range_scan` for
+/// round-1g's periodic passes; `outcome` `None` is a dry run.
+pub(crate) fn move_record(event: &'static str, time_ns: u64, m: &PageMove, outcome: Option<PageOutcome>) -> PageRecord {
+    let (outcome, reason) = outcome.map_or(("dry_run", None), outcome_strs);
+    PageRecord {
+        run: 0,
+        time_ns,
+        cause: AttachCause { event },
+        decision: MigrateDecision { kind: "migrate_page", space: 0, page: m.addr / 4096, to: m.node, pages: m.pages },
+        outcome,
+        reason,
+    }
 }
 
 /// `cause` of every attach record: `{"event":"attach"}`.
@@ -109,9 +125,21 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         return crate::cmd::attach_dynamic::run(a, out, &root, &topo, start);
     }
     let StaticPolicy { name, mut policy } = static_policy(&a.policy, &a.set, &topo, "attach")?;
-    if name == "round-1g" {
-        usage!("round-1g lays out a whole address space at its creation; `numalab attach` cannot realise it on a running process: use round-4k or bind");
-    }
+    // round-1g: every resident page to its range's node (docs/live.md, "round-1g by moving
+    // pages").
+    let ranges = if name == "round-1g" {
+        let map = crate::cmd::round_1g::range_map(policy.as_ref(), &topo)?;
+        if !crate::cmd::round_1g::agent_moves(&map) {
+            usage!(
+                "{}={}: numalab attach moves pages per range of at least 2 MiB (a transparent huge page could span two smaller ranges)",
+                numalab_linux::act::range_bind::RANGE_ENV,
+                map.range_bytes
+            );
+        }
+        Some(map)
+    } else {
+        None
+    };
     let maps = read_target_maps(&root, a.pid)?;
     // Without smaps (a kernel without it, the process gone) every page is a base page.
     let anon_huge = read_smaps_anon_huge(&root, a.pid).unwrap_or_default();
@@ -123,7 +151,10 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         Err(e) if e.is_not_found() => usage!("--pid {}: no such process", a.pid),
         Err(e) => return Err(e.into()),
     };
-    let plan = plan_attach(&mut mover, pid, &maps, &anon_huge, policy.as_mut(), &topo, PAGE_BYTES)?;
+    let plan = match &ranges {
+        Some(map) => plan_ranges(&mut mover, pid, &maps, map, PAGE_BYTES)?,
+        None => plan_attach(&mut mover, pid, &maps, &anon_huge, policy.as_mut(), &topo, PAGE_BYTES)?,
+    };
     let mut records: Vec<PageRecord> = Vec::new();
     let cause = || AttachCause { event: "attach" };
     let decision = |m: &PageMove| MigrateDecision { kind: "migrate_page", space: 0, page: m.addr / PAGE_BYTES, to: m.node, pages: m.pages };
@@ -183,6 +214,7 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         "host_nodes": topo.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
         "dry_run": a.dry_run,
         "rate_limit_mbps": a.agent.rate_limit_mbps,
+        "range_bytes": ranges.as_ref().map(|m| m.range_bytes),
         "plan": plan,
         "planned_moves": plan.moves.len(),
         "planned_move_pages": plan.moves.iter().map(|m| m.pages as u64).sum::<u64>(),
@@ -191,7 +223,10 @@ pub fn run(a: &AttachArgs, out: &OutputOpts) -> Result<()> {
         "wall_s": wall.as_secs_f64(),
         "agent_cpu_s": numalab_linux::act::own_cpu_seconds(),
     });
-    let table = summary(name, a, &plan, &stats, &notes, wall);
+    let mut table = summary(name, a, &plan, &stats, &notes, wall);
+    if let Some(m) = &ranges {
+        table.rows.insert(2, vec!["range size".to_string(), format!("{} bytes, range k on node k mod {}", m.range_bytes, m.home.len())]);
+    }
     write_text(out.out.as_deref(), &render_summary(out, &doc, &table)?)
 }
 

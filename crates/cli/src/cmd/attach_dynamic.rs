@@ -25,7 +25,7 @@ const PAGE_BYTES: u64 = 4096;
 #[derive(clap::Args, Debug)]
 pub struct AgentArgs {
     /// Move at most this many MB (10^6 bytes) of pages per second, so the program keeps its
-    /// memory bandwidth; 0 = no limit (`run`: dynamic policies only).
+    /// memory bandwidth; 0 = no limit (`run`: dynamic policies and round-1g only).
     #[arg(long, default_value_t = 1000.0, value_name = "MB/S")]
     pub rate_limit_mbps: f64,
     /// Dynamic policies: how accesses are observed: `auto` (the first available), `perf`
@@ -34,11 +34,11 @@ pub struct AgentArgs {
     /// (observations from a file, one JSON array per period).
     #[arg(long, default_value = "auto", value_name = "SAMPLER")]
     pub sampler: String,
-    /// Dynamic policies: the agent's period, milliseconds.
+    /// Dynamic policies and round-1g under `run`: the agent's period, milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub period_ms: u64,
-    /// Dynamic policies: stop managing the program after this many seconds (default: when
-    /// it exits); the program runs on.
+    /// Dynamic policies and round-1g under `run`: stop managing the program after this many
+    /// seconds (default: when it exits); the program runs on.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Dynamic policies: events between two hardware samples of a thread (perf sampler).

@@ -12,6 +12,7 @@ pub mod machine_measure;
 pub mod model;
 pub mod profile;
 pub mod report;
+pub mod round_1g;
 pub mod run;
 pub mod sim;
 pub mod study;

@@ -1,19 +1,22 @@
 //! `numalab run`: launch a program under a static placement policy, numactl-like, through the
 //! same policy code the simulator runs (docs/live.md). JSON contract `numalab.run/1`.
+use crate::cmd::attach::PageRecord;
 use crate::cmd::machine_import::root_of;
 use crate::cmd::profile::ChildStatus;
+use crate::cmd::round_1g;
 use crate::output::{render_summary, write_text, OutputOpts, Table};
 use crate::scenario::{canonical_policy, usage, Usage};
 use anyhow::{Context, Result};
 use numalab_core::profile::{ProfileReport, Scope, DEFAULT_EVENTS};
-use numalab_linux::act::range_bind::{self, RangeBind};
+use numalab_linux::act::pages::{MoveOptions, PageOutcome};
+use numalab_linux::act::range_bind::RangeBind;
+use numalab_linux::act::range_move::RangeMap;
 use numalab_linux::act::{self, ActError, LaunchReport, SystemLauncher};
 use numalab_linux::export::{to_machine, ExportOptions};
 use numalab_linux::live::StopReason;
 use numalab_linux::session::{self, SessionConfig, TargetSpec};
 use numalab_linux::{FsRoot, Topology};
-use numalab_policy::statics::{Round1G, Round1GConfig};
-use numalab_policy::{DynPolicy, Policy, PolicyEnv, PolicyKind};
+use numalab_policy::{DynPolicy, PolicyEnv, PolicyKind};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -90,17 +93,31 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         other => anyhow::Error::new(Usage(other.to_string())),
     };
     let mut ranges = None;
+    let mut moves: Option<round_1g::RangeRun> = None;
+    if r1g.is_some() {
+        // The agent's settings, as a dynamic policy's are checked.
+        crate::cmd::attach_dynamic::LiveArgs::new(&a.agent, a.dry_run, a.decision_log.as_deref()).check()?;
+    }
+    let rate_limit = (a.agent.rate_limit_mbps > 0.0).then_some((a.agent.rate_limit_mbps * 1e6) as u64);
     let (report, profile) = if a.profile {
         launch_profiled(a, &plan, &root).map_err(|e| e.context("numalab run --profile"))?
     } else if let (Some(r), false) = (&r1g, a.dry_run) {
         // round-1g: the process-wide interleave before exec, the preloaded library's
-        // per-range mbind after (docs/live.md, "round-1g for launched programs").
+        // per-range mbind after, and the agent moving what lands elsewhere while the program
+        // runs (docs/live.md, "round-1g for launched programs", "round-1g by moving pages").
         let start = std::time::Instant::now();
         let calls = act::checked_calls(&mut SystemLauncher, &plan).map_err(to_anyhow)?;
         let kernel_nodes: Vec<u32> = r.intent.nodes.iter().map(|&n| topo.nodes[n as usize].id).collect();
-        let (bind, env) = RangeBind::prepare(&kernel_nodes, r.range_bytes).map_err(|e| Usage(e.to_string()))?;
+        let (bind, env) = RangeBind::prepare(&kernel_nodes, r.map.range_bytes).map_err(|e| Usage(e.to_string()))?;
         let actions = act::action_records(&plan, false, start.elapsed().as_nanos() as u64);
-        let exit = act::spawn(&a.command, &calls, &env).map_err(to_anyhow)?.wait().map_err(to_anyhow)?;
+        let child = act::spawn(&a.command, &calls, &env).map_err(to_anyhow)?;
+        if round_1g::agent_moves(&r.map) {
+            let opts = MoveOptions { rate_limit_bytes_per_s: rate_limit, page_bytes: round_1g::PAGE_BYTES, ..Default::default() };
+            let period = std::time::Duration::from_millis(a.agent.period_ms);
+            let duration = a.agent.duration.map(std::time::Duration::from_secs_f64);
+            moves = Some(round_1g::correct_while_running(&child, r.map.clone(), period, duration, &opts, a.decision_log.is_some(), start));
+        }
+        let exit = child.wait().map_err(to_anyhow)?;
         ranges = Some(bind.report());
         (LaunchReport { actions, exit, wall_s: start.elapsed().as_secs_f64() }, None)
     } else {
@@ -108,7 +125,7 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
     };
     let agent_cpu_s = act::own_cpu_seconds();
     if let Some(path) = &a.decision_log {
-        write_decision_log(path, &report)?;
+        write_decision_log(path, &report, moves.as_ref().map_or(&[][..], |m| &m.records[..]))?;
     }
     let doc = serde_json::json!({
         "schema": "numalab.run/1",
@@ -123,12 +140,24 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
         "wall_s": report.wall_s,
         "agent_cpu_s": agent_cpu_s,
         "profile": profile,
-        "range_bytes": r1g.as_ref().map(|r| r.range_bytes),
+        "range_bytes": r1g.as_ref().map(|r| r.map.range_bytes),
         "ranges": ranges.as_ref().and_then(|r| r.as_ref().ok()),
+        "range_moves": moves.as_ref().map(|m| serde_json::json!({
+            "period_ms": a.agent.period_ms,
+            "rate_limit_mbps": a.agent.rate_limit_mbps,
+            "totals": m.totals,
+            "error": m.error,
+        })),
     });
     let mut table = summary_table(name, &report, a.dry_run);
     if let Some(r) = &r1g {
-        table.row(["range size".to_string(), format!("{} bytes, range k on node k mod {}", r.range_bytes, r.intent.nodes.len())]);
+        table.row(["range size".to_string(), format!("{} bytes, range k on node k mod {}", r.map.range_bytes, r.intent.nodes.len())]);
+        if !round_1g::agent_moves(&r.map) {
+            table.notes.push(format!("note: {}", round_1g::small_range_note(r.map.range_bytes)));
+        }
+    }
+    if let Some(m) = &moves {
+        range_move_rows(&mut table, m);
     }
     if let Some(Ok(r)) = &ranges {
         let failed =
@@ -169,28 +198,51 @@ pub fn run(a: &RunArgs, out: &OutputOpts) -> Result<()> {
 /// the stacks and what the library cannot see) and the range size.
 struct Round1gSetup {
     intent: numalab_policy::MempolicyIntent,
-    range_bytes: u64,
+    map: RangeMap,
 }
 
 fn round_1g_setup(a: &RunArgs, policy: &dyn DynPolicy, topo: &Topology) -> Result<Round1gSetup> {
     if a.profile {
         usage!("round-1g cannot be combined with --profile in this version: run it without --profile, or profile round-4k");
     }
-    let config: Round1GConfig = toml::Value::Table(policy.config_toml()).try_into().map_err(|e| Usage(format!("round-1g: {e}")))?;
-    if !config.holes.is_empty() {
-        usage!("round-1g: holes are guest-physical ranges of a simulated vm; a launched program has none");
-    }
-    let machine = to_machine(topo, &ExportOptions::default()).map_err(|m| Usage(format!("this host's topology: {m}")))?.machine;
-    let nodes = Round1G::new(config, &PolicyEnv::new(Arc::new(machine))).map_err(|e| Usage(e.to_string()))?.home_nodes().to_vec();
-    let range_bytes = range_bind::range_bytes(std::env::var_os(range_bind::RANGE_ENV).as_deref()).map_err(|e| Usage(e.to_string()))?;
+    let map = round_1g::range_map(policy, topo)?;
     let intent = numalab_policy::MempolicyIntent {
         mode: numalab_policy::MempolicyMode::Interleave,
-        nodes,
+        nodes: map.home.clone(),
         caveat: Some(
-            "private anonymous mappings made with mmap are bound per range by numalab's preload library; the rest interleaves".into(),
+            "private anonymous mappings made with mmap are bound per range by numalab's preload library; the rest interleaves, and the agent moves its pages to their range's node while the program runs".into(),
         ),
     };
-    Ok(Round1gSetup { intent, range_bytes })
+    Ok(Round1gSetup { intent, map })
+}
+
+/// The agent's page moves for round-1g in the summary.
+fn range_move_rows(t: &mut Table, m: &round_1g::RangeRun) {
+    let s = &m.totals;
+    t.row([
+        "agent's range passes".to_string(),
+        format!(
+            "{} passes, {} pages asked about, {} resident elsewhere than their range's node",
+            s.passes, s.scanned_pages, s.misplaced_pages
+        ),
+    ]);
+    t.row(["pages moved to their range's node".to_string(), s.count(PageOutcome::Moved).to_string()]);
+    for (o, what) in [
+        (PageOutcome::Busy, "busy after retries"),
+        (PageOutcome::Shared, "shared with another process (skipped)"),
+        (PageOutcome::NotPresent, "gone before their move"),
+        (PageOutcome::NoMemory, "target node full"),
+        (PageOutcome::ProcessGone, "not moved: program exited"),
+        (PageOutcome::Failed, "failed"),
+    ] {
+        if s.count(o) > 0 {
+            t.row([what.to_string(), s.count(o).to_string()]);
+        }
+    }
+    t.row(["move_pages calls".to_string(), format!("{} status, {} moves ({:.3} s)", s.locate_calls, s.move_pages_calls, s.busy_s)]);
+    if let Some(e) = &m.error {
+        t.notes.push(format!("note: the agent stopped moving pages: {e}"));
+    }
 }
 
 /// The agent's own CPU time (numalab's start-up included, the program's time not), and its
@@ -296,9 +348,13 @@ fn summary_table(policy: &str, r: &LaunchReport, dry_run: bool) -> Table {
     t
 }
 
-fn write_decision_log(path: &std::path::Path, r: &LaunchReport) -> Result<()> {
+fn write_decision_log(path: &std::path::Path, r: &LaunchReport, page_records: &[PageRecord]) -> Result<()> {
     let mut text = String::new();
     for rec in &r.actions {
+        text.push_str(&serde_json::to_string(rec)?);
+        text.push('\n');
+    }
+    for rec in page_records {
         text.push_str(&serde_json::to_string(rec)?);
         text.push('\n');
     }

@@ -5,14 +5,18 @@
 //! * [`launch`]: `numalab run`'s plan, the [`Launcher`] trait and its recording fake.
 //! * [`system`]: the real launcher (fork, calls, exec, wait; signal forwarding).
 //! * [`pages`]: `move_pages(2)` in paced batches, with a recording fake.
+//! * [`preload`]: handing a preload library and a shared memory area to a launched program.
 //! * [`range_bind`]: round-1g's preload library (per-range mbind) for launched programs.
+//! * [`range_move`]: round-1g by the agent: pages moved to their range's node.
 //! * [`attach`]: a static policy applied to a running process's resident pages.
 
 pub mod attach;
 pub mod launch;
 pub mod mempolicy;
 pub mod pages;
+pub mod preload;
 pub mod range_bind;
+pub mod range_move;
 pub mod syscall;
 pub mod system;
 

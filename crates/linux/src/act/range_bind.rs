@@ -5,6 +5,7 @@
 //! memfd, gives the program the environment that loads it, and reads back (from a second,
 //! shared memfd of one page) whether the library ran and what it did.
 
+use super::preload::{handover, Handover};
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -61,20 +62,7 @@ pub fn range_bytes(value: Option<&std::ffi::OsStr>) -> Result<u64, RangeBindErro
 
 /// The agent's side of the library while the program runs.
 pub struct RangeBind {
-    status: *mut u8,
-    fds: [i32; 2],
-}
-
-// SAFETY: the mapping is owned by this value and read through &self only after the program ended.
-unsafe impl Send for RangeBind {}
-
-fn memfd(name: &std::ffi::CStr) -> Result<i32, RangeBindError> {
-    // SAFETY: memfd_create with a NUL-terminated name; no close-on-exec (the program inherits it).
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
-    if fd < 0 {
-        return Err(RangeBindError::Setup(std::io::Error::last_os_error()));
-    }
-    Ok(fd)
+    handover: Handover,
 }
 
 impl RangeBind {
@@ -84,46 +72,21 @@ impl RangeBind {
         if LIBRARY.is_empty() {
             return Err(RangeBindError::NotBuilt);
         }
-        let so = memfd(c"numalab-r1g.so")?;
-        let st = memfd(c"numalab-r1g-status").inspect_err(|_| {
-            // SAFETY: closing the fd we just opened.
-            unsafe { libc::close(so) };
-        })?;
-        // SAFETY: fds we own; the mapping is checked against MAP_FAILED.
-        let status = unsafe {
-            let ok = libc::ftruncate(st, STATUS_BYTES as libc::off_t) == 0
-                && libc::write(so, LIBRARY.as_ptr() as *const libc::c_void, LIBRARY.len()) == LIBRARY.len() as isize;
-            let p = if ok {
-                libc::mmap(std::ptr::null_mut(), STATUS_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, st, 0)
-            } else {
-                libc::MAP_FAILED
-            };
-            if p == libc::MAP_FAILED {
-                let e = std::io::Error::last_os_error();
-                libc::close(so);
-                libc::close(st);
-                return Err(RangeBindError::Setup(e));
-            }
-            p as *mut u8
-        };
-        let mut preload = OsString::from(format!("/proc/self/fd/{so}"));
-        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
-            preload.push(":");
-            preload.push(old);
-        }
+        let handover =
+            handover(LIBRARY, c"numalab-r1g.so", c"numalab-r1g-status", STATUS_BYTES).map_err(|e| RangeBindError::Setup(e.into_io()))?;
         let nodes = kernel_nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let env = vec![
-            ("LD_PRELOAD".into(), preload),
-            ("NUMALAB_R1G_FD".into(), st.to_string().into()),
+            ("LD_PRELOAD".into(), handover.preload()),
+            ("NUMALAB_R1G_FD".into(), handover.shared_fd().to_string().into()),
             ("NUMALAB_R1G_NODES".into(), nodes.into()),
             (RANGE_ENV.into(), range_bytes.to_string().into()),
         ];
-        Ok((RangeBind { status, fds: [so, st] }, env))
+        Ok((RangeBind { handover }, env))
     }
 
     fn word(&self, i: usize) -> u64 {
         // SAFETY: i < 512 words of the page-sized, page-aligned mapping this value owns.
-        unsafe { (*(self.status as *const AtomicU64).add(i)).load(Ordering::Acquire) }
+        unsafe { (*(self.handover.base() as *const AtomicU64).add(i)).load(Ordering::Acquire) }
     }
 
     /// After the program ended: what the library did, or that it never ran.
@@ -137,18 +100,6 @@ impl RangeBind {
             pieces_failed: self.word(S_FAILED),
             last_errno: self.word(S_LAST_ERRNO),
         })
-    }
-}
-
-impl Drop for RangeBind {
-    fn drop(&mut self) {
-        // SAFETY: the mapping and fds this value owns.
-        unsafe {
-            libc::munmap(self.status as *mut libc::c_void, STATUS_BYTES);
-            for fd in self.fds {
-                libc::close(fd);
-            }
-        }
     }
 }
 

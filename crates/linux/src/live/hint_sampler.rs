@@ -18,6 +18,7 @@
 //! `H_ARM_GEN` is raised (release).
 
 use super::observe::{AccessObserver, Observation, ObserveError};
+use crate::act::preload::{handover, Handover, HandoverError};
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -92,24 +93,12 @@ pub fn check_hint() -> Result<(), String> {
     Ok(())
 }
 
-/// A memfd without close-on-exec (the program inherits it).
-fn memfd(name: &std::ffi::CStr) -> Result<i32, String> {
-    // SAFETY: memfd_create with a NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
-    if fd < 0 {
-        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
-    }
-    Ok(fd)
-}
-
 /// The agent's side: the ring and the library's file, until the program has started.
 pub struct HintObserver {
+    handover: Handover,
     base: *mut u8,
-    map_bytes: usize,
     capacity: u64,
     max_pages: u64,
-    ring_fd: i32,
-    so_fd: i32,
     cpu_node: Vec<Option<u32>>,
     start_ns: u64,
     polls: u64,
@@ -132,37 +121,16 @@ impl HintObserver {
         if !cfg.capacity.is_power_of_two() || cfg.max_pages == 0 || cfg.period_ns == 0 {
             return Err(fail("capacity must be a power of two, pages and period > 0".into()));
         }
-        let ring_fd = memfd(c"numalab-hint-ring").map_err(fail)?;
-        let so_fd = memfd(c"numalab-hint.so").map_err(|e| {
-            // SAFETY: closing the fd we just opened.
-            unsafe { libc::close(ring_fd) };
-            fail(e)
-        })?;
         let map_bytes = HEADER_BYTES + REQUEST_BYTES + cfg.capacity as usize * RECORD_BYTES;
-        // SAFETY: fds we own; the mapping is checked against MAP_FAILED.
-        let base = unsafe {
-            let ok = libc::ftruncate(ring_fd, map_bytes as libc::off_t) == 0
-                && libc::write(so_fd, LIBRARY.as_ptr() as *const libc::c_void, LIBRARY.len()) == LIBRARY.len() as isize;
-            let base = if ok {
-                libc::mmap(std::ptr::null_mut(), map_bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, ring_fd, 0)
-            } else {
-                libc::MAP_FAILED
-            };
-            if base == libc::MAP_FAILED {
-                let e = std::io::Error::last_os_error();
-                libc::close(ring_fd);
-                libc::close(so_fd);
-                return Err(fail(format!("cannot set up the shared ring: {e}")));
-            }
-            base as *mut u8
-        };
+        let handover = handover(LIBRARY, c"numalab-hint.so", c"numalab-hint-ring", map_bytes).map_err(|e| match e {
+            HandoverError::Memfd(_) => fail(e.to_string()),
+            HandoverError::Setup(e) => fail(format!("cannot set up the shared ring: {e}")),
+        })?;
         let o = HintObserver {
-            base,
-            map_bytes,
+            base: handover.base(),
+            handover,
             capacity: cfg.capacity,
             max_pages: cfg.max_pages.min(REQUEST_PAGES as u64),
-            ring_fd,
-            so_fd,
             cpu_node,
             start_ns,
             polls: 0,
@@ -173,16 +141,9 @@ impl HintObserver {
         o.word(H_MAX_PAGES).store(cfg.max_pages, Ordering::Relaxed);
         o.word(H_MIN_MAPPING_BYTES).store(cfg.min_mapping_bytes, Ordering::Relaxed);
         o.word(H_MAGIC).store(MAGIC, Ordering::Release);
-        let lib = format!("/proc/self/fd/{so_fd}");
-        let old = std::env::var_os("LD_PRELOAD").unwrap_or_default();
-        let mut preload = OsString::from(&lib);
-        if !old.is_empty() {
-            preload.push(":");
-            preload.push(&old);
-        }
         let env = vec![
-            ("LD_PRELOAD".into(), preload),
-            ("NUMALAB_HINT_FD".into(), ring_fd.to_string().into()),
+            ("LD_PRELOAD".into(), o.handover.preload()),
+            ("NUMALAB_HINT_FD".into(), o.handover.shared_fd().to_string().into()),
             ("NUMALAB_HINT_PPID".into(), std::process::id().to_string().into()),
         ];
         Ok((o, env))
@@ -190,13 +151,7 @@ impl HintObserver {
 
     /// After the program started: the agent's copies of the inherited fds are closed.
     pub fn close_child_fds(&mut self) {
-        for fd in [&mut self.ring_fd, &mut self.so_fd] {
-            if *fd >= 0 {
-                // SAFETY: an fd this observer opened and still owns.
-                unsafe { libc::close(*fd) };
-                *fd = -1;
-            }
-        }
+        self.handover.close_child_fds();
     }
 
     fn word(&self, i: usize) -> &AtomicU64 {
@@ -215,14 +170,6 @@ impl HintObserver {
     pub fn helper_tid(&self) -> Option<i32> {
         let t = self.word(H_HELPER_TID).load(Ordering::Acquire);
         (t != 0).then_some(t as i32)
-    }
-}
-
-impl Drop for HintObserver {
-    fn drop(&mut self) {
-        self.close_child_fds();
-        // SAFETY: unmapping our own mapping.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_bytes) };
     }
 }
 
