@@ -42,9 +42,10 @@ pub struct LiveGuest {
 impl LiveGuest {
     /// The live guest of VM `vm` (host id `id`), its first process starting at `start_ns`
     /// (the run's start on the host's clock); its own seeded stream `vm.guest.live`.
-    pub fn new(host: &Host, id: VmId, vm: usize, cfg: &VmConfig, seed: u64, start_ns: f64) -> LiveGuest {
+    /// `pins`: the pCPU each vCPU starts on (its pin, or its first pCPU under the credit
+    /// scheduler, which [`LiveGuest::set_pcpu`] then follows).
+    pub fn new(host: &Host, id: VmId, vm: usize, cfg: &VmConfig, pins: Vec<CpuId>, seed: u64, start_ns: f64) -> LiveGuest {
         let churn = cfg.guest.churn();
-        let pins = (0..cfg.vcpus).map(|v| host.vm(id).ok().and_then(|x| x.pin(v)).unwrap_or(0)).collect();
         LiveGuest {
             id,
             vcpus: cfg.vcpus,
@@ -66,6 +67,13 @@ impl LiveGuest {
     /// the most recent on top, a `Free` append each when the queue runs); a start takes
     /// `pages` frames off `free` and allocates and touches each from a vCPU drawn uniformly
     /// (placed by the VM's policy if unbacked), or is skipped when too few are free.
+    /// The pCPU vCPU `vcpu` runs on now (the hypervisor's scheduler moved it).
+    pub fn set_pcpu(&mut self, vcpu: u32, pcpu: CpuId) {
+        if let Some(p) = self.pins.get_mut(vcpu as usize) {
+            *p = pcpu;
+        }
+    }
+
     pub fn advance(&mut self, host: &mut Host, free: &mut Vec<u64>, now_ns: f64) -> Result<(), VmError> {
         let lifetime_ns = (self.concurrency as f64 - 0.5) * PROCESS_PERIOD_NS;
         loop {

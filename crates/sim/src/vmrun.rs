@@ -42,7 +42,9 @@ use crate::{metrics::RunMetrics, run_with_policy, Scenario, SimError};
 use numalab_core::{CpuId, Machine, NodeId};
 use numalab_policy::carrefour::OpenCarrefour;
 use numalab_policy::decision::{EventRef, Outcome, PlaceRequest, Tick};
-use numalab_policy::vm::{Access, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
+use numalab_policy::vm::{
+    Access, CreditScheduler, HomeChoice, Host, HypervisorConfig, StaticKind, VcpuScheduler, VcpuSpec, VmConfig, VmError, VmId,
+};
 use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, PolicyEnv, SystemView};
 use numalab_workload::Program;
 use rand::Rng;
@@ -134,8 +136,12 @@ pub fn static_kind(name: &str) -> Result<StaticKind, VmSetupError> {
 pub struct VmPlan {
     /// Per VM: its home nodes (ascending).
     pub home_nodes: Vec<Vec<NodeId>>,
-    /// Per VM: the pCPU each vCPU is pinned to.
+    /// Per VM: the pCPU each vCPU is pinned to (under the credit scheduler: the pCPU it
+    /// starts on).
     pub pins: Vec<Vec<CpuId>>,
+    /// Under the credit scheduler: every vCPU of every VM in VM order, with its soft
+    /// affinity (the pCPUs of its VM's home nodes); empty when vCPUs are pinned.
+    pub vcpu_specs: Vec<VcpuSpec>,
     /// Per thread: (VM, vCPU).
     pub thread_vcpu: Vec<(usize, u32)>,
     /// Per process (address space) of the program: its VM.
@@ -225,6 +231,7 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
         n => return bad("vm", format!("{n} [[vm]] tables for a workload of {spaces} process(es): give one VM, or one per process")),
     };
     let (host, ids) = host_of(machine, setup)?;
+    let credit = setup.hypervisor.vcpu_scheduler == VcpuScheduler::Credit;
     let mut home_nodes = Vec::new();
     let mut pins = Vec::new();
     for (i, &id) in ids.iter().enumerate() {
@@ -234,16 +241,32 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
                 home_nodes.push(nodes.clone());
                 pins.push(p.clone());
             }
+            // The credit scheduler time-shares and moves vCPUs: a VM that could not be packed
+            // runs with every memory node as its home (docs/vm.md, "The hypervisor's vCPU
+            // scheduler").
+            HomeChoice::Unpacked { nodes } if credit => {
+                home_nodes.push(nodes.clone());
+                pins.push(Vec::new());
+            }
             HomeChoice::Unpacked { .. } => {
                 return bad(
                     &format!("vm[{i}]"),
                     format!(
-                        "{} vCPUs and {} bytes do not fit on the pCPUs and memory left free by the VMs before it: the simulator pins vCPUs \
-                         and has no hypervisor scheduler for an overcommitted machine",
+                        "{} vCPUs and {} bytes do not fit on the pCPUs and memory left free by the VMs before it: with pinned vCPUs a \
+                         VM needs one free pCPU per vCPU (set [hypervisor] vcpu_scheduler = \"credit\" to time-share them)",
                         setup.vm[i].vcpus, setup.vm[i].mem_bytes
                     ),
                 );
             }
+        }
+    }
+    let vcpu_specs = if credit { credit_specs(machine, setup, &home_nodes) } else { Vec::new() };
+    if credit {
+        let sched = credit_scheduler(machine, setup, &vcpu_specs)?;
+        let mut g = 0;
+        for (vm, cfg) in setup.vm.iter().enumerate() {
+            pins[vm] = (0..cfg.vcpus as usize).map(|k| sched.processor(g + k)).collect();
+            g += cfg.vcpus as usize;
         }
     }
     // Pages and threads of each space, in order.
@@ -284,7 +307,27 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
             }
         }
     }
-    Ok(VmPlan { home_nodes, pins, thread_vcpu, space_vm, frame_of_page })
+    Ok(VmPlan { home_nodes, pins, vcpu_specs, thread_vcpu, space_vm, frame_of_page })
+}
+
+/// Every vCPU of every VM, in VM order, soft-affine to the pCPUs of its VM's home nodes.
+fn credit_specs(machine: &Machine, setup: &VmSetup, home_nodes: &[Vec<NodeId>]) -> Vec<VcpuSpec> {
+    let node_of_cpu = machine.cpu_table().node_of_cpu;
+    let mut specs = Vec::new();
+    for (vm, cfg) in setup.vm.iter().enumerate() {
+        let soft_cpus: Vec<CpuId> =
+            (0..node_of_cpu.len() as CpuId).filter(|&c| home_nodes[vm].contains(&node_of_cpu[c as usize])).collect();
+        specs.extend((0..cfg.vcpus).map(|_| VcpuSpec { vm, soft_cpus: soft_cpus.clone() }));
+    }
+    specs
+}
+
+/// The credit scheduler over the machine's pCPUs with the plan's vCPUs placed.
+fn credit_scheduler(machine: &Machine, setup: &VmSetup, specs: &[VcpuSpec]) -> Result<CreditScheduler, VmSetupError> {
+    CreditScheduler::new(setup.hypervisor.credit.clone(), machine.cpu_table().node_of_cpu, specs).map_err(|e| match e {
+        VmError::Config { .. } => VmSetupError::Config { key: "hypervisor".into(), message: e.to_string() },
+        e => e.into(),
+    })
 }
 
 fn program_pages_of_vm(p: &Program, space_vm: &[usize], vm: usize, spaces: usize) -> u64 {
@@ -299,14 +342,20 @@ fn program_pages_of_vm(p: &Program, space_vm: &[usize], vm: usize, spaces: usize
 /// `pop()` gives the next frame the guest allocates: most recently freed first; at boot, RAM
 /// frames in ascending order [A] (docs/vm.md, "Guest frame reuse"). Also returns the host
 /// time at which the history ended (the queue's clock: the run starts after it).
-pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: u64) -> Result<(Vec<u64>, f64), VmSetupError> {
+pub fn replay_guest(
+    host: &mut Host,
+    id: VmId,
+    vm: usize,
+    cfg: &VmConfig,
+    pins: &[CpuId],
+    seed: u64,
+) -> Result<(Vec<u64>, f64), VmSetupError> {
     let pb = host.page_bytes();
     let mut free: Vec<u64> = (0..cfg.frames(pb)).rev().filter(|&f| !cfg.is_hole(f, pb)).collect();
     let churn = cfg.guest.churn();
     if churn.processes == 0 {
         return Ok((free, 0.0));
     }
-    let pins: Vec<CpuId> = (0..cfg.vcpus).map(|v| host.vm(id).ok().and_then(|x| x.pin(v)).unwrap_or(0)).collect();
     let concurrency = if churn.concurrency == 0 { cfg.vcpus } else { churn.concurrency } as usize;
     let pages = churn.process_bytes.div_ceil(pb);
     let mut rng = numalab_core::rng::stream(seed, "vm.guest", vm as u64);
@@ -415,6 +464,61 @@ pub struct VmPlacement {
     replicas: u64,
     /// Live guests stopped by a frame-table error (a simulator bug: 0 in every test).
     guest_errors: u64,
+    /// The hypervisor's credit scheduler, when `[hypervisor] vcpu_scheduler = "credit"`.
+    credit: Option<CreditRun>,
+}
+
+/// A VM run's credit scheduler and how its vCPUs map to the program's threads (docs/vm.md,
+/// "The hypervisor's vCPU scheduler").
+struct CreditRun {
+    sched: CreditScheduler,
+    node_of_cpu: Vec<NodeId>,
+    /// Per VM: its first vCPU in the scheduler's numbering.
+    first_vcpu: Vec<usize>,
+    /// Per vCPU (scheduler numbering): the program's threads that run on it.
+    threads_of_vcpu: Vec<Vec<u32>>,
+}
+
+impl CreditRun {
+    fn new(machine: &Machine, setup: &VmSetup, plan: &VmPlan) -> Result<CreditRun, VmSetupError> {
+        let sched = credit_scheduler(machine, setup, &plan.vcpu_specs)?;
+        let mut first_vcpu = Vec::new();
+        let mut g = 0;
+        for cfg in &setup.vm {
+            first_vcpu.push(g);
+            g += cfg.vcpus as usize;
+        }
+        let mut threads_of_vcpu = vec![Vec::new(); g];
+        for (t, &(vm, v)) in plan.thread_vcpu.iter().enumerate() {
+            threads_of_vcpu[first_vcpu[vm] + v as usize].push(t as u32);
+        }
+        Ok(CreditRun { sched, node_of_cpu: machine.cpu_table().node_of_cpu, first_vcpu, threads_of_vcpu })
+    }
+
+    /// Run the scheduler's ticks due by `now_ns` (a vCPU is runnable while one of its guest
+    /// threads is alive [A]) and move every thread to the pCPU its vCPU is on now.
+    fn follow(&mut self, now_ns: u64, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) -> bool {
+        if self.sched.next_tick_ns() > now_ns {
+            return false;
+        }
+        for (v, threads) in self.threads_of_vcpu.iter().enumerate() {
+            self.sched.set_runnable(v, threads.iter().any(|&t| view.thread_alive(t)));
+        }
+        self.sched.advance_to(now_ns);
+        self.sched.take_moves();
+        for (v, threads) in self.threads_of_vcpu.iter().enumerate() {
+            let cpu = self.sched.processor(v);
+            for &t in threads.iter().filter(|&&t| view.thread_alive(t) && view.cpu_of_thread(t) != cpu) {
+                out.push(numalab_policy::Decision::MoveThread {
+                    thread: t,
+                    to: self.node_of_cpu[cpu as usize],
+                    cpu: Some(cpu),
+                    cause: numalab_policy::MoveCause::Policy,
+                });
+            }
+        }
+        true
+    }
 }
 
 /// `frame_of_page` of a page without a frame yet.
@@ -440,7 +544,7 @@ impl VmPlacement {
         let mut free_lists = Vec::new();
         let mut start_ns: f64 = 0.0;
         for (i, (&id, cfg)) in ids.iter().zip(&setup.vm).enumerate() {
-            let (free, end_ns) = replay_guest(&mut host, id, i, cfg, seed)?;
+            let (free, end_ns) = replay_guest(&mut host, id, i, cfg, &plan.pins[i], seed)?;
             free_lists.push(free);
             start_ns = start_ns.max(end_ns);
         }
@@ -448,8 +552,12 @@ impl VmPlacement {
             .iter()
             .zip(&setup.vm)
             .enumerate()
-            .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, seed, start_ns)))
+            .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, plan.pins[i].clone(), seed, start_ns)))
             .collect();
+        let credit = match setup.hypervisor.vcpu_scheduler {
+            VcpuScheduler::Credit => Some(CreditRun::new(machine, setup, &plan)?),
+            VcpuScheduler::Pinned => None,
+        };
         let mut frame_of_page = vec![UNASSIGNED; program.total_pages as usize];
         for (s, &first) in space_first_page.iter().enumerate() {
             let vm = plan.space_vm[s];
@@ -482,6 +590,7 @@ impl VmPlacement {
             host_migrations_refused: 0,
             replicas: 0,
             guest_errors: 0,
+            credit,
         })
     }
 
@@ -504,6 +613,22 @@ impl VmPlacement {
     /// list), if any.
     pub fn next_free_frame(&self, space: usize) -> Option<u64> {
         self.free_lists[self.plan.space_vm[space]].last().copied()
+    }
+
+    /// Under the credit scheduler: its ticks due by run time `now_ns`, the threads moved after
+    /// their vCPUs, and the live guests' processes run from their vCPUs' pCPUs.
+    fn follow_scheduler(&mut self, now_ns: u64, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        let Some(c) = &mut self.credit else { return };
+        if !c.follow(now_ns, view, out) {
+            return;
+        }
+        for (vm, g) in self.live.iter_mut().enumerate() {
+            if let Some(g) = g {
+                for k in 0..self.plan.pins[vm].len() {
+                    g.set_pcpu(k as u32, c.sched.processor(c.first_vcpu[vm] + k));
+                }
+            }
+        }
     }
 
     /// Run the guests' processes due by host time `now_ns` (`during_run` only).
@@ -542,7 +667,8 @@ impl DynPolicy for VmPlacement {
     /// The page's first touch in the guest: the guest allocates its frame (an append to the
     /// notification queue when it runs, charged to the thread), then the vCPU touches it. A
     /// backed frame keeps its node; an unbacked one is placed by the VM's policy now, from the
-    /// pCPU the thread's vCPU is pinned to (`req.cpu`: threads are pinned).
+    /// pCPU the thread's vCPU is on at this moment (`req.cpu`: a guest thread keeps its vCPU,
+    /// and the thread is where its vCPU is: pinned, or moved by the credit scheduler).
     fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
         // Guest processes due by now run first, so the free list is the guest's at this time.
         if self.advance_guests(self.clock_ns).is_err() {
@@ -568,13 +694,23 @@ impl DynPolicy for VmPlacement {
     fn take_place_cost_ns(&mut self) -> f64 {
         std::mem::take(&mut self.pending_cost_ns)
     }
+    /// Under the credit scheduler the threads follow their vCPUs.
+    fn moves_pinned_threads(&self) -> bool {
+        self.credit.is_some()
+    }
+    /// The credit scheduler's ticks run at the run's task ticks (docs/vm.md, "The
+    /// hypervisor's vCPU scheduler").
+    fn on_task_tick(&mut self, tick: &numalab_policy::TaskTick, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        self.follow_scheduler(tick.time_ns.max(view.now_ns()), view, out);
+    }
     /// Scan steps never unmap a VM's pages: the hypervisor runs no NUMA balancing.
     fn should_unmap(&mut self, _space: u32, _page: u64, _node: NodeId) -> bool {
         false
     }
     /// Keeps the policy's clock up with the run's (the queue's lock times).
     /// and runs the guests' processes due by then (`during_run`).
-    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
+    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        self.follow_scheduler(view.now_ns(), view, out);
         self.clock_ns = self.clock_ns.max(self.start_ns + view.now_ns() as f64);
         // An error here is a frame table out of step with the guest (a simulator bug); the
         // guests stop churning rather than abort the run, and the counters show it.
@@ -649,6 +785,16 @@ impl DynPolicy for VmPlacement {
             ("vm_frames_replicated", self.replicas),
         ];
         c.extend(live);
+        if let Some(cr) = &self.credit {
+            let k = cr.sched.counters;
+            c.extend([
+                ("vm_vcpu_moves", k.moves),
+                ("vm_vcpu_cross_node_moves", k.cross_node_moves),
+                ("vm_vcpu_steals_soft", k.steals_soft),
+                ("vm_vcpu_steals_hard", k.steals_hard),
+                ("vm_vcpu_switches", k.switches),
+            ]);
+        }
         c
     }
 }
