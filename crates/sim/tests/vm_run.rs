@@ -184,7 +184,7 @@ fn impossible_setups_are_typed_errors() {
     // More vCPUs than pCPUs: no packing, refused.
     let (k, msg) = key(plan(&s.machine, &s.program, &setup(&format!("[[vm]]\nvcpus = 40\nmem_bytes = {}\n", 256 * MIB))));
     assert_eq!(k, "vm[0]");
-    assert!(msg.contains("40 vCPUs") && msg.contains("no hypervisor scheduler"), "{msg}");
+    assert!(msg.contains("40 vCPUs") && msg.contains("vcpu_scheduler = \"credit\""), "{msg}");
     // Too little guest memory for the workload.
     let (k, msg) = key(plan(&s.machine, &s.program, &setup(&format!("[[vm]]\nvcpus = 12\nmem_bytes = {}\n", MIB))));
     assert_eq!(k, "vm[0].mem_bytes");
