@@ -79,14 +79,18 @@ impl LiveGuest {
         loop {
             let next_exit = self.alive.front().map_or(f64::INFINITY, |p| p.0);
             if next_exit <= now_ns && next_exit <= self.next_start_ns {
-                let (t, frames) = self.alive.pop_front().unwrap_or_default();
+                // The exiting process's frees run one after another on its vCPU.
+                let (mut t, frames) = self.alive.pop_front().unwrap_or_default();
                 for f in frames {
-                    self.counters.queue_ns += host.guest_free(self.id, f, t)?;
+                    let cost_ns = host.guest_free(self.id, f, t)?;
+                    self.counters.queue_ns += cost_ns;
+                    t += cost_ns;
                     free.push(f);
                 }
                 self.counters.exits += 1;
             } else if self.next_start_ns <= now_ns {
-                let t = self.next_start_ns;
+                let start_ns = self.next_start_ns;
+                let mut t = start_ns;
                 let vcpu = self.rng.random_range(0..self.vcpus);
                 if (free.len() as u64) < self.pages {
                     self.counters.starts_skipped += 1;
@@ -94,11 +98,13 @@ impl LiveGuest {
                     let mut frames = Vec::with_capacity(self.pages as usize);
                     for _ in 0..self.pages {
                         let Some(pfn) = free.pop() else { break };
-                        self.counters.queue_ns += host.guest_alloc(self.id, pfn, t)?;
+                        let cost_ns = host.guest_alloc(self.id, pfn, t)?;
+                        self.counters.queue_ns += cost_ns;
+                        t += cost_ns;
                         host.touch(self.id, Access { vcpu, pcpu: self.pins[vcpu as usize], pfn })?;
                         frames.push(pfn);
                     }
-                    self.alive.push_back((t + lifetime_ns, frames));
+                    self.alive.push_back((start_ns + lifetime_ns, frames));
                     self.counters.starts += 1;
                 }
                 self.next_start_ns += PROCESS_PERIOD_NS;

@@ -363,9 +363,13 @@ pub fn replay_guest(
     // Event times only order the queue's appends; one process start per 10 ms [ours], longer
     // than the deliveries one start and one exit trigger at the preset sizes.
     let mut now_ns = 0.0;
+    // A process's frees (at its exit) and allocations (at its start) run one after another on
+    // its vCPU: each starts when the previous one, with any lock wait and delivery it paid,
+    // is over (docs/vm.md, "Counters of a timed run").
     let exit = |host: &mut Host, free: &mut Vec<u64>, frames: Vec<u64>, now_ns: f64| -> Result<(), VmError> {
+        let mut t = now_ns;
         for f in frames {
-            host.guest_free(id, f, now_ns)?;
+            t += host.guest_free(id, f, t)?;
             free.push(f);
         }
         Ok(())
@@ -377,6 +381,7 @@ pub fn replay_guest(
         }
         let vcpu = rng.random_range(0..cfg.vcpus);
         let mut frames = Vec::with_capacity(pages as usize);
+        let mut t = now_ns;
         for _ in 0..pages {
             let Some(pfn) = free.pop() else {
                 return Err(VmSetupError::Config {
@@ -387,7 +392,7 @@ pub fn replay_guest(
                     ),
                 });
             };
-            host.guest_alloc(id, pfn, now_ns)?;
+            t += host.guest_alloc(id, pfn, t)?;
             host.touch(id, Access { vcpu, pcpu: pins[vcpu as usize], pfn })?;
             frames.push(pfn);
         }
@@ -466,6 +471,30 @@ pub struct VmPlacement {
     guest_errors: u64,
     /// The hypervisor's credit scheduler, when `[hypervisor] vcpu_scheduler = "credit"`.
     credit: Option<CreditRun>,
+    /// Notification-queue time by where it was spent (docs/vm.md, "Counters of a timed run").
+    queue_time: QueueTime,
+}
+
+/// Notification-queue time of a VM run, split by who spent it and whether the run's clock
+/// paid it: lock waits and delivery calls, each of the guest histories before the run (not
+/// charged), of the live guests' processes during the run (not charged: their computation is
+/// not modelled) and of the workload's first touches (charged to the touching thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QueueTime {
+    pub history_wait_ns: f64,
+    pub history_delivery_ns: f64,
+    pub live_wait_ns: f64,
+    pub live_delivery_ns: f64,
+    pub charged_wait_ns: f64,
+    pub charged_delivery_ns: f64,
+}
+
+/// The host's queue waits and delivery times summed over its VMs.
+fn queue_totals(host: &Host, ids: &[VmId]) -> (f64, f64) {
+    ids.iter().filter_map(|&id| host.vm(id).ok()).fold((0.0, 0.0), |(w, d), v| {
+        let c = v.counters();
+        (w + c.queue_wait_ns, d + c.queue_delivery_ns)
+    })
 }
 
 /// A VM run's credit scheduler and how its vCPUs map to the program's threads (docs/vm.md,
@@ -554,6 +583,8 @@ impl VmPlacement {
             .enumerate()
             .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, plan.pins[i].clone(), seed, start_ns)))
             .collect();
+        let (history_wait_ns, history_delivery_ns) = queue_totals(&host, &ids);
+        let queue_time = QueueTime { history_wait_ns, history_delivery_ns, ..Default::default() };
         let credit = match setup.hypervisor.vcpu_scheduler {
             VcpuScheduler::Credit => Some(CreditRun::new(machine, setup, &plan)?),
             VcpuScheduler::Pinned => None,
@@ -591,6 +622,7 @@ impl VmPlacement {
             replicas: 0,
             guest_errors: 0,
             credit,
+            queue_time,
         })
     }
 
@@ -633,12 +665,28 @@ impl VmPlacement {
 
     /// Run the guests' processes due by host time `now_ns` (`during_run` only).
     pub fn advance_guests(&mut self, now_ns: f64) -> Result<(), VmError> {
+        if self.live.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let (w0, d0) = queue_totals(&self.host, &self.ids);
+        let mut result = Ok(());
         for (vm, g) in self.live.iter_mut().enumerate() {
             if let Some(g) = g {
-                g.advance(&mut self.host, &mut self.free_lists[vm], now_ns)?;
+                if let Err(e) = g.advance(&mut self.host, &mut self.free_lists[vm], now_ns) {
+                    result = Err(e);
+                    break;
+                }
             }
         }
-        Ok(())
+        let (w1, d1) = queue_totals(&self.host, &self.ids);
+        self.queue_time.live_wait_ns += w1 - w0;
+        self.queue_time.live_delivery_ns += d1 - d0;
+        result
+    }
+
+    /// Queue time of this run so far, by where it was spent.
+    pub fn queue_time(&self) -> QueueTime {
+        self.queue_time
     }
 
     fn frame(&self, space: usize, local_page: u64) -> (VmId, u64) {
@@ -678,10 +726,14 @@ impl DynPolicy for VmPlacement {
             return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 });
         };
         let (_, vcpu) = self.plan.thread_vcpu[req.thread as usize];
+        let (w0, d0) = queue_totals(&self.host, &self.ids);
         match self.host.guest_alloc(vm, pfn, self.clock_ns) {
             Ok(cost_ns) => {
                 self.clock_ns += cost_ns;
                 self.pending_cost_ns += cost_ns;
+                let (w1, d1) = queue_totals(&self.host, &self.ids);
+                self.queue_time.charged_wait_ns += w1 - w0;
+                self.queue_time.charged_delivery_ns += d1 - d0;
             }
             Err(_) => return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 }),
         }
@@ -748,7 +800,6 @@ impl DynPolicy for VmPlacement {
         let mut unbacked = 0;
         let mut kept = 0;
         let mut deliveries = 0;
-        let mut queue_ns = 0.0;
         for &id in &self.ids {
             if let Ok(v) = self.host.vm(id) {
                 let c = v.counters();
@@ -758,7 +809,6 @@ impl DynPolicy for VmPlacement {
                 unbacked += c.frames_unbacked;
                 kept += c.frames_kept_on_alloc;
                 deliveries += c.queue_deliveries;
-                queue_ns += c.queue_delivery_ns + c.queue_wait_ns;
             }
         }
         let mut live = Vec::new();
@@ -768,7 +818,8 @@ impl DynPolicy for VmPlacement {
                 ("vm_guest_starts", sum(|c| c.starts)),
                 ("vm_guest_exits", sum(|c| c.exits)),
                 ("vm_guest_starts_skipped", sum(|c| c.starts_skipped)),
-                ("vm_guest_queue_ns", sum(|c| c.queue_ns as u64)),
+                ("vm_guest_queue_wait_ns", self.queue_time.live_wait_ns as u64),
+                ("vm_guest_queue_delivery_ns", self.queue_time.live_delivery_ns as u64),
                 ("vm_guest_errors", self.guest_errors),
             ];
         }
@@ -779,7 +830,10 @@ impl DynPolicy for VmPlacement {
             ("vm_frames_unbacked", unbacked),
             ("vm_frames_kept_on_alloc", kept),
             ("vm_queue_deliveries", deliveries),
-            ("vm_queue_ns", queue_ns as u64),
+            ("vm_queue_charged_wait_ns", self.queue_time.charged_wait_ns as u64),
+            ("vm_queue_charged_delivery_ns", self.queue_time.charged_delivery_ns as u64),
+            ("vm_queue_history_wait_ns", self.queue_time.history_wait_ns as u64),
+            ("vm_queue_history_delivery_ns", self.queue_time.history_delivery_ns as u64),
             ("vm_frames_migrated", self.host_migrations),
             ("vm_frames_migrate_refused", self.host_migrations_refused),
             ("vm_frames_replicated", self.replicas),
