@@ -3,12 +3,16 @@
 //!
 //! The least invasive reading of a VM in the simulator, with no change to the engine:
 //!
-//! - **vCPUs pinned by the home-node selection.** A [`numalab_policy::vm::Host`] creates the
-//!   VMs on the machine (docs/vm.md, "Home nodes"); thread `i` of a VM (its threads in
-//!   ascending global id) runs on vCPU `i mod vcpus`, and the program's starting CPU of that
-//!   thread becomes the pCPU the vCPU is pinned to. The program runs pinned: no balancer and
-//!   no policy can move a thread, so the guest's scheduler cannot move work across nodes
-//!   (nor across vCPUs, a simplification).
+//! - **vCPUs pinned by the home-node selection** (the default). A
+//!   [`numalab_policy::vm::Host`] creates the VMs on the machine (docs/vm.md, "Home nodes");
+//!   thread `i` of a VM (its threads in ascending global id) runs on vCPU `i mod vcpus`, and
+//!   the program's starting CPU of that thread becomes the pCPU the vCPU is pinned to. The
+//!   program runs pinned: the balancer never moves a thread, so the guest's scheduler cannot
+//!   move work across nodes (nor across vCPUs, a simplification).
+//! - **Or scheduled by Xen's credit scheduler** (`[hypervisor] vcpu_scheduler = "credit"`,
+//!   docs/vm.md, "The hypervisor's vCPU scheduler"): vCPUs time-share and are stolen across
+//!   pCPUs and nodes; each guest thread follows its vCPU by a `MoveThread` decision
+//!   ([`DynPolicy::moves_pinned_threads`]), and a VM that cannot be packed runs.
 //! - **Guest memory placed by the VM's policy.** The run's placement policy is
 //!   [`VmPlacement`], which asks the host: page `j` of the VM's workload is guest frame
 //!   `ram[j]` (the VM's RAM frames, holes skipped, in ascending order; the processes of a VM
@@ -34,8 +38,7 @@
 //!
 //! What this does not model: the workload's own frees reused during the run (a process of a mix that
 //! exits returns its frames, but no later process of the run reuses them); the guest OS's own
-//! memory; second-level address translation costs; a hypervisor scheduler that moves vCPUs (a
-//! VM that cannot be packed is refused).
+//! memory; second-level address translation costs.
 
 use crate::vmlive::LiveGuest;
 use crate::{metrics::RunMetrics, run_with_policy, Scenario, SimError};
