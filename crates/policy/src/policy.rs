@@ -262,6 +262,13 @@ pub trait DynPolicy: Send {
     fn take_place_cost_ns(&mut self) -> f64 {
         0.0
     }
+    /// Whether the policy places the program's threads itself although the program runs
+    /// pinned: the driver then carries out its [`Decision::MoveThread`]s while the load
+    /// balancer stays off (a VM run under the hypervisor's credit scheduler: docs/vm.md, "The
+    /// hypervisor's vCPU scheduler"). Asked once, when the run starts; false by default.
+    fn moves_pinned_threads(&self) -> bool {
+        false
+    }
     fn layout(&mut self, _space: &AddressSpaceInfo, _mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
         Ok(None)
     }

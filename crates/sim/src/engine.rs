@@ -287,7 +287,7 @@ impl<'a, 'l> Engine<'a, 'l> {
         };
         let ic = m.interconnect();
         let cont = Contention::new(m, &ic, p.access_bytes, p.threads as usize);
-        let sched = Scheduler::new(
+        let mut sched = Scheduler::new(
             cfg.sched.clone(),
             cpus.node_of_cpu.clone(),
             cpus.core_of_cpu.clone(),
@@ -295,6 +295,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             p.pinned,
             stream(seed, "sched", 0),
         );
+        if drv.policy_mut().moves_pinned_threads() {
+            sched.let_policy_place();
+        }
         let threads = (0..p.threads)
             .map(|t| {
                 let node = cpus.node_of_cpu[p.initial_cpus[t as usize] as usize] as usize;

@@ -42,9 +42,10 @@ pub struct LiveGuest {
 impl LiveGuest {
     /// The live guest of VM `vm` (host id `id`), its first process starting at `start_ns`
     /// (the run's start on the host's clock); its own seeded stream `vm.guest.live`.
-    pub fn new(host: &Host, id: VmId, vm: usize, cfg: &VmConfig, seed: u64, start_ns: f64) -> LiveGuest {
+    /// `pins`: the pCPU each vCPU starts on (its pin, or its first pCPU under the credit
+    /// scheduler, which [`LiveGuest::set_pcpu`] then follows).
+    pub fn new(host: &Host, id: VmId, vm: usize, cfg: &VmConfig, pins: Vec<CpuId>, seed: u64, start_ns: f64) -> LiveGuest {
         let churn = cfg.guest.churn();
-        let pins = (0..cfg.vcpus).map(|v| host.vm(id).ok().and_then(|x| x.pin(v)).unwrap_or(0)).collect();
         LiveGuest {
             id,
             vcpus: cfg.vcpus,
@@ -66,19 +67,30 @@ impl LiveGuest {
     /// the most recent on top, a `Free` append each when the queue runs); a start takes
     /// `pages` frames off `free` and allocates and touches each from a vCPU drawn uniformly
     /// (placed by the VM's policy if unbacked), or is skipped when too few are free.
+    /// The pCPU vCPU `vcpu` runs on now (the hypervisor's scheduler moved it).
+    pub fn set_pcpu(&mut self, vcpu: u32, pcpu: CpuId) {
+        if let Some(p) = self.pins.get_mut(vcpu as usize) {
+            *p = pcpu;
+        }
+    }
+
     pub fn advance(&mut self, host: &mut Host, free: &mut Vec<u64>, now_ns: f64) -> Result<(), VmError> {
         let lifetime_ns = (self.concurrency as f64 - 0.5) * PROCESS_PERIOD_NS;
         loop {
             let next_exit = self.alive.front().map_or(f64::INFINITY, |p| p.0);
             if next_exit <= now_ns && next_exit <= self.next_start_ns {
-                let (t, frames) = self.alive.pop_front().unwrap_or_default();
+                // The exiting process's frees run one after another on its vCPU.
+                let (mut t, frames) = self.alive.pop_front().unwrap_or_default();
                 for f in frames {
-                    self.counters.queue_ns += host.guest_free(self.id, f, t)?;
+                    let cost_ns = host.guest_free(self.id, f, t)?;
+                    self.counters.queue_ns += cost_ns;
+                    t += cost_ns;
                     free.push(f);
                 }
                 self.counters.exits += 1;
             } else if self.next_start_ns <= now_ns {
-                let t = self.next_start_ns;
+                let start_ns = self.next_start_ns;
+                let mut t = start_ns;
                 let vcpu = self.rng.random_range(0..self.vcpus);
                 if (free.len() as u64) < self.pages {
                     self.counters.starts_skipped += 1;
@@ -86,11 +98,13 @@ impl LiveGuest {
                     let mut frames = Vec::with_capacity(self.pages as usize);
                     for _ in 0..self.pages {
                         let Some(pfn) = free.pop() else { break };
-                        self.counters.queue_ns += host.guest_alloc(self.id, pfn, t)?;
+                        let cost_ns = host.guest_alloc(self.id, pfn, t)?;
+                        self.counters.queue_ns += cost_ns;
+                        t += cost_ns;
                         host.touch(self.id, Access { vcpu, pcpu: self.pins[vcpu as usize], pfn })?;
                         frames.push(pfn);
                     }
-                    self.alive.push_back((t + lifetime_ns, frames));
+                    self.alive.push_back((start_ns + lifetime_ns, frames));
                     self.counters.starts += 1;
                 }
                 self.next_start_ns += PROCESS_PERIOD_NS;

@@ -3,12 +3,16 @@
 //!
 //! The least invasive reading of a VM in the simulator, with no change to the engine:
 //!
-//! - **vCPUs pinned by the home-node selection.** A [`numalab_policy::vm::Host`] creates the
-//!   VMs on the machine (docs/vm.md, "Home nodes"); thread `i` of a VM (its threads in
-//!   ascending global id) runs on vCPU `i mod vcpus`, and the program's starting CPU of that
-//!   thread becomes the pCPU the vCPU is pinned to. The program runs pinned: no balancer and
-//!   no policy can move a thread, so the guest's scheduler cannot move work across nodes
-//!   (nor across vCPUs, a simplification).
+//! - **vCPUs pinned by the home-node selection** (the default). A
+//!   [`numalab_policy::vm::Host`] creates the VMs on the machine (docs/vm.md, "Home nodes");
+//!   thread `i` of a VM (its threads in ascending global id) runs on vCPU `i mod vcpus`, and
+//!   the program's starting CPU of that thread becomes the pCPU the vCPU is pinned to. The
+//!   program runs pinned: the balancer never moves a thread, so the guest's scheduler cannot
+//!   move work across nodes (nor across vCPUs, a simplification).
+//! - **Or scheduled by Xen's credit scheduler** (`[hypervisor] vcpu_scheduler = "credit"`,
+//!   docs/vm.md, "The hypervisor's vCPU scheduler"): vCPUs time-share and are stolen across
+//!   pCPUs and nodes; each guest thread follows its vCPU by a `MoveThread` decision
+//!   ([`DynPolicy::moves_pinned_threads`]), and a VM that cannot be packed runs.
 //! - **Guest memory placed by the VM's policy.** The run's placement policy is
 //!   [`VmPlacement`], which asks the host: page `j` of the VM's workload is guest frame
 //!   `ram[j]` (the VM's RAM frames, holes skipped, in ascending order; the processes of a VM
@@ -34,15 +38,16 @@
 //!
 //! What this does not model: the workload's own frees reused during the run (a process of a mix that
 //! exits returns its frames, but no later process of the run reuses them); the guest OS's own
-//! memory; second-level address translation costs; a hypervisor scheduler that moves vCPUs (a
-//! VM that cannot be packed is refused).
+//! memory; second-level address translation costs.
 
 use crate::vmlive::LiveGuest;
 use crate::{metrics::RunMetrics, run_with_policy, Scenario, SimError};
 use numalab_core::{CpuId, Machine, NodeId};
 use numalab_policy::carrefour::OpenCarrefour;
 use numalab_policy::decision::{EventRef, Outcome, PlaceRequest, Tick};
-use numalab_policy::vm::{Access, HomeChoice, Host, HypervisorConfig, StaticKind, VmConfig, VmError, VmId};
+use numalab_policy::vm::{
+    Access, CreditScheduler, HomeChoice, Host, HypervisorConfig, StaticKind, VcpuScheduler, VcpuSpec, VmConfig, VmError, VmId,
+};
 use numalab_policy::{DynPolicy, MemoryState, OutOfMemory, PolicyEnv, SystemView};
 use numalab_workload::Program;
 use rand::Rng;
@@ -134,8 +139,12 @@ pub fn static_kind(name: &str) -> Result<StaticKind, VmSetupError> {
 pub struct VmPlan {
     /// Per VM: its home nodes (ascending).
     pub home_nodes: Vec<Vec<NodeId>>,
-    /// Per VM: the pCPU each vCPU is pinned to.
+    /// Per VM: the pCPU each vCPU is pinned to (under the credit scheduler: the pCPU it
+    /// starts on).
     pub pins: Vec<Vec<CpuId>>,
+    /// Under the credit scheduler: every vCPU of every VM in VM order, with its soft
+    /// affinity (the pCPUs of its VM's home nodes); empty when vCPUs are pinned.
+    pub vcpu_specs: Vec<VcpuSpec>,
     /// Per thread: (VM, vCPU).
     pub thread_vcpu: Vec<(usize, u32)>,
     /// Per process (address space) of the program: its VM.
@@ -225,6 +234,7 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
         n => return bad("vm", format!("{n} [[vm]] tables for a workload of {spaces} process(es): give one VM, or one per process")),
     };
     let (host, ids) = host_of(machine, setup)?;
+    let credit = setup.hypervisor.vcpu_scheduler == VcpuScheduler::Credit;
     let mut home_nodes = Vec::new();
     let mut pins = Vec::new();
     for (i, &id) in ids.iter().enumerate() {
@@ -234,16 +244,32 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
                 home_nodes.push(nodes.clone());
                 pins.push(p.clone());
             }
+            // The credit scheduler time-shares and moves vCPUs: a VM that could not be packed
+            // runs with every memory node as its home (docs/vm.md, "The hypervisor's vCPU
+            // scheduler").
+            HomeChoice::Unpacked { nodes } if credit => {
+                home_nodes.push(nodes.clone());
+                pins.push(Vec::new());
+            }
             HomeChoice::Unpacked { .. } => {
                 return bad(
                     &format!("vm[{i}]"),
                     format!(
-                        "{} vCPUs and {} bytes do not fit on the pCPUs and memory left free by the VMs before it: the simulator pins vCPUs \
-                         and has no hypervisor scheduler for an overcommitted machine",
+                        "{} vCPUs and {} bytes do not fit on the pCPUs and memory left free by the VMs before it: with pinned vCPUs a \
+                         VM needs one free pCPU per vCPU (set [hypervisor] vcpu_scheduler = \"credit\" to time-share them)",
                         setup.vm[i].vcpus, setup.vm[i].mem_bytes
                     ),
                 );
             }
+        }
+    }
+    let vcpu_specs = if credit { credit_specs(machine, setup, &home_nodes) } else { Vec::new() };
+    if credit {
+        let sched = credit_scheduler(machine, setup, &vcpu_specs)?;
+        let mut g = 0;
+        for (vm, cfg) in setup.vm.iter().enumerate() {
+            pins[vm] = (0..cfg.vcpus as usize).map(|k| sched.processor(g + k)).collect();
+            g += cfg.vcpus as usize;
         }
     }
     // Pages and threads of each space, in order.
@@ -284,7 +310,27 @@ pub fn plan(machine: &Arc<Machine>, program: &Program, setup: &VmSetup) -> Resul
             }
         }
     }
-    Ok(VmPlan { home_nodes, pins, thread_vcpu, space_vm, frame_of_page })
+    Ok(VmPlan { home_nodes, pins, vcpu_specs, thread_vcpu, space_vm, frame_of_page })
+}
+
+/// Every vCPU of every VM, in VM order, soft-affine to the pCPUs of its VM's home nodes.
+fn credit_specs(machine: &Machine, setup: &VmSetup, home_nodes: &[Vec<NodeId>]) -> Vec<VcpuSpec> {
+    let node_of_cpu = machine.cpu_table().node_of_cpu;
+    let mut specs = Vec::new();
+    for (vm, cfg) in setup.vm.iter().enumerate() {
+        let soft_cpus: Vec<CpuId> =
+            (0..node_of_cpu.len() as CpuId).filter(|&c| home_nodes[vm].contains(&node_of_cpu[c as usize])).collect();
+        specs.extend((0..cfg.vcpus).map(|_| VcpuSpec { vm, soft_cpus: soft_cpus.clone() }));
+    }
+    specs
+}
+
+/// The credit scheduler over the machine's pCPUs with the plan's vCPUs placed.
+fn credit_scheduler(machine: &Machine, setup: &VmSetup, specs: &[VcpuSpec]) -> Result<CreditScheduler, VmSetupError> {
+    CreditScheduler::new(setup.hypervisor.credit.clone(), machine.cpu_table().node_of_cpu, specs).map_err(|e| match e {
+        VmError::Config { .. } => VmSetupError::Config { key: "hypervisor".into(), message: e.to_string() },
+        e => e.into(),
+    })
 }
 
 fn program_pages_of_vm(p: &Program, space_vm: &[usize], vm: usize, spaces: usize) -> u64 {
@@ -299,14 +345,20 @@ fn program_pages_of_vm(p: &Program, space_vm: &[usize], vm: usize, spaces: usize
 /// `pop()` gives the next frame the guest allocates: most recently freed first; at boot, RAM
 /// frames in ascending order [A] (docs/vm.md, "Guest frame reuse"). Also returns the host
 /// time at which the history ended (the queue's clock: the run starts after it).
-pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: u64) -> Result<(Vec<u64>, f64), VmSetupError> {
+pub fn replay_guest(
+    host: &mut Host,
+    id: VmId,
+    vm: usize,
+    cfg: &VmConfig,
+    pins: &[CpuId],
+    seed: u64,
+) -> Result<(Vec<u64>, f64), VmSetupError> {
     let pb = host.page_bytes();
     let mut free: Vec<u64> = (0..cfg.frames(pb)).rev().filter(|&f| !cfg.is_hole(f, pb)).collect();
     let churn = cfg.guest.churn();
     if churn.processes == 0 {
         return Ok((free, 0.0));
     }
-    let pins: Vec<CpuId> = (0..cfg.vcpus).map(|v| host.vm(id).ok().and_then(|x| x.pin(v)).unwrap_or(0)).collect();
     let concurrency = if churn.concurrency == 0 { cfg.vcpus } else { churn.concurrency } as usize;
     let pages = churn.process_bytes.div_ceil(pb);
     let mut rng = numalab_core::rng::stream(seed, "vm.guest", vm as u64);
@@ -314,9 +366,13 @@ pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: 
     // Event times only order the queue's appends; one process start per 10 ms [ours], longer
     // than the deliveries one start and one exit trigger at the preset sizes.
     let mut now_ns = 0.0;
+    // A process's frees (at its exit) and allocations (at its start) run one after another on
+    // its vCPU: each starts when the previous one, with any lock wait and delivery it paid,
+    // is over (docs/vm.md, "Counters of a timed run").
     let exit = |host: &mut Host, free: &mut Vec<u64>, frames: Vec<u64>, now_ns: f64| -> Result<(), VmError> {
+        let mut t = now_ns;
         for f in frames {
-            host.guest_free(id, f, now_ns)?;
+            t += host.guest_free(id, f, t)?;
             free.push(f);
         }
         Ok(())
@@ -328,6 +384,7 @@ pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: 
         }
         let vcpu = rng.random_range(0..cfg.vcpus);
         let mut frames = Vec::with_capacity(pages as usize);
+        let mut t = now_ns;
         for _ in 0..pages {
             let Some(pfn) = free.pop() else {
                 return Err(VmSetupError::Config {
@@ -338,7 +395,7 @@ pub fn replay_guest(host: &mut Host, id: VmId, vm: usize, cfg: &VmConfig, seed: 
                     ),
                 });
             };
-            host.guest_alloc(id, pfn, now_ns)?;
+            t += host.guest_alloc(id, pfn, t)?;
             host.touch(id, Access { vcpu, pcpu: pins[vcpu as usize], pfn })?;
             frames.push(pfn);
         }
@@ -415,6 +472,85 @@ pub struct VmPlacement {
     replicas: u64,
     /// Live guests stopped by a frame-table error (a simulator bug: 0 in every test).
     guest_errors: u64,
+    /// The hypervisor's credit scheduler, when `[hypervisor] vcpu_scheduler = "credit"`.
+    credit: Option<CreditRun>,
+    /// Notification-queue time by where it was spent (docs/vm.md, "Counters of a timed run").
+    queue_time: QueueTime,
+}
+
+/// Notification-queue time of a VM run, split by who spent it and whether the run's clock
+/// paid it: lock waits and delivery calls, each of the guest histories before the run (not
+/// charged), of the live guests' processes during the run (not charged: their computation is
+/// not modelled) and of the workload's first touches (charged to the touching thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QueueTime {
+    pub history_wait_ns: f64,
+    pub history_delivery_ns: f64,
+    pub live_wait_ns: f64,
+    pub live_delivery_ns: f64,
+    pub charged_wait_ns: f64,
+    pub charged_delivery_ns: f64,
+}
+
+/// The host's queue waits and delivery times summed over its VMs.
+fn queue_totals(host: &Host, ids: &[VmId]) -> (f64, f64) {
+    ids.iter().filter_map(|&id| host.vm(id).ok()).fold((0.0, 0.0), |(w, d), v| {
+        let c = v.counters();
+        (w + c.queue_wait_ns, d + c.queue_delivery_ns)
+    })
+}
+
+/// A VM run's credit scheduler and how its vCPUs map to the program's threads (docs/vm.md,
+/// "The hypervisor's vCPU scheduler").
+struct CreditRun {
+    sched: CreditScheduler,
+    node_of_cpu: Vec<NodeId>,
+    /// Per VM: its first vCPU in the scheduler's numbering.
+    first_vcpu: Vec<usize>,
+    /// Per vCPU (scheduler numbering): the program's threads that run on it.
+    threads_of_vcpu: Vec<Vec<u32>>,
+}
+
+impl CreditRun {
+    fn new(machine: &Machine, setup: &VmSetup, plan: &VmPlan) -> Result<CreditRun, VmSetupError> {
+        let sched = credit_scheduler(machine, setup, &plan.vcpu_specs)?;
+        let mut first_vcpu = Vec::new();
+        let mut g = 0;
+        for cfg in &setup.vm {
+            first_vcpu.push(g);
+            g += cfg.vcpus as usize;
+        }
+        let mut threads_of_vcpu = vec![Vec::new(); g];
+        for (t, &(vm, v)) in plan.thread_vcpu.iter().enumerate() {
+            threads_of_vcpu[first_vcpu[vm] + v as usize].push(t as u32);
+        }
+        Ok(CreditRun { sched, node_of_cpu: machine.cpu_table().node_of_cpu, first_vcpu, threads_of_vcpu })
+    }
+
+    /// Run the scheduler's ticks due by `now_ns` (a vCPU is runnable while one of its guest
+    /// threads is alive [A]) and move every thread to the pCPU its vCPU is on now.
+    fn follow(&mut self, now_ns: u64, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) -> bool {
+        if self.sched.next_tick_ns() > now_ns {
+            return false;
+        }
+        for (v, threads) in self.threads_of_vcpu.iter().enumerate() {
+            self.sched.set_runnable(v, threads.iter().any(|&t| view.thread_alive(t)));
+        }
+        self.sched.advance_to(now_ns);
+        self.sched.take_moves();
+        for (v, threads) in self.threads_of_vcpu.iter().enumerate() {
+            let cpu = self.sched.processor(v);
+            for &t in threads.iter().filter(|&&t| view.thread_alive(t) && view.cpu_of_thread(t) != cpu) {
+                out.push(numalab_policy::Decision::MoveThread {
+                    thread: t,
+                    to: self.node_of_cpu[cpu as usize],
+                    cpu: Some(cpu),
+                    cause: numalab_policy::MoveCause::Policy,
+                });
+            }
+        }
+        true
+    }
 }
 
 /// `frame_of_page` of a page without a frame yet.
@@ -440,7 +576,7 @@ impl VmPlacement {
         let mut free_lists = Vec::new();
         let mut start_ns: f64 = 0.0;
         for (i, (&id, cfg)) in ids.iter().zip(&setup.vm).enumerate() {
-            let (free, end_ns) = replay_guest(&mut host, id, i, cfg, seed)?;
+            let (free, end_ns) = replay_guest(&mut host, id, i, cfg, &plan.pins[i], seed)?;
             free_lists.push(free);
             start_ns = start_ns.max(end_ns);
         }
@@ -448,8 +584,14 @@ impl VmPlacement {
             .iter()
             .zip(&setup.vm)
             .enumerate()
-            .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, seed, start_ns)))
+            .map(|(i, (&id, cfg))| cfg.guest.during_run.then(|| LiveGuest::new(&host, id, i, cfg, plan.pins[i].clone(), seed, start_ns)))
             .collect();
+        let (history_wait_ns, history_delivery_ns) = queue_totals(&host, &ids);
+        let queue_time = QueueTime { history_wait_ns, history_delivery_ns, ..Default::default() };
+        let credit = match setup.hypervisor.vcpu_scheduler {
+            VcpuScheduler::Credit => Some(CreditRun::new(machine, setup, &plan)?),
+            VcpuScheduler::Pinned => None,
+        };
         let mut frame_of_page = vec![UNASSIGNED; program.total_pages as usize];
         for (s, &first) in space_first_page.iter().enumerate() {
             let vm = plan.space_vm[s];
@@ -482,6 +624,8 @@ impl VmPlacement {
             host_migrations_refused: 0,
             replicas: 0,
             guest_errors: 0,
+            credit,
+            queue_time,
         })
     }
 
@@ -506,14 +650,46 @@ impl VmPlacement {
         self.free_lists[self.plan.space_vm[space]].last().copied()
     }
 
-    /// Run the guests' processes due by host time `now_ns` (`during_run` only).
-    pub fn advance_guests(&mut self, now_ns: f64) -> Result<(), VmError> {
+    /// Under the credit scheduler: its ticks due by run time `now_ns`, the threads moved after
+    /// their vCPUs, and the live guests' processes run from their vCPUs' pCPUs.
+    fn follow_scheduler(&mut self, now_ns: u64, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        let Some(c) = &mut self.credit else { return };
+        if !c.follow(now_ns, view, out) {
+            return;
+        }
         for (vm, g) in self.live.iter_mut().enumerate() {
             if let Some(g) = g {
-                g.advance(&mut self.host, &mut self.free_lists[vm], now_ns)?;
+                for k in 0..self.plan.pins[vm].len() {
+                    g.set_pcpu(k as u32, c.sched.processor(c.first_vcpu[vm] + k));
+                }
             }
         }
-        Ok(())
+    }
+
+    /// Run the guests' processes due by host time `now_ns` (`during_run` only).
+    pub fn advance_guests(&mut self, now_ns: f64) -> Result<(), VmError> {
+        if self.live.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let (w0, d0) = queue_totals(&self.host, &self.ids);
+        let mut result = Ok(());
+        for (vm, g) in self.live.iter_mut().enumerate() {
+            if let Some(g) = g {
+                if let Err(e) = g.advance(&mut self.host, &mut self.free_lists[vm], now_ns) {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let (w1, d1) = queue_totals(&self.host, &self.ids);
+        self.queue_time.live_wait_ns += w1 - w0;
+        self.queue_time.live_delivery_ns += d1 - d0;
+        result
+    }
+
+    /// Queue time of this run so far, by where it was spent.
+    pub fn queue_time(&self) -> QueueTime {
+        self.queue_time
     }
 
     fn frame(&self, space: usize, local_page: u64) -> (VmId, u64) {
@@ -542,7 +718,8 @@ impl DynPolicy for VmPlacement {
     /// The page's first touch in the guest: the guest allocates its frame (an append to the
     /// notification queue when it runs, charged to the thread), then the vCPU touches it. A
     /// backed frame keeps its node; an unbacked one is placed by the VM's policy now, from the
-    /// pCPU the thread's vCPU is pinned to (`req.cpu`: threads are pinned).
+    /// pCPU the thread's vCPU is on at this moment (`req.cpu`: a guest thread keeps its vCPU,
+    /// and the thread is where its vCPU is: pinned, or moved by the credit scheduler).
     fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
         // Guest processes due by now run first, so the free list is the guest's at this time.
         if self.advance_guests(self.clock_ns).is_err() {
@@ -552,10 +729,14 @@ impl DynPolicy for VmPlacement {
             return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 });
         };
         let (_, vcpu) = self.plan.thread_vcpu[req.thread as usize];
+        let (w0, d0) = queue_totals(&self.host, &self.ids);
         match self.host.guest_alloc(vm, pfn, self.clock_ns) {
             Ok(cost_ns) => {
                 self.clock_ns += cost_ns;
                 self.pending_cost_ns += cost_ns;
+                let (w1, d1) = queue_totals(&self.host, &self.ids);
+                self.queue_time.charged_wait_ns += w1 - w0;
+                self.queue_time.charged_delivery_ns += d1 - d0;
             }
             Err(_) => return Err(OutOfMemory { wanted: req.cpu_node, pages: 1 }),
         }
@@ -568,13 +749,23 @@ impl DynPolicy for VmPlacement {
     fn take_place_cost_ns(&mut self) -> f64 {
         std::mem::take(&mut self.pending_cost_ns)
     }
+    /// Under the credit scheduler the threads follow their vCPUs.
+    fn moves_pinned_threads(&self) -> bool {
+        self.credit.is_some()
+    }
+    /// The credit scheduler's ticks run at the run's task ticks (docs/vm.md, "The
+    /// hypervisor's vCPU scheduler").
+    fn on_task_tick(&mut self, tick: &numalab_policy::TaskTick, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        self.follow_scheduler(tick.time_ns.max(view.now_ns()), view, out);
+    }
     /// Scan steps never unmap a VM's pages: the hypervisor runs no NUMA balancing.
     fn should_unmap(&mut self, _space: u32, _page: u64, _node: NodeId) -> bool {
         false
     }
     /// Keeps the policy's clock up with the run's (the queue's lock times).
     /// and runs the guests' processes due by then (`during_run`).
-    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, _out: &mut Vec<numalab_policy::Decision>) {
+    fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<numalab_policy::Decision>) {
+        self.follow_scheduler(view.now_ns(), view, out);
         self.clock_ns = self.clock_ns.max(self.start_ns + view.now_ns() as f64);
         // An error here is a frame table out of step with the guest (a simulator bug); the
         // guests stop churning rather than abort the run, and the counters show it.
@@ -612,7 +803,6 @@ impl DynPolicy for VmPlacement {
         let mut unbacked = 0;
         let mut kept = 0;
         let mut deliveries = 0;
-        let mut queue_ns = 0.0;
         for &id in &self.ids {
             if let Ok(v) = self.host.vm(id) {
                 let c = v.counters();
@@ -622,7 +812,6 @@ impl DynPolicy for VmPlacement {
                 unbacked += c.frames_unbacked;
                 kept += c.frames_kept_on_alloc;
                 deliveries += c.queue_deliveries;
-                queue_ns += c.queue_delivery_ns + c.queue_wait_ns;
             }
         }
         let mut live = Vec::new();
@@ -632,7 +821,8 @@ impl DynPolicy for VmPlacement {
                 ("vm_guest_starts", sum(|c| c.starts)),
                 ("vm_guest_exits", sum(|c| c.exits)),
                 ("vm_guest_starts_skipped", sum(|c| c.starts_skipped)),
-                ("vm_guest_queue_ns", sum(|c| c.queue_ns as u64)),
+                ("vm_guest_queue_wait_ns", self.queue_time.live_wait_ns as u64),
+                ("vm_guest_queue_delivery_ns", self.queue_time.live_delivery_ns as u64),
                 ("vm_guest_errors", self.guest_errors),
             ];
         }
@@ -643,12 +833,25 @@ impl DynPolicy for VmPlacement {
             ("vm_frames_unbacked", unbacked),
             ("vm_frames_kept_on_alloc", kept),
             ("vm_queue_deliveries", deliveries),
-            ("vm_queue_ns", queue_ns as u64),
+            ("vm_queue_charged_wait_ns", self.queue_time.charged_wait_ns as u64),
+            ("vm_queue_charged_delivery_ns", self.queue_time.charged_delivery_ns as u64),
+            ("vm_queue_history_wait_ns", self.queue_time.history_wait_ns as u64),
+            ("vm_queue_history_delivery_ns", self.queue_time.history_delivery_ns as u64),
             ("vm_frames_migrated", self.host_migrations),
             ("vm_frames_migrate_refused", self.host_migrations_refused),
             ("vm_frames_replicated", self.replicas),
         ];
         c.extend(live);
+        if let Some(cr) = &self.credit {
+            let k = cr.sched.counters;
+            c.extend([
+                ("vm_vcpu_moves", k.moves),
+                ("vm_vcpu_cross_node_moves", k.cross_node_moves),
+                ("vm_vcpu_steals_soft", k.steals_soft),
+                ("vm_vcpu_steals_hard", k.steals_hard),
+                ("vm_vcpu_switches", k.switches),
+            ]);
+        }
         c
     }
 }

@@ -63,6 +63,9 @@ impl DynPolicy for OpenCarrefour {
     fn take_place_cost_ns(&mut self) -> f64 {
         self.base_mut().take_place_cost_ns()
     }
+    fn moves_pinned_threads(&self) -> bool {
+        self.base().moves_pinned_threads()
+    }
     fn layout(&mut self, space: &AddressSpaceInfo, mem: &dyn MemoryState) -> Result<Option<Vec<Extent>>, OutOfMemory> {
         Policy::layout(&mut self.engine, space, mem)
     }

@@ -3,6 +3,7 @@
 //! page free/alloc notification queue. Unknown keys are errors; every value is range-checked
 //! with a typed error (docs/vm.md, "Settings").
 
+use super::credit::{CreditConfig, VcpuScheduler};
 use super::error::VmError;
 use crate::carrefour::CarrefourConfig;
 use crate::statics::{FtFallback, Hole, Indexing};
@@ -45,11 +46,32 @@ pub struct HypervisorConfig {
     /// but `base`, `min_vaddr` and `max_vaddr`. `None`: no Carrefour.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carrefour: Option<CarrefourConfig>,
+    /// How vCPUs get physical CPUs (docs/vm.md, "The hypervisor's vCPU scheduler"): pinned
+    /// by the home-node selection (default) or Xen's credit scheduler.
+    #[serde(skip_serializing_if = "is_pinned")]
+    pub vcpu_scheduler: VcpuScheduler,
+    /// `[hypervisor.credit]`: the credit scheduler's settings (read only under `credit`).
+    #[serde(skip_serializing_if = "is_default_credit")]
+    pub credit: CreditConfig,
+}
+
+fn is_pinned(s: &VcpuScheduler) -> bool {
+    *s == VcpuScheduler::Pinned
+}
+
+fn is_default_credit(c: &CreditConfig) -> bool {
+    *c == CreditConfig::default()
 }
 
 impl Default for HypervisorConfig {
     fn default() -> Self {
-        HypervisorConfig { node_reserve_frames: 0, r1g_exhaustive_max_nodes: 16, carrefour: None }
+        HypervisorConfig {
+            node_reserve_frames: 0,
+            r1g_exhaustive_max_nodes: 16,
+            carrefour: None,
+            vcpu_scheduler: VcpuScheduler::Pinned,
+            credit: CreditConfig::default(),
+        }
     }
 }
 
@@ -64,6 +86,7 @@ impl HypervisorConfig {
                 message: format!("{} is outside 1..={MAX_EXHAUSTIVE_NODES}", self.r1g_exhaustive_max_nodes),
             });
         }
+        self.credit.validate()?;
         if let Some(c) = &self.carrefour {
             let bad = |message: String| Err(VmError::Config { key: "hypervisor.carrefour", message });
             if let Some(b) = c.base {

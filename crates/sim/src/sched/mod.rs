@@ -118,6 +118,9 @@ pub struct Scheduler {
     cpus_of_node: Vec<Vec<usize>>,
     pub cpu_of: Vec<CpuId>,
     pinned: bool,
+    /// Pinned, but the policy places the threads (`DynPolicy::moves_pinned_threads`): its
+    /// moves and swaps are carried out, the balancer and wake-up placement stay off.
+    policy_places: bool,
     noise: Noise,
     rng: StreamRng,
     pub migrations: MigrationCounts,
@@ -160,6 +163,7 @@ impl Scheduler {
             cpus_of_node,
             cpu_of: initial,
             pinned,
+            policy_places: false,
             noise,
             rng,
             migrations: MigrationCounts::default(),
@@ -341,7 +345,7 @@ impl Scheduler {
         states: &[TaskState],
         at: f64,
     ) -> Result<Move, Refusal> {
-        if self.pinned {
+        if self.pinned && !self.policy_places {
             return Err(Refusal::Pinned);
         }
         if t as usize >= self.cpu_of.len() || node as usize >= self.cpus_of_node.len() {
@@ -366,7 +370,7 @@ impl Scheduler {
 
     /// Exchange the CPUs of two threads (a policy decision).
     pub fn swap(&mut self, a: u32, b: u32, cause: Cause, at: f64) -> Result<(Move, Move), Refusal> {
-        if self.pinned {
+        if self.pinned && !self.policy_places {
             return Err(Refusal::Pinned);
         }
         if a as usize >= self.cpu_of.len() || b as usize >= self.cpu_of.len() {
@@ -395,6 +399,11 @@ impl Scheduler {
 
     pub fn preferred(&self, t: u32) -> Option<NodeId> {
         self.preferred[t as usize]
+    }
+
+    /// Let the policy move pinned threads (`DynPolicy::moves_pinned_threads`).
+    pub fn let_policy_place(&mut self) {
+        self.policy_places = true;
     }
 
     pub fn pinned(&self) -> bool {
