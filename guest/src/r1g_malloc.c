@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "range_report.h"
+
 #define PAGE 4096UL
 
 static uint64_t now_ms(void) {
@@ -69,28 +71,7 @@ int main(int argc, char **argv) {
             break;
         usleep(100000);
     }
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (size_t i = 0; i < pages; i++) {
-        uint64_t k = (uint64_t)(uintptr_t)addrs[i] / range;
-        lo = k < lo ? k : lo;
-        hi = k > hi ? k : hi;
-    }
-    for (uint64_t k = lo; k <= hi && pages > 0; k++) {
-        uint64_t count = 0, on[2] = {0, 0}, other = 0;
-        for (size_t i = 0; i < pages; i++) {
-            if ((uint64_t)(uintptr_t)addrs[i] / range != k)
-                continue;
-            count++;
-            if (status[i] == 0 || status[i] == 1)
-                on[status[i]]++;
-            else
-                other++;
-        }
-        if (count > 0)
-            printf("range k=%llu pages=%llu node0=%llu node1=%llu other=%llu\n", (unsigned long long)k,
-                   (unsigned long long)count, (unsigned long long)on[0], (unsigned long long)on[1],
-                   (unsigned long long)other);
-    }
+    report_ranges(addrs, status, pages, range);
     printf("%s after_ms=%llu\n", placed ? "placed" : "not placed", (unsigned long long)elapsed);
     return 0;
 }

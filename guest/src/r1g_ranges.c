@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "range_report.h"
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: r1g_ranges RANGE_BYTES RANGES\n");
@@ -38,22 +40,7 @@ int main(int argc, char **argv) {
         perror("move_pages");
         return 1;
     }
-    uint64_t first = (uint64_t)(uintptr_t)p / range, last = ((uint64_t)(uintptr_t)p + len - 1) / range;
-    for (uint64_t k = first; k <= last; k++) {
-        uint64_t count = 0, on[2] = {0, 0}, other = 0;
-        for (size_t i = 0; i < pages; i++) {
-            if ((uint64_t)(uintptr_t)addrs[i] / range != k)
-                continue;
-            count++;
-            if (status[i] == 0 || status[i] == 1)
-                on[status[i]]++;
-            else
-                other++;
-        }
-        printf("range k=%llu pages=%llu node0=%llu node1=%llu other=%llu\n", (unsigned long long)k,
-               (unsigned long long)count, (unsigned long long)on[0], (unsigned long long)on[1],
-               (unsigned long long)other);
-    }
+    report_ranges(addrs, status, pages, range);
     printf("numa_maps begin\n");
     fflush(stdout);
     FILE *f = fopen("/proc/self/numa_maps", "r");
