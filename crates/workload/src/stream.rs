@@ -200,6 +200,9 @@ pub struct StridePasses {
     write_steps: Vec<u64>,
     /// Row `j` (one entry per label): what the first `j` steps add to `writes_at_zero`.
     write_step_sums: Vec<i64>,
+    /// Scratch of `fill_writes`: the steps packed one per integer, kept to save an
+    /// allocation per fill.
+    packed_steps: Vec<u64>,
 }
 
 impl StridePasses {
@@ -251,7 +254,8 @@ impl StridePasses {
         let whole = |u: u64| ((u as u128 * write_fp as u128) >> 32) as u64;
         let frac = |u: u64| (u.wrapping_mul(write_fp)) & 0xFFFF_FFFF;
         // (phase, label, up or down) for every run boundary with a fractional part, packed.
-        let mut steps: Vec<u64> = Vec::with_capacity(2 * self.upto.len());
+        let mut steps = std::mem::take(&mut self.packed_steps);
+        steps.clear();
         let pack = |phase: u64, label: u8, up: bool| (phase << 9) | (u64::from(label) << 1) | u64::from(up);
         let mut before = 0;
         for (r, (&upto, &label)) in self.upto.iter().zip(labels).enumerate() {
@@ -271,14 +275,17 @@ impl StridePasses {
         // label (8 bits), the sign (1 bit). Which of two steps at one phase comes first does
         // not matter: a pass's phase takes all of them or none.
         steps.sort_unstable();
+        // Row 0 is zeros; each step's row is the row before it with one label moved by one.
         self.write_step_sums.resize(label_count, 0);
-        let mut row = [0i64; 256];
         for &packed in &steps {
-            let (phase, label, up) = (packed >> 9, (packed >> 1) & 0xFF, packed & 1 == 1);
-            row[label as usize] += if up { 1 } else { -1 };
+            let (phase, label, up) = (packed >> 9, ((packed >> 1) & 0xFF) as usize, packed & 1 == 1);
+            let previous = self.write_step_sums.len() - label_count;
+            self.write_step_sums.extend_from_within(previous..);
+            let at = previous + label_count + label;
+            self.write_step_sums[at] += if up { 1 } else { -1 };
             self.write_steps.push(phase);
-            self.write_step_sums.extend_from_slice(&row[..label_count]);
         }
+        self.packed_steps = steps;
     }
 
     /// Add a whole pass's writes, the pass starting at reference `i`, to `writes`.

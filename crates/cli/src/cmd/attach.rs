@@ -262,24 +262,31 @@ fn summary(name: &str, a: &AttachArgs, plan: &AttachPlan, s: &MoveStats, notes: 
         t.row(["to move (dry run, nothing moved)".to_string(), plan.moves.iter().map(|m| m.pages as u64).sum::<u64>().to_string()]);
     } else {
         t.row(["moved".to_string(), s.count(PageOutcome::Moved).to_string()]);
-        for (o, what) in [
-            (PageOutcome::Busy, "busy after retries"),
-            (PageOutcome::Shared, "shared with another process (skipped)"),
-            (PageOutcome::NotPresent, "gone before their move"),
-            (PageOutcome::NoMemory, "target node full"),
-            (PageOutcome::ProcessGone, "not moved: process exited"),
-            (PageOutcome::Failed, "failed"),
-        ] {
-            if s.count(o) > 0 {
-                t.row([what.to_string(), s.count(o).to_string()]);
-            }
-        }
+        unmoved_rows(&mut t, |o| s.count(o), "process");
         t.row(["move_pages calls".to_string(), format!("{} (largest {} pages)", s.calls, s.largest_batch_pages)]);
     }
     t.row(["wall time".to_string(), format!("{:.3} s", wall.as_secs_f64())]);
     t.row(["agent CPU".to_string(), format!("{:.3} s", numalab_linux::act::own_cpu_seconds())]);
     t.notes.extend(notes.iter().cloned());
     t
+}
+
+/// One summary row per outcome, other than moved, that some pages had (`count`), in a fixed
+/// order; `whose` names what exited ("process" for attach, "program" for a launched one).
+pub(crate) fn unmoved_rows(t: &mut Table, count: impl Fn(PageOutcome) -> u64, whose: &str) {
+    let gone = format!("not moved: {whose} exited");
+    for (o, what) in [
+        (PageOutcome::Busy, "busy after retries"),
+        (PageOutcome::Shared, "shared with another process (skipped)"),
+        (PageOutcome::NotPresent, "gone before their move"),
+        (PageOutcome::NoMemory, "target node full"),
+        (PageOutcome::ProcessGone, gone.as_str()),
+        (PageOutcome::Failed, "failed"),
+    ] {
+        if count(o) > 0 {
+            t.row([what.to_string(), count(o).to_string()]);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -227,18 +227,7 @@ fn range_move_rows(t: &mut Table, m: &round_1g::RangeRun) {
         ),
     ]);
     t.row(["pages moved to their range's node".to_string(), s.count(PageOutcome::Moved).to_string()]);
-    for (o, what) in [
-        (PageOutcome::Busy, "busy after retries"),
-        (PageOutcome::Shared, "shared with another process (skipped)"),
-        (PageOutcome::NotPresent, "gone before their move"),
-        (PageOutcome::NoMemory, "target node full"),
-        (PageOutcome::ProcessGone, "not moved: program exited"),
-        (PageOutcome::Failed, "failed"),
-    ] {
-        if s.count(o) > 0 {
-            t.row([what.to_string(), s.count(o).to_string()]);
-        }
-    }
+    crate::cmd::attach::unmoved_rows(t, |o| s.count(o), "program");
     t.row(["move_pages calls".to_string(), format!("{} status, {} moves ({:.3} s)", s.locate_calls, s.move_pages_calls, s.busy_s)]);
     if let Some(e) = &m.error {
         t.notes.push(format!("note: the agent stopped moving pages: {e}"));
