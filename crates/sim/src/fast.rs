@@ -22,6 +22,34 @@ const EXACT_STRETCH: u64 = 64;
 /// Most pages one walk run of a block extends over (see `same_node_run`).
 const MAX_RUN_PAGES: u64 = 32;
 
+/// `num / den`, with one 64-bit division when both fit in 64 bits (almost always: the
+/// products of reference counts only pass 2^64 on runs of about 2^32 references per entry),
+/// where the `u128` division is a call into the runtime. The same quotient either way.
+#[inline]
+fn div_u128(num: u128, den: u128) -> u128 {
+    if (num | den) >> 64 == 0 {
+        u128::from(num as u64 / den as u64)
+    } else {
+        num / den
+    }
+}
+
+/// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
+/// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
+fn leading_equal(bytes: &[u8], b: u8) -> usize {
+    let pattern = u64::from_le_bytes([b; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut equal = 0;
+    for chunk in &mut chunks {
+        let diff = u64::from_le_bytes(chunk.try_into().expect("chunks_exact gives 8 bytes")) ^ pattern;
+        if diff != 0 {
+            return equal + (diff.trailing_zeros() / 8) as usize;
+        }
+        equal += 8;
+    }
+    equal + chunks.remainder().iter().take_while(|&&x| x == b).count()
+}
+
 /// How the fast engine charges one entry of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FastKind {
@@ -283,7 +311,7 @@ pub(crate) fn most_behind(entries: &[Entry], total_refs: u64) -> usize {
         if e.remaining() == 0 {
             continue;
         }
-        let target = ((issued as u128 + 1) * e.refs as u128 / total_refs.max(1) as u128) as i128;
+        let target = div_u128((issued as u128 + 1) * e.refs as u128, total_refs.max(1) as u128) as i128;
         let behind = target - e.issued as i128;
         if behind > best.0 {
             best = (behind, i);
@@ -487,9 +515,16 @@ impl Hot<'_> {
                 page += steps;
                 run = (run + steps * lpp).min(in_chunk);
             }
-            while run < in_chunk && page < last_page && self.home[(page + 1) as usize] == h {
-                page += 1;
-                run = (run + lpp).min(in_chunk);
+            // Then page by page while the next page has the same byte, up to the chunk's end
+            // and `last_page`: the bytes are compared eight at a time, and the steps taken at
+            // once (each adds `lpp` to `run`, capped at `in_chunk`).
+            if run < in_chunk && page < last_page {
+                let cap = ((in_chunk - run + lpp - 1) >> self.shift).min(last_page - page);
+                let from = (page + 1) as usize;
+                let to = (from + cap as usize).min(self.home.len());
+                let same = leading_equal(&self.home[from.min(to)..to], h) as u64;
+                page += same;
+                run = (run + same * lpp).min(in_chunk);
             }
             if still_known {
                 known.last = known.last.max(page);
@@ -531,7 +566,7 @@ impl Hot<'_> {
                 _ if e.remaining() == 0 || w == 0 => None,
                 (FastKind::Walk, _) => {
                     let (line, run) = self.same_node_run(e, step.lpp, e.remaining(), &mut fs.known_runs[i])?;
-                    p_hi = p_hi.min(((e.issued as u128 + run as u128 + 1) * total - 1) / w);
+                    p_hi = p_hi.min(div_u128((e.issued as u128 + run as u128 + 1) * total - 1, w));
                     Some(line)
                 }
                 (FastKind::Fixed, Cursor::Fixed { line }) => Some(*line),
@@ -571,7 +606,7 @@ impl Hot<'_> {
         let mut charged = 0;
         let entries_len = entries.len();
         for (i, e) in entries.iter_mut().enumerate() {
-            let target = (p * e.refs as u128 / total) as u64;
+            let target = div_u128(p * e.refs as u128, total) as u64;
             let mut k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
             if k == 0 {
                 continue;
@@ -711,6 +746,38 @@ impl FastState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn div_u128_gives_the_quotient_on_both_sides_of_64_bits() {
+        let big = u128::from(u64::MAX);
+        for (num, den) in [(0, 1), (7, 2), (big, 3), (big + 1, 3), (big * 5, 7), (big, big + 1), (3 * big, big)] {
+            assert_eq!(div_u128(num, den), num / den, "{num} / {den}");
+        }
+    }
+
+    #[test]
+    fn leading_equal_counts_up_to_the_first_other_byte() {
+        assert_eq!(leading_equal(&[], 3), 0);
+        assert_eq!(leading_equal(&[3; 20], 3), 20);
+        assert_eq!(leading_equal(&[4, 3, 3], 3), 0);
+        let mut bytes = [1u8; 17];
+        for at in 0..17 {
+            bytes[at] = 2;
+            assert_eq!(leading_equal(&bytes, 1), at, "first other byte at {at}");
+            bytes[at] = 1;
+        }
+    }
+
+    proptest::proptest! {
+        /// Eight at a time gives the byte-by-byte count, wherever the first other byte sits
+        /// and whatever follows it.
+        #[test]
+        fn leading_equal_matches_byte_by_byte(same in 0usize..40, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
+            let bytes: Vec<u8> = std::iter::repeat(b).take(same).chain(tail).collect();
+            let expected = bytes.iter().take_while(|&&x| x == b).count();
+            proptest::prop_assert_eq!(leading_equal(&bytes, b), expected);
+        }
+    }
 
     #[test]
     fn apportion_conserves_and_tracks_shares() {
