@@ -120,6 +120,8 @@ pub struct Contention {
     pop_c: Vec<f64>,
     x_c: Vec<f64>,
     q_c: Vec<f64>,
+    /// Scratch of a solve's step: the station queues being summed for the next step.
+    q_next: Vec<f64>,
 }
 
 /// `class_of` of a thread that is not running this epoch.
@@ -170,6 +172,7 @@ impl Contention {
             pop_c: Vec::with_capacity(threads),
             x_c: Vec::with_capacity(threads),
             q_c: Vec::with_capacity(threads * k),
+            q_next: vec![0.0; k],
         }
     }
 
@@ -296,9 +299,12 @@ impl Contention {
             }
         }
         let mut used = 0;
+        let mut q_next = std::mem::take(&mut self.q_next);
+        q_next.resize(k, 0.0);
         while used < max_iterations {
             used += 1;
             let mut change: f64 = 0.0;
+            q_next.iter_mut().for_each(|x| *x = 0.0);
             for c in 0..classes {
                 let lead = self.leader[c];
                 let (dt, qc) = (&self.d_t[lead * k..(lead + 1) * k], &self.q_c[c * k..(c + 1) * k]);
@@ -314,8 +320,9 @@ impl Contention {
                 change = change.max((x - self.x_c[c]).abs() / x);
                 self.x_c[c] = x;
             }
-            // New queue lengths, damped: an undamped Jacobi step makes many symmetric classes
-            // overshoot together and oscillate.
+            // New queue lengths, damped (an undamped Jacobi step makes many symmetric classes
+            // overshoot together and oscillate), summed into the next step's station totals
+            // as they are made: per station, the classes in the same order as a separate sum.
             // Stations a class does not load keep a zero queue (set up above).
             for c in 0..classes {
                 let lead = self.leader[c];
@@ -326,19 +333,17 @@ impl Contention {
                     let d = self.d_t[lead * k + s];
                     let cur = self.q_c[c * k + s];
                     let target = x * d * (1.0 + (self.q[s] - cur * inv_pop).max(0.0));
-                    self.q_c[c * k + s] = 0.5 * cur + 0.5 * target;
+                    let updated = 0.5 * cur + 0.5 * target;
+                    self.q_c[c * k + s] = updated;
+                    q_next[s] += updated;
                 }
             }
-            self.q.iter_mut().for_each(|x| *x = 0.0);
-            for c in 0..classes {
-                for &s in &self.used_t[self.leader[c]] {
-                    self.q[s as usize] += self.q_c[c * k + s as usize];
-                }
-            }
+            std::mem::swap(&mut self.q, &mut q_next);
             if change <= tolerance {
                 break;
             }
         }
+        self.q_next = q_next;
         // Each thread takes its population's part of its class's throughput and queues, and
         // loads the stations of its class's demand.
         for (t, &pop_t) in pop.iter().enumerate() {
