@@ -798,6 +798,11 @@ fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
     let out = numalab().args(["bench", "--machine", "amd48"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--slowdown"));
+    // Two run lengths, named.
+    let out = numalab().args(["bench", "--slowdown", "--length", "long"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'long'") && err.contains("short") && err.contains("study"), "{err}");
 }
 
 #[test]

@@ -12,8 +12,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Instead of the hot-loop scenarios, measure what a study costs: one run of each NPB-like
-    /// workload (about 0.5–1 simulated second each) and its slowdown, wall seconds per
-    /// simulated second, on one core. Several minutes.
+    /// workload (about 0.5–1 simulated second each; 10–15 with `--length study`) and its
+    /// slowdown, wall seconds per simulated second, on one core. Several minutes.
     #[arg(long)]
     pub slowdown: bool,
     /// Machine of the slowdown benchmark.
@@ -32,6 +32,13 @@ pub struct BenchArgs {
     /// random references by expected per-node counts (docs/simulator.md, "The fast engine").
     #[arg(long, default_value = "exact", requires = "slowdown", value_parser = ["exact", "fast"])]
     pub engine: String,
+    /// Run length of the slowdown benchmark's workloads: `short`, about 1 simulated second on
+    /// server-a-4n (0.5–1 s on server-b-8n), or `study`, the 10–15 simulated seconds per run on
+    /// server-b-8n of the stability study (studies/stability-b-fast.toml), the runs whose cost
+    /// the speed target is about; a short run weighs the set-up (first touch of every page)
+    /// ten times more. `--iterations` overrides either.
+    #[arg(long, default_value = "short", requires = "slowdown", value_parser = ["short", "study"])]
+    pub length: String,
 }
 
 /// The NPB-like suite and the iteration counts that make each run about 1 simulated second
@@ -49,12 +56,35 @@ const SLOWDOWN_SUITE: &[(&str, u32)] = &[
     ("ua-like", 234),
 ];
 
+/// The NPB-like suite at the iteration counts of studies/stability-b-fast.toml: about 10–15
+/// simulated seconds per run on server-b-8n (that file says how they were chosen).
+const STUDY_SUITE: &[(&str, u32)] = &[
+    ("is-like", 330),
+    ("ep-like", 10),
+    ("cg-like", 10),
+    ("mg-like", 100),
+    ("ft-like", 40),
+    ("bt-like", 155),
+    ("sp-like", 165),
+    ("lu-like", 25),
+    ("ua-like", 3500),
+];
+
+/// The suite of `--length` (`short` or `study`).
+fn suite(length: &str) -> &'static [(&'static str, u32)] {
+    if length == "study" {
+        STUDY_SUITE
+    } else {
+        SLOWDOWN_SUITE
+    }
+}
+
 fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
     use crate::scenario::{resolve, ScenarioArgs};
     let workloads: Vec<(String, Option<u32>)> = if a.workloads.is_empty() {
-        SLOWDOWN_SUITE.iter().map(|&(w, i)| (w.to_string(), a.iterations.or(Some(i)))).collect()
+        suite(&a.length).iter().map(|&(w, i)| (w.to_string(), a.iterations.or(Some(i)))).collect()
     } else {
-        a.workloads.iter().map(|w| (w.clone(), a.iterations.or(SLOWDOWN_SUITE.iter().find(|s| s.0 == w).map(|s| s.1)))).collect()
+        a.workloads.iter().map(|w| (w.clone(), a.iterations.or(suite(&a.length).iter().find(|s| s.0 == w).map(|s| s.1)))).collect()
     };
     let mut t =
         Table::new(["machine", "workload", "policy", "engine", "iterations", "wall_s", "simulated_s", "slowdown", "cpu_s", "cpu_vs_first"]);
@@ -211,4 +241,20 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
         "model": {"name": "model-local-remote", "solves": solves, "seconds": elapsed.as_secs_f64(), "solves_per_s": model_rate},
     });
     emit(out, &doc, &t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_lengths_cover_the_same_suite_and_study_runs_are_longer() {
+        assert_eq!(SLOWDOWN_SUITE.len(), STUDY_SUITE.len());
+        for (&(short_w, short_i), &(study_w, study_i)) in SLOWDOWN_SUITE.iter().zip(STUDY_SUITE) {
+            assert_eq!(short_w, study_w);
+            assert!(study_i >= 4 * short_i, "{study_w}: {study_i} study iterations against {short_i}");
+        }
+        assert_eq!(suite("study").iter().find(|s| s.0 == "ua-like").map(|s| s.1), Some(3500));
+        assert_eq!(suite("short").iter().find(|s| s.0 == "ua-like").map(|s| s.1), Some(234));
+    }
 }
