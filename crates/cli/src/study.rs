@@ -46,6 +46,11 @@ pub struct StudySpec {
     /// of workload names to numbers (workloads it does not name keep their own).
     #[serde(default)]
     pub iterations: Option<Iterations>,
+    /// Iteration counts for one machine, by workload, over `iterations`: the same program
+    /// runs for different lengths on machines of different speed, and one study over two
+    /// machines keeps each run about as long in simulated time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub machine_iterations: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +58,18 @@ pub struct StudySpec {
 pub enum Iterations {
     All(u32),
     PerWorkload(BTreeMap<String, u32>),
+}
+
+impl StudySpec {
+    /// The iteration count of `workload` on `machine`: the machine's own table first, then
+    /// `iterations`; `None` keeps the workload's own.
+    pub fn iterations_of(&self, machine: &str, workload: &str) -> Option<u32> {
+        self.machine_iterations
+            .get(machine)
+            .and_then(|m| m.get(workload))
+            .copied()
+            .or_else(|| self.iterations.as_ref().and_then(|i| i.of(workload)))
+    }
 }
 
 impl Iterations {
@@ -115,6 +132,19 @@ impl StudyFile {
                 }
             }
             _ => {}
+        }
+        for (machine, counts) in &s.machine_iterations {
+            if !s.machines.contains(machine) {
+                bail!("{path}: study.machine_iterations names machine '{machine}', which is not in study.machines");
+            }
+            for (w, n) in counts {
+                if !s.workloads.contains(w) {
+                    bail!("{path}: study.machine_iterations.{machine} names '{w}', which is not in study.workloads");
+                }
+                if *n == 0 {
+                    bail!("{path}: study.machine_iterations.{machine}.{w} must be at least 1");
+                }
+            }
         }
         if let Some(x) = s.scale {
             if !(x.is_finite() && x > 0.0) {
@@ -204,7 +234,7 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
             for policy in &f.study.policies {
                 for grid in f.grid_points() {
                     let mut set = f.study.set.clone();
-                    if let Some(n) = f.study.iterations.as_ref().and_then(|i| i.of(workload)) {
+                    if let Some(n) = f.study.iterations_of(machine, workload) {
                         set.push(format!("{ITERATIONS_KEY}={n}"));
                     }
                     set.extend(grid.iter().filter(|(k, _)| *k != FAST_TIER_FRACTION).map(|(k, v)| format!("{k}={v}")));
@@ -597,6 +627,24 @@ mod tests {
         for bad in ["4/4", "1", "a/2", "0/0"] {
             assert!(bad.parse::<Shard>().unwrap_err().contains("a shard is I/N"), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_machine_s_own_iterations_come_before_the_study_s() {
+        let head = "[study]\nmachines = [\"m1\", \"m2\"]\nworkloads = [\"a\", \"b\"]\npolicies = [\"p\"]\nruns = 1\n";
+        let f =
+            StudyFile::parse(&format!("{head}iterations = {{ a = 3 }}\nmachine_iterations = {{ m2 = {{ a = 9, b = 4 }} }}\n"), "s.toml")
+                .unwrap();
+        assert_eq!(f.study.iterations_of("m1", "a"), Some(3));
+        assert_eq!(f.study.iterations_of("m1", "b"), None);
+        assert_eq!(f.study.iterations_of("m2", "a"), Some(9));
+        assert_eq!(f.study.iterations_of("m2", "b"), Some(4));
+        let e = StudyFile::parse(&format!("{head}machine_iterations = {{ m3 = {{ a = 1 }} }}\n"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml: study.machine_iterations names machine 'm3', which is not in study.machines");
+        let e = StudyFile::parse(&format!("{head}machine_iterations = {{ m1 = {{ c = 1 }} }}\n"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml: study.machine_iterations.m1 names 'c', which is not in study.workloads");
+        let e = StudyFile::parse(&format!("{head}machine_iterations = {{ m1 = {{ a = 0 }} }}\n"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml: study.machine_iterations.m1.a must be at least 1");
     }
 
     #[test]

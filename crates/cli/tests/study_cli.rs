@@ -370,3 +370,27 @@ fn the_hydm_study_expands_to_two_mixes_and_four_policies() {
     assert_eq!((cells[3]["footprint_pages"].as_u64(), cells[3]["fast_tier_pages"].as_u64()), (Some(16896), Some(8388)));
     assert_eq!((cells[7]["footprint_pages"].as_u64(), cells[7]["fast_tier_pages"].as_u64()), (Some(33792), Some(8388)));
 }
+
+/// `machine_iterations` gives one machine its own run length: its cells are the cells of a
+/// study of that machine alone at that iteration count (the same content key), and the other
+/// machine keeps the study's `iterations`.
+#[test]
+fn a_machine_s_own_iteration_count_makes_the_same_cell_as_a_study_of_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = |text: &str| -> Vec<String> {
+        let file = write_study(dir.path(), text);
+        let out = numalab().args(["study", file.to_str().unwrap(), "--dry-run", "--format", "json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["cells"].as_array().unwrap().iter().map(|c| c["key"].as_str().unwrap().to_string()).collect()
+    };
+    let head = "[study]\nworkloads = [\"cg-like\"]\npolicies = [\"linux\"]\nruns = 1\n";
+    let both = keys(&format!(
+        "{head}machines = [\"server-a-2n\", \"server-a-4n\"]\niterations = 2\nmachine_iterations = {{ \"server-a-4n\" = {{ \"cg-like\" = 5 }} }}\n"
+    ));
+    let a2 = keys(&format!("{head}machines = [\"server-a-2n\"]\niterations = 2\n"));
+    let a4 = keys(&format!("{head}machines = [\"server-a-4n\"]\niterations = 5\n"));
+    let a4_other = keys(&format!("{head}machines = [\"server-a-4n\"]\niterations = 2\n"));
+    assert_eq!(both, [a2[0].clone(), a4[0].clone()]);
+    assert_ne!(a4, a4_other, "the iteration count is part of the cell");
+}
