@@ -178,9 +178,17 @@ pub struct Escape {
     pub others: std::sync::Arc<[Seg]>,
 }
 
+/// Whole passes over one fill charged run by run before the write table is built: building it
+/// sorts the run boundaries' phases and writes one row of label counts per boundary, which
+/// costs about as much as this many passes run by run. With few runs a fill serves many passes
+/// and the table pays; with many (a segment that page migrations cut into thousands of runs)
+/// the starts that share a fill are few, and a table per fill cost more than the passes
+/// (bt-like under autonuma: 16 times linux's CPU time, most of it building tables).
+const WRITE_TABLE_AFTER_PASSES: u32 = 16;
+
 /// What a whole pass of a strided cursor puts in each run of a segment
 /// (`Entry::take_strided_by_runs`), for the pass starts `lo..hi` over which it does not change.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct StridePasses {
     key: u64,
     stride: u64,
@@ -203,6 +211,33 @@ pub struct StridePasses {
     /// Scratch of `fill_writes`: the steps packed one per integer, kept to save an
     /// allocation per fill.
     packed_steps: Vec<u64>,
+    /// Whether the write table above is built for this fill, and the whole passes with
+    /// writes charged run by run since the fill.
+    write_table_built: bool,
+    passes_without_table: u32,
+    /// `WRITE_TABLE_AFTER_PASSES`, a field so that tests can build the table at once.
+    table_after: u32,
+}
+
+impl Default for StridePasses {
+    fn default() -> Self {
+        StridePasses {
+            key: 0,
+            stride: 0,
+            lo: 0,
+            hi: 0,
+            upto: Vec::new(),
+            per_label: Vec::new(),
+            write_fp: 0,
+            writes_at_zero: Vec::new(),
+            write_steps: Vec::new(),
+            write_step_sums: Vec::new(),
+            packed_steps: Vec::new(),
+            write_table_built: false,
+            passes_without_table: 0,
+            table_after: WRITE_TABLE_AFTER_PASSES,
+        }
+    }
 }
 
 impl StridePasses {
@@ -229,7 +264,25 @@ impl StridePasses {
             self.per_label[label as usize] += upto - before;
             before = upto;
         }
-        self.fill_writes(labels, label_count, write_fp);
+        // The write table waits until enough whole passes use this fill (`write_table_ready`).
+        self.write_fp = write_fp;
+        self.write_table_built = false;
+        self.passes_without_table = 0;
+    }
+
+    /// Whether a whole pass's writes can come from the write table: built on the
+    /// `table_after`-th whole pass since the fill; before that the caller charges them run by
+    /// run (the same integers). Counts the pass when it answers no.
+    fn write_table_ready(&mut self, labels: &[u8], label_count: usize) -> bool {
+        if !self.write_table_built {
+            if self.passes_without_table < self.table_after {
+                self.passes_without_table += 1;
+                return false;
+            }
+            self.fill_writes(labels, label_count, self.write_fp);
+            self.write_table_built = true;
+        }
+        true
     }
 
     /// Writes of a whole pass per label, as a function of the pass's phase.
@@ -477,12 +530,13 @@ impl Entry {
             if !(cache.key == key && cache.stride == stride && cache.lo <= s && s < cache.hi && cache.write_fp == self.write_fp) {
                 cache.fill(runs, counts.len(), s, stride, key, self.write_fp);
             }
-            let upto = &cache.upto;
-            let in_pass = *upto.last().expect("at least one run");
+            let in_pass = *cache.upto.last().expect("at least one run");
             let q0 = (*pos - s) / stride;
             let q1 = in_pass.min(q0 + left);
             let mut q = q0;
-            if q0 == 0 && q1 == in_pass {
+            // A whole pass at once when its writes need no run-by-run count (none, or the
+            // write table is ready); otherwise by the loop below, the same integers.
+            if q0 == 0 && q1 == in_pass && (w == 0 || cache.write_table_ready(labels, counts.len())) {
                 counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += n);
                 if w != 0 {
                     cache.add_pass_writes(i, writes);
@@ -490,6 +544,7 @@ impl Entry {
                 i += in_pass;
                 q = q1;
             }
+            let upto = &cache.upto;
             let mut r = upto.partition_point(|&u| u <= q);
             while q < q1 {
                 let here = upto[r].min(q1) - q;
@@ -643,6 +698,7 @@ mod tests {
             write_frac in proptest::prop_oneof![proptest::strategy::Just(0.0), proptest::strategy::Just(0.5), proptest::strategy::Just(1.0), 0.0f64..1.0],
             cuts in proptest::collection::vec(0u64..200, 0..6),
             ks in proptest::collection::vec(0u64..3000, 1..5),
+            table_after in proptest::prop_oneof![proptest::strategy::Just(0u32), proptest::strategy::Just(2), proptest::strategy::Just(WRITE_TABLE_AFTER_PASSES)],
         ) {
             let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
             let lines = seg.lines();
@@ -662,7 +718,7 @@ mod tests {
             };
             let mk = || Entry::new(Cursor::Strided { seg, pos, start, stride }, 1 << 20, write_frac, AccessKind::Stream, None);
             let (mut a, mut b) = (mk(), mk());
-            let mut cache = StridePasses::default();
+            let mut cache = StridePasses { table_after, ..StridePasses::default() };
             for k in ks {
                 let (mut ca, mut wa) = ([0u64; 3], [0u64; 3]);
                 a.take_strided(k, |line, write| {
