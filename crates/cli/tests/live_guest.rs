@@ -599,26 +599,27 @@ fn round_1g_moves_malloc_blocks_to_their_ranges() {
 }
 
 /// The guest payload of `damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest`: guest/src/
-/// hot_cold.c with 64 MiB areas under `numalab attach --sampler damon` for 8 s, then with
-/// 16 MiB areas for 5 s under an attach that outlasts it; `nr_kdamonds` before and after each.
+/// hot_cold.c with 64 MiB areas under `numalab attach --policy linux-tiering --sampler damon`
+/// for 8 s (the policy takes region heat), then with 16 MiB areas for 5 s under an autonuma
+/// attach that outlasts it; `nr_kdamonds` before and after each.
 const DAMON_PAYLOAD: &str = r#"
 K=/sys/kernel/mm/damon/admin/kdamonds
 uname -r > /tmp/kernel
 cat $K/nr_kdamonds > /tmp/nr0
 damon_scenario() {
-    name=$1 mib=$2 secs=$3 duration=$4
+    name=$1 mib=$2 secs=$3 duration=$4 policy=$5
     hot_cold $mib $secs > /tmp/$name.out &
     hp=$!
     while ! grep -q ready /tmp/$name.out; do sleep 1; done
     pid=$(sed -n 's/ready pid=//p' /tmp/$name.out)
-    numalab --format json --out /tmp/$name.json attach --pid $pid --policy autonuma --sampler damon --duration $duration 2> /tmp/$name.err
+    numalab --format json --out /tmp/$name.json attach --pid $pid --policy $policy --sampler damon --duration $duration 2> /tmp/$name.err
     echo "$name rc=$?"
     cat $K/nr_kdamonds > /tmp/$name.nr
     kill $hp 2>/dev/null; wait $hp
     save /tmp/$name.out /tmp/$name.json /tmp/$name.err /tmp/$name.nr
 }
-damon_scenario hc 64 60 8
-damon_scenario exit 16 5 60
+damon_scenario hc 64 60 8 linux-tiering
+damon_scenario exit 16 5 60 autonuma
 save /tmp/kernel /tmp/nr0
 "#;
 
@@ -685,10 +686,11 @@ fn damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest() {
         let hot_seen = bytes_with_accesses(regions, hot, len, 5, 20);
         let cold_unseen = bytes_with_accesses(regions, cold, len, 0, 0);
         println!(
-            "{name} on {}: stopped_by {}; counters {c}; hot {hot_seen} of {len} bytes in regions with 5..=20 accesses; cold {cold_unseen} of {len} in regions with 0; {} regions",
+            "{name} on {}: stopped_by {}; counters {c}; hot {hot_seen} of {len} bytes in regions with 5..=20 accesses; cold {cold_unseen} of {len} in regions with 0; {} regions; region_heat_runs {}",
             read("kernel").trim(),
             v["stopped_by"],
-            regions.len()
+            regions.len(),
+            v["live"]["region_heat_runs"]
         );
         assert_eq!(v["sampler"], "damon");
         assert!(c["updates"].as_u64().unwrap() >= 5, "{name}: {c}");
@@ -697,6 +699,11 @@ fn damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest() {
         assert!(cold_unseen >= len * 7 / 8, "{name}: only {cold_unseen} of {len} cold bytes seen cold: {regions:?}");
         let stopped_by = if name == "hc" { "deadline" } else { "target_exited" };
         assert_eq!(v["stopped_by"], stopped_by, "{name}");
+        // Every non-empty update reaches the policy as region heat (docs/live.md, "Region
+        // heat"): at least the hot and the cold area, each a run of numbered pages.
+        let updates = c["updates"].as_u64().unwrap() - c["empty_updates"].as_u64().unwrap();
+        assert!(v["live"]["region_heat_runs"].as_u64().unwrap() >= 2 * (updates - 1), "{name}: {}", v["live"]);
+        assert_eq!(v["live"]["observations"], 0, "{name}: DAMON names no accessor");
     }
     println!("DAMON guest test: {:.1} s of wall time", started.elapsed().as_secs_f64());
 }

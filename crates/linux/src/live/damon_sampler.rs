@@ -23,7 +23,7 @@
 //! Reads go through an [`FsRoot`] (tested on sysfs trees in `tests/fixtures`); writes go
 //! through [`DamonControl`] (the kernel's files, or [`RecordingDamon`] in tests).
 
-use super::observe::{AccessObserver, Observation, ObserveError};
+use super::observe::{AccessObserver, Observation, ObserveError, RegionAccess};
 use crate::FsRoot;
 
 /// The DAMON sysfs interface's directory.
@@ -228,6 +228,10 @@ pub struct DamonObserver<C: DamonControl> {
     /// Updates that returned no region (kept out of `regions`).
     empty_updates: u64,
     regions: Vec<DamonRegion>,
+    /// `regions` came from this period's update and were not handed out yet.
+    fresh: bool,
+    /// Checks per aggregation interval (`aggr_us / sample_us`).
+    max_accesses: u32,
     stopped_by_kernel: bool,
 }
 
@@ -252,6 +256,8 @@ impl<C: DamonControl> DamonObserver<C> {
             update_failures: 0,
             empty_updates: 0,
             regions: Vec::new(),
+            fresh: false,
+            max_accesses: u32::try_from(cfg.aggr_us / cfg.sample_us.max(1)).unwrap_or(u32::MAX),
             stopped_by_kernel: false,
         };
         for (i, (file, value)) in setup_writes(pid, cfg).into_iter().enumerate() {
@@ -331,8 +337,22 @@ impl<C: DamonControl> AccessObserver for DamonObserver<C> {
             self.empty_updates += 1;
         } else {
             self.regions = regions;
+            self.fresh = true;
         }
         Ok(())
+    }
+    /// The regions of this period's update, once (docs/live.md, "Region heat").
+    fn take_regions(&mut self, out: &mut Vec<RegionAccess>) {
+        if std::mem::take(&mut self.fresh) {
+            let max_accesses = self.max_accesses;
+            out.extend(self.regions.iter().map(|r| RegionAccess {
+                start: r.start,
+                end: r.end,
+                nr_accesses: r.nr_accesses,
+                max_accesses,
+                age: r.age,
+            }));
+        }
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let accessed = self.regions.iter().filter(|r| r.nr_accesses > 0);
@@ -532,11 +552,30 @@ mod tests {
         o.root = fixture("guest-6.12-running");
         o.poll(&mut Vec::new()).unwrap();
         assert_eq!(o.regions().len(), 12);
+        // The update's regions go to the engine once (region heat), with 100 ms / 5 ms checks.
+        let mut heat = Vec::new();
+        o.take_regions(&mut heat);
+        assert_eq!(heat.len(), 12);
+        assert_eq!(
+            heat[9],
+            RegionAccess {
+                start: 0x7fa6_83f6_1000,
+                end: 0x7fa6_83f6_1000 + (64 << 20) - 17 * 4096,
+                nr_accesses: 20,
+                max_accesses: 20,
+                age: 2
+            }
+        );
+        heat.clear();
+        o.take_regions(&mut heat);
+        assert!(heat.is_empty(), "handed out twice");
         // The real tree of a stopped kdamond whose last update found nothing: `tried_regions/`
         // holds only `total_bytes` (0).
         o.root = fixture("guest-6.12-stopped");
         o.poll(&mut Vec::new()).unwrap();
         assert_eq!(o.regions().len(), 12, "the regions of the run were dropped");
+        o.take_regions(&mut heat);
+        assert!(heat.is_empty(), "an empty update is no new heat");
         let c: std::collections::BTreeMap<_, _> = o.counters().into_iter().collect();
         assert_eq!((c["updates"], c["empty_updates"], c["regions"]), (2, 1, 12));
     }
