@@ -37,7 +37,7 @@ die() { echo "numalab-guest: $*" >&2; exit 2; }
 damon_kernel() {
     local cache="${KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numalab-guest/kernels}"
     local meta="${DAMON_KERNEL_PACKAGE:-linux-image-6.12-amd64}" pkg
-    image_of() { apt-cache depends "$meta" 2>/dev/null | sed -n 's/^  Depends: \(linux-image-[^ <>]*\)$/\1/p' | head -n 1; }
+    image_of() { { apt-cache depends "$meta" 2>/dev/null || true; } | sed -n 's/^  Depends: \(linux-image-[^ <>]*\)$/\1/p' | head -n 1; }
     pkg="$(image_of)"
     if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
         apt-get update -qq >&2 || true
@@ -49,7 +49,13 @@ damon_kernel() {
         mkdir -p "$cache"
         local tmp
         tmp="$(mktemp -d "$cache/fetch.XXXXXX")"
-        (cd "$tmp" && apt-get download "$pkg" >&2) || { rm -rf "$tmp"; die "apt-get download $pkg failed"; }
+        # Stale package lists name an image the archive may have dropped: update once, retry.
+        if ! (cd "$tmp" && apt-get download "$pkg" >&2) && [ "$(id -u)" = 0 ] && apt-get update -qq >&2; then
+            pkg="$(image_of)"
+            dir="$cache/$pkg"
+            (cd "$tmp" && apt-get download "$pkg" >&2) || true
+        fi
+        ls "$tmp"/*.deb >/dev/null 2>&1 || { rm -rf "$tmp"; die "apt-get download $pkg failed"; }
         dpkg-deb -x "$tmp"/*.deb "$tmp/x" || { rm -rf "$tmp"; die "dpkg-deb -x failed on $pkg"; }
         rm -rf "$dir"
         mv "$tmp/x" "$dir"
