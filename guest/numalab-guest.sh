@@ -7,10 +7,14 @@
 #   guest/numalab-guest.sh run NODES PAYLOAD OUTDIR [FILE...]
 #                                                   run your own shell script in the guest,
 #                                                   with FILEs (programs, data) in /bin
+#   guest/numalab-guest.sh damon-kernel              print the path of a kernel image with DAMON
+#                                                   (Debian's Linux 6.12, fetched and unpacked
+#                                                   into KERNEL_CACHE once; /boot is not touched)
 #
 # Environment: QEMU (qemu-system-x86_64), KERNEL (newest /boot/vmlinuz-*), BUILD_DIR
 # (~/.cache/numalab-guest), NUMALAB (a numalab binary to put in the guest, for `run`),
-# GUEST_TIMEOUT_S (120). See docs/guest.md.
+# GUEST_TIMEOUT_S (120), KERNEL_CACHE (~/.cache/numalab-guest/kernels), DAMON_KERNEL_PACKAGE
+# (linux-image-6.12-amd64). See docs/guest.md.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,6 +25,49 @@ KERNEL="${KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)}"
 GUEST_TIMEOUT_S="${GUEST_TIMEOUT_S:-120}"
 
 die() { echo "numalab-guest: $*" >&2; exit 2; }
+
+# damon_kernel: the path of a kernel image built with DAMON (CONFIG_DAMON_SYSFS and
+# CONFIG_DAMON_VADDR), for the DAMON guest test. Debian bookworm's default kernel (6.1) is built
+# without DAMON; its Linux 6.12 (the metapackage linux-image-6.12-amd64, from
+# bookworm-security) has it. The image package the metapackage names is downloaded with
+# `apt-get download` and unpacked with `dpkg-deb -x` under KERNEL_CACHE, not installed: an
+# installed 6.12 would become the newest /boot/vmlinuz-* and so every other guest test's kernel.
+# The guest needs no module (the initramfs has none): DAMON, NUMA, serial and initramfs support
+# are built in.
+damon_kernel() {
+    local cache="${KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numalab-guest/kernels}"
+    local meta="${DAMON_KERNEL_PACKAGE:-linux-image-6.12-amd64}" pkg
+    image_of() { { apt-cache depends "$meta" 2>/dev/null || true; } | sed -n 's/^  Depends: \(linux-image-[^ <>]*\)$/\1/p' | head -n 1; }
+    pkg="$(image_of)"
+    if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >&2 || true
+        pkg="$(image_of)"
+    fi
+    [ -n "$pkg" ] || die "apt does not know $meta (Debian bookworm's Linux 6.12, in bookworm-security; run apt-get update)"
+    local dir="$cache/$pkg"
+    if ! ls "$dir"/boot/vmlinuz-* >/dev/null 2>&1; then
+        mkdir -p "$cache"
+        local tmp
+        tmp="$(mktemp -d "$cache/fetch.XXXXXX")"
+        # Stale package lists name an image the archive may have dropped: update once, retry.
+        if ! (cd "$tmp" && apt-get download "$pkg" >&2) && [ "$(id -u)" = 0 ] && apt-get update -qq >&2; then
+            pkg="$(image_of)"
+            dir="$cache/$pkg"
+            (cd "$tmp" && apt-get download "$pkg" >&2) || true
+        fi
+        ls "$tmp"/*.deb >/dev/null 2>&1 || { rm -rf "$tmp"; die "apt-get download $pkg failed"; }
+        dpkg-deb -x "$tmp"/*.deb "$tmp/x" || { rm -rf "$tmp"; die "dpkg-deb -x failed on $pkg"; }
+        rm -rf "$dir"
+        mv "$tmp/x" "$dir"
+        rm -rf "$tmp"
+    fi
+    local img cfg
+    img="$(ls -1 "$dir"/boot/vmlinuz-* | head -n 1)"
+    cfg="$dir/boot/config-${img##*/vmlinuz-}"
+    grep -q '^CONFIG_DAMON_SYSFS=y' "$cfg" && grep -q '^CONFIG_DAMON_VADDR=y' "$cfg" \
+        || die "$img: its config $cfg lacks CONFIG_DAMON_SYSFS=y or CONFIG_DAMON_VADDR=y"
+    echo "$img"
+}
 
 need_tools() {
     command -v "$QEMU" >/dev/null || die "$QEMU not found (apt-get install qemu-system-x86)"
@@ -220,7 +267,11 @@ EOF
         echo "guest payload exited with status $rc; output in $outdir/payload.out"
         [ "$rc" = 0 ]
         ;;
+    damon-kernel)
+        [ $# -eq 1 ] || die "usage: $0 damon-kernel"
+        damon_kernel
+        ;;
     *)
-        die "usage: $0 capture NODES OUTDIR | profile NUMALAB_BIN [NUMA_TOUCH_ARGS...] | run NODES PAYLOAD OUTDIR [FILE...]"
+        die "usage: $0 capture NODES OUTDIR | profile NUMALAB_BIN [NUMA_TOUCH_ARGS...] | run NODES PAYLOAD OUTDIR [FILE...] | damon-kernel"
         ;;
 esac

@@ -4,7 +4,9 @@
 //! `numalab run` under round-4k, bind, `--cpus-on` and a dry run, and checks where the kernel
 //! put the pages (the program's numa_maps) and the CPUs it allowed. A third runs r1g_ranges
 //! under `numalab run --policy round-1g` with 2 MiB ranges and checks that range k landed on
-//! node k mod 2.
+//! node k mod 2. Another boots Linux 6.12 (built with DAMON; bookworm's default 6.1 is not)
+//! and checks what `numalab attach --sampler damon` reports of a program with a hot and a
+//! cold area.
 //!
 //! Needs qemu-system-x86_64, a kernel image in /boot, busybox-static, cpio and rustc (~30 s
 //! without KVM). Runs when NUMALAB_GUEST_TESTS=1 (and then fails if anything is missing);
@@ -318,6 +320,12 @@ impl GuestRun {
 /// `scratch`, boot a guest of `nodes` nodes with it, run `payload` there and assert that the
 /// harness succeeded.
 fn run_payload_in_guest(scratch: &str, source: &str, cc_args: &[&str], nodes: &str, payload: &str) -> GuestRun {
+    run_payload_in_guest_on(None, scratch, source, cc_args, nodes, payload)
+}
+
+/// [`run_payload_in_guest`] booting `kernel` (`None`: the harness's default, the newest
+/// `/boot/vmlinuz-*`; docs/guest.md, "Which kernel").
+fn run_payload_in_guest_on(kernel: Option<&Path>, scratch: &str, source: &str, cc_args: &[&str], nodes: &str, payload: &str) -> GuestRun {
     let root = repo_root();
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(scratch);
     std::fs::create_dir_all(&tmp).unwrap();
@@ -334,7 +342,11 @@ fn run_payload_in_guest(scratch: &str, source: &str, cc_args: &[&str], nodes: &s
     let payload_file = tmp.join("payload.sh");
     std::fs::write(&payload_file, payload).unwrap();
     let out_dir = tmp.join("out");
-    let out = Command::new("bash")
+    let mut harness = Command::new("bash");
+    if let Some(k) = kernel {
+        harness.env("KERNEL", k);
+    }
+    let out = harness
         .arg(root.join("guest/numalab-guest.sh"))
         .args(["run", nodes])
         .arg(&payload_file)
@@ -584,4 +596,114 @@ fn round_1g_moves_malloc_blocks_to_their_ranges() {
     assert_eq!(v["range_bytes"], 2 * MIB);
     assert!(v["move"]["outcomes"]["moved"].as_u64().unwrap() >= pages / 4, "{v}");
     println!("round-1g malloc guest test: {:.1} s of wall time", started.elapsed().as_secs_f64());
+}
+
+/// The guest payload of `damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest`: guest/src/
+/// hot_cold.c with 64 MiB areas under `numalab attach --policy linux-tiering --sampler damon`
+/// for 8 s (the policy takes region heat), then with 16 MiB areas for 5 s under an autonuma
+/// attach that outlasts it; `nr_kdamonds` before and after each.
+const DAMON_PAYLOAD: &str = r#"
+K=/sys/kernel/mm/damon/admin/kdamonds
+uname -r > /tmp/kernel
+cat $K/nr_kdamonds > /tmp/nr0
+damon_scenario() {
+    name=$1 mib=$2 secs=$3 duration=$4 policy=$5
+    hot_cold $mib $secs > /tmp/$name.out &
+    hp=$!
+    while ! grep -q ready /tmp/$name.out; do sleep 1; done
+    pid=$(sed -n 's/ready pid=//p' /tmp/$name.out)
+    numalab --format json --out /tmp/$name.json attach --pid $pid --policy $policy --sampler damon --duration $duration 2> /tmp/$name.err
+    echo "$name rc=$?"
+    cat $K/nr_kdamonds > /tmp/$name.nr
+    kill $hp 2>/dev/null; wait $hp
+    save /tmp/$name.out /tmp/$name.json /tmp/$name.err /tmp/$name.nr
+}
+damon_scenario hc 64 60 8 linux-tiering
+damon_scenario exit 16 5 60 autonuma
+save /tmp/kernel /tmp/nr0
+"#;
+
+/// `hot_cold`'s "hot=0x.. cold=0x.. bytes=B" line → (hot, cold, bytes).
+fn hot_cold_areas(out: &str) -> (u64, u64, u64) {
+    let l = out.lines().find(|l| l.starts_with("hot=")).unwrap_or_else(|| panic!("no hot= line in {out:?}"));
+    let f = |k: &str| l.split_whitespace().find_map(|t| t.strip_prefix(k)).unwrap();
+    let hex = |k: &str| u64::from_str_radix(f(k).trim_start_matches("0x"), 16).unwrap();
+    (hex("hot="), hex("cold="), f("bytes=").parse().unwrap())
+}
+
+/// Bytes of `[start, start + len)` in DAMON regions (`[start, end, nr_accesses, age]`) whose
+/// `nr_accesses` is at least `min` and at most `max`.
+fn bytes_with_accesses(regions: &[serde_json::Value], start: u64, len: u64, min: u64, max: u64) -> u64 {
+    regions
+        .iter()
+        .map(|r| r.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<u64>>())
+        .filter(|r| (min..=max).contains(&r[2]))
+        .map(|r| r[1].min(start + len).saturating_sub(r[0].max(start)))
+        .sum()
+}
+
+/// The kernel image for the DAMON guest test: `NUMALAB_DAMON_KERNEL`, or the one
+/// `guest/numalab-guest.sh damon-kernel` fetches and unpacks (Debian's Linux 6.12; bookworm's
+/// 6.1 is built without DAMON).
+fn damon_kernel() -> PathBuf {
+    if let Some(k) = std::env::var_os("NUMALAB_DAMON_KERNEL") {
+        return PathBuf::from(k);
+    }
+    let out = Command::new("bash").arg(repo_root().join("guest/numalab-guest.sh")).arg("damon-kernel").output().unwrap();
+    assert!(
+        out.status.success(),
+        "no kernel with DAMON for the guest (set NUMALAB_DAMON_KERNEL=/path/to/vmlinuz, or let `guest/numalab-guest.sh damon-kernel` fetch Debian's linux-image-6.12-amd64): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// DAMON monitors a real process (docs/live.md, "The DAMON sampler"): in a 2-node guest
+/// booted with a kernel built with DAMON, `numalab attach --sampler damon` on hot_cold — one
+/// 64 MiB area written again and again, one written once — must report the hot area in
+/// regions found accessed and the cold one in regions never found accessed, and remove its
+/// kdamond afterwards; when the target exits under the agent, the run ends `target_exited`
+/// with the regions seen before and no kdamond left.
+#[test]
+fn damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest() {
+    let Some(_guest) = guest_tests_enabled("damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest") else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let kernel = damon_kernel();
+    let run = run_payload_in_guest_on(Some(&kernel), "guest-damon", "hot_cold", &["-O2"], "2", DAMON_PAYLOAD);
+    let (printed, read) = (&run.printed, |name: &str| run.read(name));
+    assert_eq!(read("nr0").trim(), "0", "a fresh guest has no kdamond ({})", read("kernel").trim());
+    for name in ["hc", "exit"] {
+        assert!(printed.contains(&format!("{name} rc=0")), "{name}:\n{printed}\n{}", read(&format!("{name}.err")));
+        assert_eq!(read(&format!("{name}.nr")).trim(), "0", "{name}: numalab left its kdamond behind");
+        assert!(!read(&format!("{name}.err")).contains("warning"), "{name}: {}", read(&format!("{name}.err")));
+        let v: serde_json::Value = serde_json::from_str(&read(&format!("{name}.json"))).unwrap();
+        let (hot, cold, len) = hot_cold_areas(&read(&format!("{name}.out")));
+        let regions = v["sampler_report"]["regions"].as_array().unwrap();
+        let c = &v["sampler_counters"];
+        // aggr_us / sample_us = 100 ms / 5 ms: a region found accessed at every check has 20.
+        let hot_seen = bytes_with_accesses(regions, hot, len, 5, 20);
+        let cold_unseen = bytes_with_accesses(regions, cold, len, 0, 0);
+        println!(
+            "{name} on {}: stopped_by {}; counters {c}; hot {hot_seen} of {len} bytes in regions with 5..=20 accesses; cold {cold_unseen} of {len} in regions with 0; {} regions; region_heat_runs {}",
+            read("kernel").trim(),
+            v["stopped_by"],
+            regions.len(),
+            v["live"]["region_heat_runs"]
+        );
+        assert_eq!(v["sampler"], "damon");
+        assert!(c["updates"].as_u64().unwrap() >= 5, "{name}: {c}");
+        assert!(c["max_nr_accesses"].as_u64().unwrap() <= 20, "{name}: {c}");
+        assert!(hot_seen >= len * 3 / 4, "{name}: only {hot_seen} of {len} hot bytes seen hot: {regions:?}");
+        assert!(cold_unseen >= len * 7 / 8, "{name}: only {cold_unseen} of {len} cold bytes seen cold: {regions:?}");
+        let stopped_by = if name == "hc" { "deadline" } else { "target_exited" };
+        assert_eq!(v["stopped_by"], stopped_by, "{name}");
+        // Every non-empty update reaches the policy as region heat (docs/live.md, "Region
+        // heat"): at least the hot and the cold area, each a run of numbered pages.
+        let updates = c["updates"].as_u64().unwrap() - c["empty_updates"].as_u64().unwrap();
+        assert!(v["live"]["region_heat_runs"].as_u64().unwrap() >= 2 * (updates - 1), "{name}: {}", v["live"]);
+        assert_eq!(v["live"]["observations"], 0, "{name}: DAMON names no accessor");
+    }
+    println!("DAMON guest test: {:.1} s of wall time", started.elapsed().as_secs_f64());
 }

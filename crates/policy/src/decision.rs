@@ -119,6 +119,25 @@ pub struct CacheRefills {
     pub modified: u64,
 }
 
+/// One run of pages an accessor-less monitor reported on (the live agent's DAMON sampler;
+/// docs/live.md, "Region heat"): how often, in the last aggregation interval, its region was
+/// found accessed, and by whom it does not say. A region covers the run's pages and possibly
+/// more (unmapped gaps, other mappings): each run is one part of one region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RegionHeat {
+    pub space: SpaceId,
+    pub first_page: PageIdx,
+    pub pages: u64,
+    /// Checks of the last aggregation interval that found the region accessed.
+    pub nr_accesses: u32,
+    /// Checks per aggregation interval: `nr_accesses`'s largest value.
+    pub max_accesses: u32,
+    /// Aggregation intervals for which the region kept about this count.
+    pub age: u32,
+    /// End of the aggregation interval the counts are of.
+    pub time_ns: u64,
+}
+
 /// One access sample: a memory reference the access sampler picked (instruction-based
 /// sampling on AMD, PEBS memory events on Intel; the simulator's sampler is described in
 /// docs/simulator.md, "Access sampling").

@@ -28,7 +28,7 @@ pub mod vm;
 
 pub use decision::{
     AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome,
-    PageScan, PlaceRequest, Refusal, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
+    PageScan, PlaceRequest, Refusal, RegionHeat, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, AppMove, AppMoveKind, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

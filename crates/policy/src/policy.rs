@@ -1,8 +1,8 @@
 //! The policy trait and the object-safe form the drivers use.
 
 use crate::decision::{
-    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PageScan, PlaceRequest, ScanStepDone, SpaceId, TaskTick,
-    ThreadMigrated, Tick,
+    AccessSample, Decision, EventRef, Extent, HintFault, MempolicyIntent, Outcome, PageScan, PlaceRequest, RegionHeat, ScanStepDone,
+    SpaceId, TaskTick, ThreadMigrated, Tick,
 };
 use crate::error::{OutOfMemory, PolicyError};
 use crate::oracle::PageClasses;
@@ -243,6 +243,11 @@ pub trait Policy: Send + Sized + 'static {
 
     /// One node's scanner pass (only while [`Policy::page_scanner_period_ns`] asks for it).
     fn on_page_scan(&mut self, _scan: &PageScan, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+
+    /// Region heat from an accessor-less monitor (the live agent's DAMON sampler; docs/live.md,
+    /// "Region heat"): no thread, no CPU, no node. Nothing by default; the simulator never
+    /// calls it.
+    fn on_region_heat(&mut self, _heat: &RegionHeat) {}
 }
 
 /// Object-safe face of [`Policy`], implemented for every policy.
@@ -298,6 +303,7 @@ pub trait DynPolicy: Send {
         None
     }
     fn on_page_scan(&mut self, _scan: &PageScan, _view: &dyn SystemView, _out: &mut Vec<Decision>) {}
+    fn on_region_heat(&mut self, _heat: &RegionHeat) {}
 }
 
 impl<P: Policy> DynPolicy for P {
@@ -357,5 +363,8 @@ impl<P: Policy> DynPolicy for P {
     }
     fn on_page_scan(&mut self, scan: &PageScan, view: &dyn SystemView, out: &mut Vec<Decision>) {
         Policy::on_page_scan(self, scan, view, out)
+    }
+    fn on_region_heat(&mut self, heat: &RegionHeat) {
+        Policy::on_region_heat(self, heat)
     }
 }

@@ -23,7 +23,7 @@
 //! Reads go through an [`FsRoot`] (tested on sysfs trees in `tests/fixtures`); writes go
 //! through [`DamonControl`] (the kernel's files, or [`RecordingDamon`] in tests).
 
-use super::observe::{AccessObserver, Observation, ObserveError};
+use super::observe::{AccessObserver, Observation, ObserveError, RegionAccess};
 use crate::FsRoot;
 
 /// The DAMON sysfs interface's directory.
@@ -34,7 +34,8 @@ const NAME: &str = "damon";
 /// What DAMON cannot see (the summary and docs/live.md).
 pub const LIMITS: &str = "access frequency per address region only: not which thread or CPU accessed \
      (so not the accessor's node), not reads from writes, not single pages (regions are merged and split \
-     between --damon nr_regions bounds); it feeds no hinting fault or access sample to the policy";
+     between 10 and 1000 regions; the monitored ranges include unmapped address space, all but the two largest gaps); \
+     it feeds no hinting fault or access sample to the policy";
 
 /// One region as DAMON last reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +70,10 @@ pub struct DamonConfig {
 }
 
 impl DamonConfig {
-    /// The kernel's own defaults (usage.rst: 5 ms, 100 ms, 1 s; 10 to 1000 regions), with the
-    /// aggregation interval set to the agent's period.
+    /// The kernel's sampling interval (5 ms) and region bounds (10 to 1000), the aggregation
+    /// interval set to the agent's period, and an update interval of 1 s: numalab's choice, so
+    /// that a mapping made after the start is monitored within a second (the sysfs interface's
+    /// own default is 60 s, as a real 6.12 kdamond showed: `tests/fixtures/damon/guest-6.12-busy`).
     pub fn for_period_ms(period_ms: u64) -> DamonConfig {
         let aggr_us = period_ms.max(1) * 1000;
         DamonConfig { sample_us: 5000.min(aggr_us), aggr_us, update_us: 1_000_000, min_regions: 10, max_regions: 1000 }
@@ -222,7 +225,13 @@ pub struct DamonObserver<C: DamonControl> {
     created: bool,
     updates: u64,
     update_failures: u64,
+    /// Updates that returned no region (kept out of `regions`).
+    empty_updates: u64,
     regions: Vec<DamonRegion>,
+    /// `regions` came from this period's update and were not handed out yet.
+    fresh: bool,
+    /// Checks per aggregation interval (`aggr_us / sample_us`).
+    max_accesses: u32,
     stopped_by_kernel: bool,
 }
 
@@ -239,8 +248,18 @@ impl<C: DamonControl> DamonObserver<C> {
     /// what was set up is removed again and the error names the file and the kernel's answer.
     pub fn start(root: FsRoot, ctl: C, pid: u32, cfg: &DamonConfig) -> Result<Self, ObserveError> {
         check_damon(&root).map_err(|reason| ObserveError::Unavailable { sampler: NAME, reason })?;
-        let mut me =
-            DamonObserver { root, ctl, created: false, updates: 0, update_failures: 0, regions: Vec::new(), stopped_by_kernel: false };
+        let mut me = DamonObserver {
+            root,
+            ctl,
+            created: false,
+            updates: 0,
+            update_failures: 0,
+            empty_updates: 0,
+            regions: Vec::new(),
+            fresh: false,
+            max_accesses: u32::try_from(cfg.aggr_us / cfg.sample_us.max(1)).unwrap_or(u32::MAX),
+            stopped_by_kernel: false,
+        };
         for (i, (file, value)) in setup_writes(pid, cfg).into_iter().enumerate() {
             if let Err(reason) = me.ctl.write(&file, &value) {
                 let reason =
@@ -255,7 +274,7 @@ impl<C: DamonControl> DamonObserver<C> {
         Ok(me)
     }
 
-    /// The regions of the last update, in address order.
+    /// The regions of the last update that returned any, in address order.
     pub fn regions(&self) -> &[DamonRegion] {
         &self.regions
     }
@@ -292,6 +311,12 @@ impl<C: DamonControl> AccessObserver for DamonObserver<C> {
     }
     /// Asks for the tried regions (the write returns once the kdamond has filled them, at its
     /// next aggregation) and keeps them; appends no observation (DAMON names no thread).
+    ///
+    /// An update that returns no region keeps the previous ones and is counted
+    /// (`empty_updates`): a live vaddr target always has regions, and the stat scheme is tried
+    /// on every one, so an empty answer means the kdamond did not apply its scheme in that
+    /// interval. Seen on a real 6.12 kdamond when the target exited during the update (the
+    /// write succeeded, `tried_regions/` was empty, and the regions of the run were lost).
     fn poll(&mut self, _out: &mut Vec<Observation>) -> Result<(), ObserveError> {
         if self.stopped_by_kernel {
             return Ok(());
@@ -307,13 +332,33 @@ impl<C: DamonControl> AccessObserver for DamonObserver<C> {
             return Err(ObserveError::Failed { sampler: NAME, reason });
         }
         self.updates += 1;
-        self.regions = read_tried_regions(&self.root, 0).map_err(|reason| ObserveError::Failed { sampler: NAME, reason })?;
+        let regions = read_tried_regions(&self.root, 0).map_err(|reason| ObserveError::Failed { sampler: NAME, reason })?;
+        if regions.is_empty() {
+            self.empty_updates += 1;
+        } else {
+            self.regions = regions;
+            self.fresh = true;
+        }
         Ok(())
+    }
+    /// The regions of this period's update, once (docs/live.md, "Region heat").
+    fn take_regions(&mut self, out: &mut Vec<RegionAccess>) {
+        if std::mem::take(&mut self.fresh) {
+            let max_accesses = self.max_accesses;
+            out.extend(self.regions.iter().map(|r| RegionAccess {
+                start: r.start,
+                end: r.end,
+                nr_accesses: r.nr_accesses,
+                max_accesses,
+                age: r.age,
+            }));
+        }
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let accessed = self.regions.iter().filter(|r| r.nr_accesses > 0);
         vec![
             ("updates", self.updates),
+            ("empty_updates", self.empty_updates),
             ("regions", self.regions.len() as u64),
             ("regions_accessed", accessed.clone().count() as u64),
             ("bytes_monitored", self.regions.iter().map(DamonRegion::bytes).sum()),
@@ -458,6 +503,81 @@ mod tests {
         o2.ctl.fail.push(("kdamonds/0/state".into(), "Device or resource busy (os error 16)".into()));
         let e = o2.poll(&mut Vec::new()).unwrap_err();
         assert_eq!(e.to_string(), "damon: Device or resource busy (os error 16)");
+    }
+
+    /// Trees copied verbatim from a real Linux 6.12 kdamond (Debian bookworm's
+    /// 6.12.107+deb12-amd64 in the 2-node qemu guest; docs/live.md, "The DAMON sampler").
+    #[test]
+    fn a_real_6_12_kdamond_on_a_hot_and_cold_program() {
+        // guest/src/hot_cold.c with 64 MiB areas (hot at 0x7fa683f61000, cold one page after
+        // it; proc/166/maps), monitored as numalab sets it up, `update_schemes_tried_regions`
+        // written by hand 4 s after `on`.
+        let root = fixture("guest-6.12-running");
+        let r = read_tried_regions(&root, 0).unwrap();
+        assert_eq!(r.len(), 12);
+        let (hot, cold, len) = (0x7fa6_83f6_1000_u64, 0x7fa6_87f6_2000_u64, 64 << 20);
+        // The hot area but its last 17 pages is one region, found accessed at every check
+        // (20 = aggr_us / sample_us).
+        assert_eq!(r[9], DamonRegion { start: hot, end: hot + len - 17 * 4096, nr_accesses: 20, age: 2 });
+        // The cold area, written once 4 s before, is in the next region, never found accessed
+        // for 29 aggregation intervals; so are the hot area's last 17 pages, the gap page and
+        // the libraries' data after it: a region is checked at one sampled page, so a small
+        // hot part of a mostly cold region reads as cold.
+        assert_eq!((r[10].start, r[10].nr_accesses, r[10].age), (hot + len - 17 * 4096, 0, 29));
+        assert!(r[10].end >= cold + len, "{:?}", r[10]);
+        // The first nine regions cover the program's image, the gap up to its heap and the
+        // heap: vaddr monitors everything but the two largest unmapped gaps.
+        let total: u64 = r.iter().map(DamonRegion::bytes).sum();
+        let said: u64 =
+            root.read(&format!("{ADMIN}/kdamonds/0/contexts/0/schemes/0/tried_regions/total_bytes")).unwrap().1.trim().parse().unwrap();
+        assert_eq!(total, said);
+        assert!(total > 12 * len, "{total}");
+    }
+
+    #[test]
+    fn real_6_12_trees_of_a_busy_and_a_stopped_kdamond_are_refused() {
+        // Someone else's paddr kdamond, on.
+        let e = check_damon(&fixture("guest-6.12-busy")).unwrap_err();
+        assert!(e.starts_with("busy: kdamond 0 (pid 332, operations paddr) is on"), "{e}");
+        // A vaddr kdamond whose target exited: the kernel turned it off (pid -1) and left it
+        // configured, so it is another user's configuration.
+        let e = check_damon(&fixture("guest-6.12-stopped")).unwrap_err();
+        assert!(e.starts_with("in use: 1 kdamond is configured by someone else (off)"), "{e}");
+    }
+
+    #[test]
+    fn an_update_with_no_region_keeps_the_last_view() {
+        let mut ctl = RecordingDamon::default();
+        let mut o = DamonObserver::start(fixture("free"), &mut ctl, 166, &DamonConfig::for_period_ms(100)).unwrap();
+        o.root = fixture("guest-6.12-running");
+        o.poll(&mut Vec::new()).unwrap();
+        assert_eq!(o.regions().len(), 12);
+        // The update's regions go to the engine once (region heat), with 100 ms / 5 ms checks.
+        let mut heat = Vec::new();
+        o.take_regions(&mut heat);
+        assert_eq!(heat.len(), 12);
+        assert_eq!(
+            heat[9],
+            RegionAccess {
+                start: 0x7fa6_83f6_1000,
+                end: 0x7fa6_83f6_1000 + (64 << 20) - 17 * 4096,
+                nr_accesses: 20,
+                max_accesses: 20,
+                age: 2
+            }
+        );
+        heat.clear();
+        o.take_regions(&mut heat);
+        assert!(heat.is_empty(), "handed out twice");
+        // The real tree of a stopped kdamond whose last update found nothing: `tried_regions/`
+        // holds only `total_bytes` (0).
+        o.root = fixture("guest-6.12-stopped");
+        o.poll(&mut Vec::new()).unwrap();
+        assert_eq!(o.regions().len(), 12, "the regions of the run were dropped");
+        o.take_regions(&mut heat);
+        assert!(heat.is_empty(), "an empty update is no new heat");
+        let c: std::collections::BTreeMap<_, _> = o.counters().into_iter().collect();
+        assert_eq!((c["updates"], c["empty_updates"], c["regions"]), (2, 1, 12));
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! [`Policy::on_task_tick`]: numalab_policy::Policy::on_task_tick
 //! [`Policy::on_tick`]: numalab_policy::Policy::on_tick
 
-use super::observe::{AccessObserver, Observation, ObserveError};
+use super::observe::{AccessObserver, Observation, ObserveError, RegionAccess};
 use super::placer::ThreadPlacer;
 use super::space::SpaceIndex;
 use super::target::Target;
@@ -32,8 +32,8 @@ use crate::error::LinuxError;
 use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use numalab_policy::scan::{scan_walk, ScanCursor, ScanPages};
 use numalab_policy::{
-    AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, Outcome, Refusal, ScanStepDone, SpaceId,
-    SystemView, TaskTick, ThreadMigrated, Tick,
+    AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, Outcome, Refusal, RegionHeat, ScanStepDone,
+    SpaceId, SystemView, TaskTick, ThreadMigrated, Tick,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -132,6 +132,9 @@ pub struct LiveSummary {
     pub observations_unmapped: u64,
     pub hint_faults: u64,
     pub access_samples: u64,
+    /// Runs of numbered pages handed to the policy's `on_region_heat` (the DAMON sampler's
+    /// regions; docs/live.md, "Region heat").
+    pub region_heat_runs: u64,
     pub scan_steps: u64,
     pub pages_marked: u64,
     pub decisions: u64,
@@ -472,6 +475,9 @@ impl LiveEngine {
         if self.st.gone {
             return self.end_round(io);
         }
+        let mut regions = Vec::new();
+        io.observer.take_regions(&mut regions);
+        self.region_heat(&regions, now_ns);
         // Scheduler ticks of the threads that ran, in thread order.
         for t in 0..self.st.threads.len() {
             let th = &self.st.threads[t];
@@ -599,6 +605,26 @@ impl LiveEngine {
         self.st.space.update(&ranges);
         self.st.grow();
         Ok(true)
+    }
+
+    /// An accessor-less monitor's regions to the policy's `on_region_heat`: one call per run
+    /// of numbered pages in each region (docs/live.md, "Region heat"); parts of a region outside
+    /// the numbered mappings (gaps, file mappings) are left out.
+    fn region_heat(&mut self, regions: &[RegionAccess], now_ns: u64) {
+        for r in regions {
+            for (first_page, pages) in self.st.space.runs(r.start, r.end) {
+                self.st.summary.region_heat_runs += 1;
+                self.policy.on_region_heat(&RegionHeat {
+                    space: 0,
+                    first_page,
+                    pages,
+                    nr_accesses: r.nr_accesses,
+                    max_accesses: r.max_accesses,
+                    age: r.age,
+                    time_ns: now_ns,
+                });
+            }
+        }
     }
 
     /// Observations to samples and hinting faults.

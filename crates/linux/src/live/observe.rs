@@ -23,6 +23,20 @@ pub struct Observation {
     pub time_ns: u64,
 }
 
+/// One address range an accessor-less monitor (DAMON) reported: how often it was found
+/// accessed in the last aggregation interval. The engine hands its numbered pages to the
+/// policy's `on_region_heat` (docs/live.md, "Region heat").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionAccess {
+    pub start: u64,
+    /// Exclusive.
+    pub end: u64,
+    pub nr_accesses: u32,
+    /// Checks per aggregation interval (`nr_accesses`'s largest value).
+    pub max_accesses: u32,
+    pub age: u32,
+}
+
 /// Why an observer cannot run or stopped.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ObserveError {
@@ -69,6 +83,9 @@ pub trait AccessObserver {
     fn arm(&mut self, _addrs: &[u64]) -> bool {
         false
     }
+    /// The regions of an update the last poll made, once each (DAMON: every non-empty
+    /// update); none by default.
+    fn take_regions(&mut self, _out: &mut Vec<RegionAccess>) {}
 }
 
 /// Plays back a fixed stream, one batch per poll (tests, and replays of recorded streams).
@@ -79,6 +96,9 @@ pub struct ScriptedObserver {
     /// sets it was asked to watch, in order (tests).
     pub arm_capacity: usize,
     pub armed: Vec<Vec<u64>>,
+    /// Regions to hand out, one batch per poll (tests of region heat).
+    pub region_rounds: std::collections::VecDeque<Vec<RegionAccess>>,
+    regions_due: Vec<RegionAccess>,
 }
 
 impl ScriptedObserver {
@@ -109,7 +129,11 @@ impl AccessObserver for ScriptedObserver {
     }
     fn poll(&mut self, out: &mut Vec<Observation>) -> Result<(), ObserveError> {
         out.extend(self.rounds.pop_front().unwrap_or_default());
+        self.regions_due = self.region_rounds.pop_front().unwrap_or_default();
         Ok(())
+    }
+    fn take_regions(&mut self, out: &mut Vec<RegionAccess>) {
+        out.append(&mut self.regions_due);
     }
     fn arm_capacity(&self) -> usize {
         self.arm_capacity

@@ -74,6 +74,29 @@ impl SpaceIndex {
         self.segment_of(addr).map(|s| s.first + (addr - s.addr) / self.page_bytes)
     }
 
+    /// The numbered pages of `[start, end)` (a page counts if any of its bytes is in the
+    /// range): runs of consecutive page numbers, in address order.
+    pub fn runs(&self, start: u64, end: u64) -> Vec<(PageIdx, u64)> {
+        let mut out: Vec<(PageIdx, u64)> = Vec::new();
+        if start >= end {
+            return out;
+        }
+        let from = self.segment_of(start).map_or(start, |s| s.addr);
+        for s in self.by_addr.range(from..end).map(|(_, s)| s) {
+            let (lo, hi) = (start.max(s.addr), end.min(s.addr + s.pages * self.page_bytes));
+            if lo >= hi {
+                continue;
+            }
+            let first = s.first + (lo - s.addr) / self.page_bytes;
+            let pages = s.first + (hi - 1 - s.addr) / self.page_bytes + 1 - first;
+            match out.last_mut() {
+                Some(prev) if prev.0 + prev.1 == first => prev.1 += pages,
+                _ => out.push((first, pages)),
+            }
+        }
+        out
+    }
+
     /// The address of a page number.
     pub fn addr_of(&self, page: PageIdx) -> Option<u64> {
         let i = self.in_order.partition_point(|s| s.first + s.pages <= page);
@@ -84,6 +107,26 @@ impl SpaceIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_of_a_range_follow_the_numbering() {
+        let mut s = SpaceIndex::new(4096, 1 << 20);
+        // Pages 0-3 at 0x10000, 4-5 at 0x7f0000000000, then 6-7 right after pages 0-3.
+        s.update(&[(0x10000, 0x14000), (0x7f0000000000, 0x7f0000002000)]);
+        s.update(&[(0x10000, 0x16000), (0x7f0000000000, 0x7f0000002000)]);
+        assert_eq!(s.runs(0x0, 0x10000), vec![], "below every mapping");
+        // One range over both segments of the first mapping: numbers 0-3 and 6-7 (not
+        // consecutive: two runs); a gap and the second mapping: 4-5.
+        assert_eq!(s.runs(0x8000, 0x7f0000002000), vec![(0, 4), (6, 2), (4, 2)]);
+        // Partial pages count; a range inside one page is that page.
+        assert_eq!(s.runs(0x11800, 0x12001), vec![(1, 2)]);
+        assert_eq!(s.runs(0x7f0000001010, 0x7f0000001020), vec![(5, 1)]);
+        assert_eq!(s.runs(0x13000, 0x15000), vec![(3, 1), (6, 1)]);
+        assert_eq!(s.runs(5, 5), vec![]);
+        // Two adjacent mappings numbered one after the other (8, then 9-10): one run.
+        s.update(&[(0x20000, 0x21000), (0x21000, 0x23000)]);
+        assert_eq!(s.runs(0x20000, 0x23000), vec![(8, 3)]);
+    }
 
     #[test]
     fn pages_are_numbered_densely_and_growth_is_appended() {

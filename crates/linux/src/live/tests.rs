@@ -2,15 +2,15 @@
 //! in, exactly these system calls out (docs/live.md, "Tests").
 
 use super::engine::{LiveConfig, LiveEngine, LiveHost, LiveIo, LiveSummary, RoundEnd};
-use super::observe::{Observation, ScriptedObserver};
+use super::observe::{Observation, RegionAccess, ScriptedObserver};
 use super::placer::{AffinityCall, FakeThreadPlacer};
 use super::target::{FakeTarget, TaskInfo};
 use crate::act::pages::FakePageMover;
 use crate::export::{to_machine, ExportOptions};
 use crate::Topology;
 use numalab_policy::{
-    Decision, DynPolicy, EventRef, MemoryState, MoveCause, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView,
-    TaskTick, ThreadMigrated,
+    Decision, DynPolicy, EventRef, MemoryState, MoveCause, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError, RegionHeat,
+    SystemView, TaskTick, ThreadMigrated,
 };
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -216,6 +216,17 @@ impl Policy for Scripted {
         for (d, o) in decisions.iter().zip(outcomes) {
             self.heard.lock().unwrap().push(format!("{d:?} => {o:?}"));
         }
+    }
+    fn on_region_heat(&mut self, h: &RegionHeat) {
+        self.heard.lock().unwrap().push(format!(
+            "heat pages {}+{} accesses {}/{} age {} at {} ms",
+            h.first_page,
+            h.pages,
+            h.nr_accesses,
+            h.max_accesses,
+            h.age,
+            h.time_ns / 1_000_000
+        ));
     }
 }
 
@@ -436,4 +447,33 @@ fn whole_process_moves_partial_dry_gone_and_refused() {
     assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
     assert!(s.target_gone && ends.last() == Some(&RoundEnd::TargetGone));
     assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1 } => Refused(SpaceExited)"]);
+}
+
+/// Region heat (docs/live.md, "Region heat"): the DAMON-like observer's regions of a round reach
+/// the policy as runs of the target's numbered pages, the parts outside its mappings left out,
+/// once per update; no observation, no sample, no fault, no move comes of them.
+#[test]
+fn regions_reach_the_policy_as_runs_of_numbered_pages() {
+    let mut w = world(&[(100, 0)], 0, 3);
+    let region = |start: u64, end: u64, nr_accesses| RegionAccess { start, end, nr_accesses, max_accesses: 20, age: 4 };
+    // Round 0: a region from below the mapping into page 3 (hot), one from page 10 to far
+    // beyond the mapping's 64 pages (cold), one wholly outside. Round 1: nothing new. Round 2:
+    // page 5's last byte to page 6's first.
+    w.observer.region_rounds = vec![
+        vec![region(BASE - 16 * PAGE, BASE + 4 * PAGE, 18), region(BASE + 10 * PAGE, BASE + 1000 * PAGE, 0), region(0x1000, 0x9000, 20)],
+        vec![],
+        vec![region(BASE + 6 * PAGE - 1, BASE + 6 * PAGE + 1, 7)],
+    ]
+    .into();
+    let (e, heard) = scripted(vec![]);
+    let (s, _) = run(e, &mut w, 3);
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![
+            "heat pages 0+4 accesses 18/20 age 4 at 0 ms".to_string(),
+            "heat pages 10+54 accesses 0/20 age 4 at 0 ms".into(),
+            "heat pages 5+2 accesses 7/20 age 4 at 20 ms".into(),
+        ]
+    );
+    assert_eq!((s.region_heat_runs, s.observations, s.access_samples, s.hint_faults, s.pages_moved), (3, 0, 0, 0, 0));
 }

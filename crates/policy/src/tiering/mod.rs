@@ -14,7 +14,7 @@ mod tests;
 pub use config::{LinuxTieringConfig, TopTier};
 
 use crate::decision::{
-    AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, ScanStepDone, SpaceId, TaskTick, ThreadMigrated,
+    AccessSample, Decision, EventRef, HintFault, Outcome, PlaceRequest, RegionHeat, ScanStepDone, SpaceId, TaskTick, ThreadMigrated,
 };
 use crate::dynamic::autonuma::period;
 use crate::dynamic::{pages_of_mb, ScanClock};
@@ -537,6 +537,24 @@ impl Policy for LinuxTiering {
         let mm = self.mm(s.space);
         mm.grow(s.page as usize + 1);
         mm.last_ns[s.page as usize] = s.time_ns;
+    }
+
+    /// Region heat (docs/policies/linux-tiering.md, "Region heat"): the pages of a region
+    /// found accessed in the last aggregation interval are as recently used as that interval's
+    /// end — the kernel's DAMON_LRU_SORT marks such regions' pages referenced on the LRU
+    /// (`DAMOS_LRU_PRIO`). Only the age kswapd ranks by changes: promotion still needs a
+    /// hinting fault (its accessor's node picks the target, its latency the hotness).
+    fn on_region_heat(&mut self, h: &RegionHeat) {
+        if h.nr_accesses == 0 || h.pages == 0 {
+            return;
+        }
+        self.see(h.time_ns);
+        let end = (h.first_page + h.pages) as usize;
+        let mm = self.mm(h.space);
+        mm.grow(end);
+        for t in &mut mm.last_ns[h.first_page as usize..end] {
+            *t = (*t).max(h.time_ns);
+        }
     }
 
     fn on_outcomes(&mut self, _cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {

@@ -246,6 +246,44 @@ fn demotion_starts_at_the_low_watermark_and_takes_the_coldest_pages() {
     assert_eq!(tick(&mut p, &sys), vec![]);
 }
 
+/// The demotion example above with DAMON's view added (docs/policies/linux-tiering.md,
+/// "Region heat"): a region over pages 2-3 found accessed 5 times of 20 at 100 ms makes them
+/// the youngest, so kswapd takes 7, 0, 5, 1, 6 where it took 3, 7, 0, 5, 1; a region found
+/// accessed 0 times (pages 6-7) and one that is empty change nothing.
+#[test]
+fn region_heat_makes_its_pages_young_for_kswapd() {
+    let (mut p, mut sys) = setup(fastest());
+    let last = [30, 50, 90, 10, 80, 40, 70, 20];
+    p.mm(0).grow(64);
+    for (page, t) in last.iter().enumerate() {
+        put(&mut sys, page as u64, 1);
+        p.mms[0].last_ns[page] = t * MS;
+    }
+    put(&mut sys, 20, 0);
+    let heat = |first_page, pages, nr_accesses| RegionHeat {
+        space: 0,
+        first_page,
+        pages,
+        nr_accesses,
+        max_accesses: 20,
+        age: 3,
+        time_ns: 100 * MS,
+    };
+    p.on_region_heat(&heat(2, 2, 5));
+    p.on_region_heat(&heat(6, 2, 0));
+    p.on_region_heat(&heat(9, 0, 20));
+    assert_eq!(p.mms[0].last_ns[..8], [30, 50, 100, 100, 80, 40, 70, 20].map(|t| t * MS));
+    // An older report never makes a page look older than it is.
+    p.on_region_heat(&RegionHeat { time_ns: 60 * MS, ..heat(1, 3, 20) });
+    assert_eq!(p.mms[0].last_ns[..4], [30, 60, 100, 100].map(|t| t * MS));
+    sys.mem.free[1] = 10;
+    let demote = |page| Decision::MigratePage { space: 0, page, to: 0 };
+    assert_eq!(tick(&mut p, &sys), vec![demote(7), demote(0), demote(5), demote(1), demote(6)]);
+    // Heat beyond the pages seen so far grows the space's books.
+    p.on_region_heat(&heat(70, 2, 1));
+    assert_eq!(p.mms[0].last_ns.len(), 72);
+}
+
 #[test]
 fn sampled_accesses_and_placements_age_pages() {
     let (mut p, mut sys) = setup(fastest());
