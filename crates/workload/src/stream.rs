@@ -178,13 +178,14 @@ pub struct Escape {
     pub others: std::sync::Arc<[Seg]>,
 }
 
-/// Whole passes over one fill charged run by run before the write table is built: building it
-/// sorts the run boundaries' phases and writes one row of label counts per boundary, which
-/// costs about as much as this many passes run by run. With few runs a fill serves many passes
-/// and the table pays; with many (a segment that page migrations cut into thousands of runs)
-/// the starts that share a fill are few, and a table per fill cost more than the passes
-/// (bt-like under autonuma: 16 times linux's CPU time, most of it building tables).
-const WRITE_TABLE_AFTER_PASSES: u32 = 16;
+/// Whole passes over one fill charged run by run before the write table is built. Building it
+/// sorts the run boundaries' phases and writes one row of label counts per boundary. With few
+/// runs a fill serves many passes and the table pays; with many (a segment that page
+/// migrations cut into thousands of runs) the starts that share a fill are few, and a table
+/// per fill cost more than the passes (bt-like under autonuma on server-b-8n: 16 times
+/// linux's CPU time, most of it building tables). Measured (docs/benchmarks.md): 4 keeps
+/// linux's bt-like and sp-like within 3 % of building at once, and 16 costs them 9 %.
+const WRITE_TABLE_AFTER_PASSES: u32 = 4;
 
 /// What a whole pass of a strided cursor puts in each run of a segment
 /// (`Entry::take_strided_by_runs`), for the pass starts `lo..hi` over which it does not change.
