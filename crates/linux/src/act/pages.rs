@@ -339,7 +339,7 @@ impl MoveStats {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MoveError {
-    #[error("move_pages on process {pid}: permission denied (moving another user's pages needs CAP_SYS_NICE)")]
+    #[error("move_pages on process {pid}: permission denied (the kernel wants the right to read the process as a debugger would: the same user, or CAP_SYS_PTRACE; before Linux 4.13, the same user or CAP_SYS_NICE)")]
     Permission { pid: i32 },
     #[error("move_pages on process {pid} failed: {reason}")]
     Call { pid: i32, errno: i32, reason: String },
