@@ -187,6 +187,27 @@ pub struct Escape {
 /// linux's bt-like and sp-like within 3 % of building at once, and 16 costs them 9 %.
 const WRITE_TABLE_AFTER_PASSES: u32 = 4;
 
+/// Steps of a large write table between two stored rows of per-label sums: a lookup applies
+/// at most this many steps one by one, and the table holds one row per this many steps. A
+/// table of at most `WRITE_TABLE_DENSE_ENTRIES` entries keeps a row per step instead, read
+/// directly: linux's passes, few runs and many lookups per table, were 10 % slower with rows
+/// every 16 steps.
+const WRITE_TABLE_ROW_EVERY: usize = 16;
+const WRITE_TABLE_DENSE_ENTRIES: usize = 4096;
+
+/// A packed write-table step's label and its sign (+1: the label gains a write).
+fn step_label(packed: u64) -> usize {
+    ((packed >> 1) & 0xFF) as usize
+}
+
+fn step_sign(packed: u64) -> i64 {
+    if packed & 1 == 1 {
+        1
+    } else {
+        -1
+    }
+}
+
 /// What a whole pass of a strided cursor puts in each run of a segment
 /// (`Entry::take_strided_by_runs`), for the pass starts `lo..hi` over which it does not change.
 #[derive(Clone, Debug)]
@@ -207,17 +228,23 @@ pub struct StridePasses {
     writes_at_zero: Vec<u64>,
     /// Phases at which one label gains a write and another loses one, ascending.
     write_steps: Vec<u64>,
-    /// Row `j` (one entry per label): what the first `j` steps add to `writes_at_zero`.
-    write_step_sums: Vec<i64>,
-    /// Scratch of `fill_writes`: the steps packed one per integer, kept to save an
-    /// allocation per fill.
+    /// The same steps packed one per integer (phase, label, up or down), in the same order.
     packed_steps: Vec<u64>,
+    /// Row `c` (one entry per label): what the first `c · row_every` steps add to
+    /// `writes_at_zero`; the steps after a row are applied one by one.
+    write_step_sums: Vec<i64>,
+    /// Steps per stored row: 1 (dense) or `WRITE_TABLE_ROW_EVERY`.
+    row_every: usize,
+    /// Scratch of `add_pass_writes`: one row being completed.
+    row_scratch: Vec<i64>,
     /// Whether the write table above is built for this fill, and the whole passes with
     /// writes charged run by run since the fill.
     write_table_built: bool,
     passes_without_table: u32,
-    /// `WRITE_TABLE_AFTER_PASSES`, a field so that tests can build the table at once.
+    /// `WRITE_TABLE_AFTER_PASSES` and `WRITE_TABLE_DENSE_ENTRIES`, fields so that tests can
+    /// build the table at once and make it sparse.
     table_after: u32,
+    dense_entries: usize,
 }
 
 impl Default for StridePasses {
@@ -232,11 +259,14 @@ impl Default for StridePasses {
             write_fp: 0,
             writes_at_zero: Vec::new(),
             write_steps: Vec::new(),
-            write_step_sums: Vec::new(),
             packed_steps: Vec::new(),
+            write_step_sums: Vec::new(),
+            row_every: 1,
+            row_scratch: Vec::new(),
             write_table_built: false,
             passes_without_table: 0,
             table_after: WRITE_TABLE_AFTER_PASSES,
+            dense_entries: WRITE_TABLE_DENSE_ENTRIES,
         }
     }
 }
@@ -329,25 +359,41 @@ impl StridePasses {
         // label (8 bits), the sign (1 bit). Which of two steps at one phase comes first does
         // not matter: a pass's phase takes all of them or none.
         steps.sort_unstable();
-        // Row 0 is zeros; each step's row is the row before it with one label moved by one.
+        // Row 0 is zeros; a row every `row_every` steps, each the one before it with those
+        // steps' labels moved by one (a row per step made a large table's size and its fill
+        // grow with runs × labels).
+        self.row_every = if steps.len() * label_count <= self.dense_entries { 1 } else { WRITE_TABLE_ROW_EVERY };
         self.write_step_sums.resize(label_count, 0);
-        for &packed in &steps {
-            let (phase, label, up) = (packed >> 9, ((packed >> 1) & 0xFF) as usize, packed & 1 == 1);
-            let previous = self.write_step_sums.len() - label_count;
-            self.write_step_sums.extend_from_within(previous..);
-            let at = previous + label_count + label;
-            self.write_step_sums[at] += if up { 1 } else { -1 };
-            self.write_steps.push(phase);
+        self.row_scratch.clear();
+        self.row_scratch.resize(label_count, 0);
+        for (done, &packed) in steps.iter().enumerate() {
+            self.row_scratch[step_label(packed)] += step_sign(packed);
+            self.write_steps.push(packed >> 9);
+            if (done + 1) % self.row_every == 0 {
+                self.write_step_sums.extend_from_slice(&self.row_scratch);
+            }
         }
         self.packed_steps = steps;
     }
 
-    /// Add a whole pass's writes, the pass starting at reference `i`, to `writes`.
-    fn add_pass_writes(&self, i: u64, writes: &mut [u64]) {
+    /// Add a whole pass's writes, the pass starting at reference `i`, to `writes`: the steps
+    /// at or below the pass's phase, from the last row before them and then one by one.
+    fn add_pass_writes(&mut self, i: u64, writes: &mut [u64]) {
         let phase = i.wrapping_mul(self.write_fp) & 0xFFFF_FFFF;
         let j = self.write_steps.partition_point(|&p| p <= phase);
         let n = self.writes_at_zero.len();
-        let row = &self.write_step_sums[j * n..(j + 1) * n];
+        let c = j / self.row_every;
+        let row = &self.write_step_sums[c * n..(c + 1) * n];
+        let row = if c * self.row_every == j {
+            row
+        } else {
+            self.row_scratch.clear();
+            self.row_scratch.extend_from_slice(row);
+            for &packed in &self.packed_steps[c * self.row_every..j] {
+                self.row_scratch[step_label(packed)] += step_sign(packed);
+            }
+            &self.row_scratch
+        };
         for ((w, &base), &step) in writes.iter_mut().zip(&self.writes_at_zero).zip(row) {
             *w += base.wrapping_add_signed(step);
         }
@@ -547,12 +593,16 @@ impl Entry {
             }
             let upto = &cache.upto;
             let mut r = upto.partition_point(|&u| u <= q);
+            // Each run's end is the next run's start: one floor-rule product per run.
+            let mut written = if w != 0 { written_before(i) } else { 0 };
             while q < q1 {
                 let here = upto[r].min(q1) - q;
                 let label = labels[r] as usize;
                 counts[label] += here;
                 if w != 0 {
-                    writes[label] += written_before(i + here) - written_before(i);
+                    let written_after = written_before(i + here);
+                    writes[label] += written_after - written;
+                    written = written_after;
                 }
                 i += here;
                 q += here;
@@ -697,9 +747,10 @@ mod tests {
             chunk in 1u64..40, chunks in 1u64..4, gap in 0u64..9, stride in 1u64..50,
             pos_seed in 0u64..1000,
             write_frac in proptest::prop_oneof![proptest::strategy::Just(0.0), proptest::strategy::Just(0.5), proptest::strategy::Just(1.0), 0.0f64..1.0],
-            cuts in proptest::collection::vec(0u64..200, 0..6),
+            cuts in proptest::collection::vec(0u64..200, 0..40),
             ks in proptest::collection::vec(0u64..3000, 1..5),
             table_after in proptest::prop_oneof![proptest::strategy::Just(0u32), proptest::strategy::Just(2), proptest::strategy::Just(WRITE_TABLE_AFTER_PASSES)],
+            dense_entries in proptest::prop_oneof![proptest::strategy::Just(0usize), proptest::strategy::Just(WRITE_TABLE_DENSE_ENTRIES)],
         ) {
             let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
             let lines = seg.lines();
@@ -719,7 +770,7 @@ mod tests {
             };
             let mk = || Entry::new(Cursor::Strided { seg, pos, start, stride }, 1 << 20, write_frac, AccessKind::Stream, None);
             let (mut a, mut b) = (mk(), mk());
-            let mut cache = StridePasses { table_after, ..StridePasses::default() };
+            let mut cache = StridePasses { table_after, dense_entries, ..StridePasses::default() };
             for k in ks {
                 let (mut ca, mut wa) = ([0u64; 3], [0u64; 3]);
                 a.take_strided(k, |line, write| {
