@@ -126,12 +126,27 @@ fn unknown_vm_policy(name: &str) -> VmSetupError {
     }
 }
 
+/// Every `vm:NAME` a VM run accepts: each static kind (first-touch also with the queue
+/// forced on and off), each without and with `+carrefour` (docs/vm.md). The VM cases of the
+/// conformance suite run every one.
+pub fn vm_policy_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for k in StaticKind::ALL {
+        let bases: &[&str] = match k {
+            StaticKind::FirstTouch => &["first-touch", "first-touch+queue", "first-touch-no-queue"],
+            _ => &[k.name()],
+        };
+        for b in bases {
+            names.push(b.to_string());
+            names.push(format!("{b}+carrefour"));
+        }
+    }
+    names
+}
+
 /// The static policy named `name` (`first-touch`, `round-4k`, `round-1g`).
 pub fn static_kind(name: &str) -> Result<StaticKind, VmSetupError> {
-    [StaticKind::FirstTouch, StaticKind::Round4K, StaticKind::Round1G]
-        .into_iter()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| unknown_vm_policy(name))
+    StaticKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| unknown_vm_policy(name))
 }
 
 /// Where every thread and page of a program goes in the VMs of a setup.
@@ -848,6 +863,7 @@ impl DynPolicy for VmPlacement {
             ("vm_frames_migrated", self.host_migrations),
             ("vm_frames_migrate_refused", self.host_migrations_refused),
             ("vm_frames_replicated", self.replicas),
+            ("vm_host_frames_unaccounted", self.host.frames_unaccounted()),
         ];
         c.extend(live);
         if let Some(cr) = &self.credit {
