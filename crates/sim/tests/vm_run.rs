@@ -274,11 +274,12 @@ fn a_reused_frame_is_placed_again_only_when_the_queue_reported_it() {
     }
 }
 
-/// The workload starts after the guest history's last delivery: the processes still alive
-/// at the end of the history exit together and contend for the queue's one lock (12 exits of
-/// 256 frees, a delivery of 100.8 µs every 4 frees: 77 ms of deliveries, longer than the
-/// process period after which the run starts), so a run started one period after the last
-/// exit began would make the workload's first allocation wait out the history's deliveries.
+/// The workload starts after the guest history's last delivery. With one partition and a
+/// delivery of 100.8 µs every 4 entries, each process start and exit holds the lock 6.45 ms,
+/// so the history's lock falls behind its 10 ms process period, and the processes still alive
+/// at its end exit together (12 exits: 77 ms more of deliveries). A run started one period
+/// after those exits began would make the workload's first allocation wait out the backlog
+/// (179 ms before the fix).
 #[test]
 fn the_workload_never_waits_for_the_history_s_deliveries() {
     use numalab_policy::{decision::PlaceRequest, DynPolicy};
