@@ -36,7 +36,30 @@ pub struct LiveGuest {
     alive: VecDeque<(f64, Vec<u64>)>,
     /// Host time of the next process start.
     next_start_ns: f64,
+    /// The start or exit whose queue operations are under way (at most one at a time).
+    current: Option<Ops>,
+    /// When the last start's or exit's operations were over: the next begins at its own time
+    /// or then, whichever is later.
+    ops_end_ns: f64,
     pub counters: LiveCounters,
+}
+
+/// A process's frame operations, run one after another on its vCPU, each at its own time:
+/// only those due by the time the guest is advanced to have run, so the queue sees them in
+/// time order with the workload's own appends (docs/vm.md, "Guest churn during the run").
+struct Ops {
+    kind: OpsKind,
+    /// Host time of the next operation (the previous one, with its lock wait and delivery,
+    /// is over).
+    t_ns: f64,
+}
+
+enum OpsKind {
+    /// A start on `vcpu` at `start_ns`: `left` more frames to take off the free list;
+    /// `frames` taken so far.
+    Start { vcpu: u32, start_ns: f64, left: u64, frames: Vec<u64> },
+    /// An exit: `frames[next..]` still to free.
+    Exit { frames: Vec<u64>, next: usize },
 }
 
 impl LiveGuest {
@@ -55,7 +78,16 @@ impl LiveGuest {
             rng: stream(seed, "vm.guest.live", vm as u64),
             alive: VecDeque::new(),
             next_start_ns: start_ns,
+            current: None,
+            ops_end_ns: start_ns,
             counters: LiveCounters::default(),
+        }
+    }
+
+    /// The pCPU vCPU `vcpu` runs on now (the hypervisor's scheduler moved it).
+    pub fn set_pcpu(&mut self, vcpu: u32, pcpu: CpuId) {
+        if let Some(p) = self.pins.get_mut(vcpu as usize) {
+            *p = pcpu;
         }
     }
 
@@ -67,44 +99,33 @@ impl LiveGuest {
     /// the most recent on top, a `Free` append each when the queue runs); a start takes
     /// `pages` frames off `free` and allocates and touches each from a vCPU drawn uniformly
     /// (placed by the VM's policy if unbacked), or is skipped when too few are free.
-    /// The pCPU vCPU `vcpu` runs on now (the hypervisor's scheduler moved it).
-    pub fn set_pcpu(&mut self, vcpu: u32, pcpu: CpuId) {
-        if let Some(p) = self.pins.get_mut(vcpu as usize) {
-            *p = pcpu;
-        }
-    }
-
+    /// A start's or exit's operations run one after another from its time, each when the one
+    /// before (with its lock wait and delivery) is over; only those due by `now_ns` run now,
+    /// the rest at later calls, so a frame is on the free list only once its free has run and
+    /// a partition's lock is held only by deliveries that have begun. The next start or exit
+    /// begins at its own time or when the one under way is over, whichever is later.
     pub fn advance(&mut self, host: &mut Host, free: &mut Vec<u64>, now_ns: f64) -> Result<(), VmError> {
         let lifetime_ns = (self.concurrency as f64 - 0.5) * PROCESS_PERIOD_NS;
         loop {
+            if self.current.is_some() {
+                if !self.run_ops(host, free, now_ns, lifetime_ns)? {
+                    return Ok(());
+                }
+                continue;
+            }
             let next_exit = self.alive.front().map_or(f64::INFINITY, |p| p.0);
             if next_exit <= now_ns && next_exit <= self.next_start_ns {
-                // The exiting process's frees run one after another on its vCPU.
-                let (mut t, frames) = self.alive.pop_front().unwrap_or_default();
-                for f in frames {
-                    let cost_ns = host.guest_free(self.id, f, t)?;
-                    self.counters.queue_ns += cost_ns;
-                    t += cost_ns;
-                    free.push(f);
-                }
+                let (t_ns, frames) = self.alive.pop_front().unwrap_or_default();
+                self.current = Some(Ops { kind: OpsKind::Exit { frames, next: 0 }, t_ns: t_ns.max(self.ops_end_ns) });
                 self.counters.exits += 1;
             } else if self.next_start_ns <= now_ns {
                 let start_ns = self.next_start_ns;
-                let mut t = start_ns;
                 let vcpu = self.rng.random_range(0..self.vcpus);
                 if (free.len() as u64) < self.pages {
                     self.counters.starts_skipped += 1;
                 } else {
-                    let mut frames = Vec::with_capacity(self.pages as usize);
-                    for _ in 0..self.pages {
-                        let Some(pfn) = free.pop() else { break };
-                        let cost_ns = host.guest_alloc(self.id, pfn, t)?;
-                        self.counters.queue_ns += cost_ns;
-                        t += cost_ns;
-                        host.touch(self.id, Access { vcpu, pcpu: self.pins[vcpu as usize], pfn })?;
-                        frames.push(pfn);
-                    }
-                    self.alive.push_back((start_ns + lifetime_ns, frames));
+                    let kind = OpsKind::Start { vcpu, start_ns, left: self.pages, frames: Vec::with_capacity(self.pages as usize) };
+                    self.current = Some(Ops { kind, t_ns: start_ns.max(self.ops_end_ns) });
                     self.counters.starts += 1;
                 }
                 self.next_start_ns += PROCESS_PERIOD_NS;
@@ -112,5 +133,52 @@ impl LiveGuest {
                 return Ok(());
             }
         }
+    }
+
+    /// Run the operations of the start or exit under way that are due by `now_ns`; `true`
+    /// when it is over (a start's process is then alive until its exit).
+    fn run_ops(&mut self, host: &mut Host, free: &mut Vec<u64>, now_ns: f64, lifetime_ns: f64) -> Result<bool, VmError> {
+        let Some(mut ops) = self.current.take() else { return Ok(true) };
+        loop {
+            let done = match &ops.kind {
+                OpsKind::Start { left, .. } => *left == 0,
+                OpsKind::Exit { frames, next } => *next >= frames.len(),
+            };
+            if done {
+                break;
+            }
+            if ops.t_ns > now_ns {
+                self.current = Some(ops);
+                return Ok(false);
+            }
+            let cost_ns = match &mut ops.kind {
+                OpsKind::Start { vcpu, left, frames, .. } => {
+                    let Some(pfn) = free.pop() else {
+                        // The workload took the rest of the free list meanwhile.
+                        *left = 0;
+                        continue;
+                    };
+                    let cost_ns = host.guest_alloc(self.id, pfn, ops.t_ns)?;
+                    host.touch(self.id, Access { vcpu: *vcpu, pcpu: self.pins[*vcpu as usize], pfn })?;
+                    frames.push(pfn);
+                    *left -= 1;
+                    cost_ns
+                }
+                OpsKind::Exit { frames, next } => {
+                    let f = frames[*next];
+                    let cost_ns = host.guest_free(self.id, f, ops.t_ns)?;
+                    free.push(f);
+                    *next += 1;
+                    cost_ns
+                }
+            };
+            self.counters.queue_ns += cost_ns;
+            ops.t_ns += cost_ns;
+        }
+        self.ops_end_ns = ops.t_ns;
+        if let OpsKind::Start { start_ns, frames, .. } = ops.kind {
+            self.alive.push_back((start_ns + lifetime_ns, frames));
+        }
+        Ok(true)
     }
 }

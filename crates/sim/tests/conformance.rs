@@ -373,3 +373,119 @@ fn pinned_threads_refuse_moves_by_name() {
     assert_eq!(r.thread_migrations, 0, "pinned threads never move");
     assert!(records.iter().any(|r| r["reason"] == "pinned"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// VM runs (docs/vm.md, "A workload inside VMs"): every `vm:NAME` placement the hypervisor
+// offers (`vmrun::vm_policy_names`, derived from every static kind, each with and without
+// Carrefour in the hypervisor), two VMs whose guests churn (a history before the run and
+// processes during it, with a queue small enough to deliver), under pinned vCPUs and under the
+// credit scheduler. Each run conserves pages, keeps every node within its capacity, and the
+// host conserves machine frames.
+
+mod vm {
+    use super::check_pages;
+    use numalab_core::machine::presets;
+    use numalab_sim::vmrun::{run_one_vm, vm_policy_names, vm_scenario, VmSetup};
+    use numalab_sim::{RunMetrics, Scenario, SimConfig};
+    use numalab_workload::{compile_spec, CompileOptions, WorkloadSpec};
+    use std::sync::Arc;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A mix of two stream-like processes of `a` and `b` threads and `iterations` passes
+    /// each on server-a-4n (4 nodes of 8 pCPUs).
+    fn scenario(a: u32, b: u32, iterations: u32) -> Scenario {
+        let m = Arc::new(presets::load(super::MACHINE).unwrap());
+        let text = format!(
+            "mix = {{ name = \"two\", placement = \"compact\" }}\n\
+             member = [{{ preset = \"stream-like\", threads = {a}, iterations = {iterations} }}, {{ preset = \"stream-like\", threads = {b}, iterations = {iterations} }}]\n"
+        );
+        let spec = WorkloadSpec::parse(&text, "test").unwrap();
+        let program = compile_spec(&spec, "test", &m, &CompileOptions { threads: None, scale: 0.002 }).unwrap();
+        let mut sim = SimConfig { tick_ms: 1.0, metrics_interval_ms: 2.0, ..SimConfig::default() };
+        sim.sched.noise_rate_per_cpu_hz = 0.0;
+        Scenario {
+            machine: m,
+            program: Arc::new(program),
+            policy: numalab_policy::find("first-touch").unwrap(),
+            policy_config: Default::default(),
+            sim,
+        }
+    }
+
+    /// Two VMs of `a` and `b` vCPUs, 64 MiB each, whose guests ran 16 processes of 1 MiB (two
+    /// at a time) before the run and go on during it; a queue of 4 partitions of 16 entries.
+    fn setup(scheduler: &str, a: u32, b: u32) -> VmSetup {
+        let vm = |vcpus: u32| {
+            format!(
+                "[[vm]]\nvcpus = {vcpus}\nmem_bytes = {}\n[vm.guest]\nprocesses = 16\nprocess_bytes = {MIB}\nconcurrency = 2\nduring_run = true\n[vm.queue]\ncapacity = 16\n",
+                64 * MIB
+            )
+        };
+        let text = format!(
+            "[hypervisor]\nvcpu_scheduler = \"{scheduler}\"\n[hypervisor.carrefour]\ninterval_ms = 2\nread_ratio_metric = \"mrr\"\n{}{}",
+            vm(a),
+            vm(b)
+        );
+        VmSetup::from_toml_str(&text).unwrap()
+    }
+
+    fn counter(r: &RunMetrics, k: &str) -> u64 {
+        *r.policy_counters.get(k).unwrap_or_else(|| panic!("no counter {k}: {:?}", r.policy_counters))
+    }
+
+    /// Every VM placement on `vms`: conservation and capacity (the suite's page checks), the
+    /// host's machine frames conserved, the churn ran, the run deterministic; `homes`: the
+    /// nodes the VMs may use (pages elsewhere break confinement).
+    fn every_vm_policy(s: &Scenario, vms: &VmSetup, homes: &[usize]) {
+        let (s2, _) = vm_scenario(s, vms).unwrap();
+        for name in vm_policy_names() {
+            let setup = vms.with_policy_name(&name).unwrap();
+            let r = run_one_vm(s, &setup, 7).unwrap();
+            check_pages(&r, &s2);
+            assert_eq!(r.accesses, r.node_accesses.iter().sum::<u64>(), "{name}");
+            assert_eq!(counter(&r, "vm_host_frames_unaccounted"), 0, "vm:{name}: the host lost or made up machine frames");
+            assert_eq!(counter(&r, "vm_guest_errors"), 0, "vm:{name}");
+            assert!(counter(&r, "vm_guest_starts") > 0, "vm:{name}: the guests churn during the run");
+            for (n, &used) in r.pages_per_node.iter().enumerate() {
+                assert!(homes.contains(&n) || used == 0, "vm:{name}: node {n} is no VM's home: {:?}", r.pages_per_node);
+            }
+            let again = run_one_vm(s, &setup, 7).unwrap();
+            assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&r).unwrap(), "vm:{name}: deterministic");
+        }
+    }
+
+    /// Pinned: two VMs of 8 vCPUs, each on one node (homes {0} and {1}); nodes 2 and 3 stay
+    /// empty.
+    #[test]
+    fn every_vm_policy_with_pinned_vcpus() {
+        // About 2 ms of run time: a process start at 0.
+        every_vm_policy(&scenario(8, 8, 30), &setup("pinned", 8, 8), &[0, 1]);
+    }
+
+    /// The credit scheduler on an overcommitted machine: VM 0 (24 vCPUs) packs on nodes 0–2,
+    /// VM 1 (16 vCPUs) fits nowhere and takes every node; 40 vCPUs time-share 32 pCPUs.
+    #[test]
+    fn every_vm_policy_under_the_credit_scheduler() {
+        // About 45 ms of run time: the scheduler's 30 ms timeslice ends at least once.
+        let s = scenario(24, 16, 600);
+        let vms = setup("credit", 24, 16);
+        every_vm_policy(&s, &vms, &[0, 1, 2, 3]);
+        let r = run_one_vm(&s, &vms.with_policy_name("first-touch+queue").unwrap(), 7).unwrap();
+        assert!(counter(&r, "vm_vcpu_moves") > 0, "vCPUs move in {} s", r.exec_time_s);
+    }
+
+    /// Every name the list gives is a VM policy, and the list covers every static kind with
+    /// and without Carrefour.
+    #[test]
+    fn every_vm_policy_name_is_accepted() {
+        let names = vm_policy_names();
+        let vms = setup("pinned", 8, 8);
+        for name in &names {
+            vms.with_policy_name(name).unwrap();
+        }
+        for k in numalab_policy::vm::StaticKind::ALL {
+            assert!(names.iter().any(|n| n == k.name()) && names.iter().any(|n| *n == format!("{}+carrefour", k.name())), "{}", k.name());
+        }
+    }
+}

@@ -134,3 +134,38 @@ fn during_run_needs_processes_that_touch_memory() {
     let err = run_one_vm(&s, &e, 1).unwrap_err().to_string();
     assert!(err.contains("vm.guest.during_run"), "{err}");
 }
+
+/// A live process's queue operations run in time order with the workload's: at run start a
+/// process of 256 frames begins its allocations on a queue of one partition of 4 entries,
+/// each delivery holding the lock 100.8 µs (64 deliveries, 6.45 ms in all). The workload's
+/// first allocation, at the same instant, waits for the one delivery under way, not for the
+/// 63 the process has not begun (which a process run to its end at once would make it wait
+/// out: 6.45 ms).
+#[test]
+fn a_workload_allocation_waits_only_for_the_delivery_under_way() {
+    let s = scenario(0.002);
+    // Two processes alive at once: the first lives 15 ms.
+    let vms = VmSetup::from_toml_str(&format!(
+        "[[vm]]\nvcpus = 12\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n[vm.guest]\nprocess_bytes = {MIB}\nconcurrency = 2\nduring_run = true\n[vm.queue]\npartitions = 1\ncapacity = 4\ncall_cost_ns = 100000.0\n",
+        256 * MIB
+    ))
+    .unwrap();
+    let (s2, p) = vm_scenario(&s, &vms).unwrap();
+    let mut vp = VmPlacement::new(&s2.machine, &s2.program, &vms, p, 7).unwrap();
+    let view = FakeSystem::new(4, 8, 12, 1000, 1 << 20);
+    vp.on_tick(&tick(0), &view, &mut Vec::new());
+    let mem = vp.host().memory().clone();
+    vp.place(&PlaceRequest { space: 0, thread: 0, cpu: 0, cpu_node: 0, page: 0 }, &mem).unwrap();
+    assert_eq!(vp.take_place_cost_ns(), 100_800.0, "one delivery of 4 entries: 100 µs + 4 × 0.2 µs");
+    assert_eq!(vp.queue_time().charged_wait_ns, 100_800.0);
+    // By 9 ms the process's allocations are over: it holds its 256 frames (one start, no
+    // skip), and its deliveries went on after the workload's append.
+    let mut view = view;
+    view.now_ns = 9_000_000;
+    vp.on_tick(&tick(view.now_ns), &view, &mut Vec::new());
+    let c = vp.counters();
+    assert_eq!((counter(&c, "vm_guest_starts"), counter(&c, "vm_guest_starts_skipped")), (1, 0));
+    let vm = vp.host().vms().next().unwrap();
+    let backed = (0..(256 * MIB / 4096)).filter(|&pfn| matches!(vm.frame(pfn), Some(FrameState::Backed(_)))).count();
+    assert_eq!(backed, 257, "the process's 256 frames and the workload's page");
+}

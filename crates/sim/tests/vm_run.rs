@@ -274,6 +274,32 @@ fn a_reused_frame_is_placed_again_only_when_the_queue_reported_it() {
     }
 }
 
+/// The workload starts after the guest history's last delivery. With one partition and a
+/// delivery of 100.8 µs every 4 entries, each process start and exit holds the lock 6.45 ms,
+/// so the history's lock falls behind its 10 ms process period, and the processes still alive
+/// at its end exit together (12 exits: 77 ms more of deliveries). A run started one period
+/// after those exits began would make the workload's first allocation wait out the backlog
+/// (179 ms before the fix).
+#[test]
+fn the_workload_never_waits_for_the_history_s_deliveries() {
+    use numalab_policy::{decision::PlaceRequest, DynPolicy};
+    let (s, vms) = churned("partitions = 1\ncapacity = 4\ncall_cost_ns = 100000.0");
+    let (s2, p) = numalab_sim::vmrun::vm_scenario(&s, &vms).unwrap();
+    let mut vp = numalab_sim::vmrun::VmPlacement::new(&s2.machine, &s2.program, &vms, p, 7).unwrap();
+    let history = vp.queue_time();
+    assert!(history.history_wait_ns > 1e7, "the last exits contend for the lock: {history:?}");
+    let mem = vp.host().memory().clone();
+    for page in 0..s2.program.total_pages {
+        let req = PlaceRequest { space: 0, thread: 11, cpu: 11, cpu_node: 1, page };
+        vp.place(&req, &mem).unwrap();
+        let cost_ns = vp.take_place_cost_ns();
+        // 4 allocations fill the partition: the 4th pays one delivery, the others nothing.
+        let expected_ns = if page % 4 == 3 { 100_000.0 + 4.0 * 200.0 } else { 0.0 };
+        assert_eq!(cost_ns, expected_ns, "page {page}");
+    }
+    assert_eq!(vp.queue_time().charged_wait_ns, 0.0);
+}
+
 #[test]
 fn timed_runs_show_stale_first_touch_without_the_queue_and_charge_it_with() {
     let (s, off) = churned("enabled = false");

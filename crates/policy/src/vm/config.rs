@@ -23,6 +23,18 @@ pub enum StaticKind {
 }
 
 impl StaticKind {
+    /// Every kind, in declaration order (the VM conformance suite runs each).
+    pub const ALL: [StaticKind; 3] = [StaticKind::FirstTouch, StaticKind::Round4K, StaticKind::Round1G];
+
+    /// The kind's place in [`StaticKind::ALL`] (a new kind must be added to both).
+    pub fn index(self) -> usize {
+        match self {
+            StaticKind::FirstTouch => 0,
+            StaticKind::Round4K => 1,
+            StaticKind::Round1G => 2,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             StaticKind::FirstTouch => "first-touch",

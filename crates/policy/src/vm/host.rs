@@ -314,6 +314,20 @@ impl Host {
     pub fn vms(&self) -> impl Iterator<Item = &Vm> {
         self.vms.iter().flatten()
     }
+    /// Machine frames the host's accounting has lost or made up: per node, the gap between
+    /// its capacity and its free frames plus the frames every VM has backed there, summed
+    /// over the nodes. 0 when machine frames are conserved (docs/vm.md, "Counters of a
+    /// timed run": `vm_host_frames_unaccounted`).
+    pub fn frames_unaccounted(&self) -> u64 {
+        let n = self.mem.capacity.len();
+        let mut used = vec![0u64; n];
+        for vm in self.vms() {
+            for (u, b) in used.iter_mut().zip(vm.backed_per_node(n)) {
+                *u += b;
+            }
+        }
+        (0..n).map(|i| (self.mem.free[i] + used[i]).abs_diff(self.mem.capacity[i])).sum()
+    }
     /// The VM holding a pCPU's reservation.
     pub fn cpu_owner(&self, cpu: CpuId) -> Option<VmId> {
         self.cpu_owner.get(cpu as usize).copied().flatten()

@@ -44,6 +44,14 @@ fn assert_conserved(h: &Host) {
     for (i, u) in used.iter().enumerate() {
         assert_eq!(h.memory().free[i] + u, h.memory().capacity[i], "node {i}");
     }
+    assert_eq!(h.frames_unaccounted(), 0);
+}
+
+#[test]
+fn every_static_kind_is_listed_once_in_order() {
+    for (i, k) in StaticKind::ALL.into_iter().enumerate() {
+        assert_eq!(k.index(), i, "{}", k.name());
+    }
 }
 
 /// Two VMs on the 4-node machine: the first (4 vCPUs, 100 frames) needs two nodes and gets
