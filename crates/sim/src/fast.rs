@@ -773,7 +773,7 @@ mod tests {
         /// and whatever follows it.
         #[test]
         fn leading_equal_matches_byte_by_byte(same in 0usize..40, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
-            let bytes: Vec<u8> = std::iter::repeat(b).take(same).chain(tail).collect();
+            let bytes: Vec<u8> = std::iter::repeat_n(b, same).chain(tail).collect();
             let expected = bytes.iter().take_while(|&&x| x == b).count();
             proptest::prop_assert_eq!(leading_equal(&bytes, b), expected);
         }
