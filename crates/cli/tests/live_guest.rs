@@ -600,7 +600,7 @@ fn round_1g_moves_malloc_blocks_to_their_ranges() {
 
 /// The guest payload of `damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest`: guest/src/
 /// hot_cold.c with 64 MiB areas under `numalab attach --policy linux-tiering --sampler damon`
-/// for 8 s (the policy takes region heat), then with 16 MiB areas for 5 s under an autonuma
+/// for 8 s (the policy takes region heat), then with 64 MiB areas for 12 s under an autonuma
 /// attach that outlasts it; `nr_kdamonds` before and after each.
 const DAMON_PAYLOAD: &str = r#"
 K=/sys/kernel/mm/damon/admin/kdamonds
@@ -619,7 +619,7 @@ damon_scenario() {
     save /tmp/$name.out /tmp/$name.json /tmp/$name.err /tmp/$name.nr
 }
 damon_scenario hc 64 60 8 linux-tiering
-damon_scenario exit 16 5 60 autonuma
+damon_scenario exit 64 12 60 autonuma
 save /tmp/kernel /tmp/nr0
 "#;
 
@@ -686,11 +686,12 @@ fn damon_monitors_a_hot_and_a_cold_area_in_a_6_12_guest() {
         let hot_seen = bytes_with_accesses(regions, hot, len, 5, 20);
         let cold_unseen = bytes_with_accesses(regions, cold, len, 0, 0);
         println!(
-            "{name} on {}: stopped_by {}; counters {c}; hot {hot_seen} of {len} bytes in regions with 5..=20 accesses; cold {cold_unseen} of {len} in regions with 0; {} regions; region_heat_runs {}",
+            "{name} on {}: stopped_by {}; counters {c}; hot {hot_seen} of {len} bytes in regions with 5..=20 accesses; cold {cold_unseen} of {len} in regions with 0; {} regions; region_heat_runs {}; program: {:?}",
             read("kernel").trim(),
             v["stopped_by"],
             regions.len(),
-            v["live"]["region_heat_runs"]
+            v["live"]["region_heat_runs"],
+            read(&format!("{name}.out")).lines().filter(|l| l.starts_with("hot passes")).collect::<Vec<_>>()
         );
         assert_eq!(v["sampler"], "damon");
         assert!(c["updates"].as_u64().unwrap() >= 5, "{name}: {c}");
