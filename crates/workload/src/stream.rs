@@ -226,9 +226,8 @@ pub struct StridePasses {
     /// Per label: a whole pass's writes in that label's runs when the pass starts at phase 0
     /// (see `fill_writes`).
     writes_at_zero: Vec<u64>,
-    /// Phases at which one label gains a write and another loses one, ascending.
-    write_steps: Vec<u64>,
-    /// The same steps packed one per integer (phase, label, up or down), in the same order.
+    /// The steps where one label gains a write and another loses one, packed one per integer
+    /// (phase, label, up or down), ascending (so by phase).
     packed_steps: Vec<u64>,
     /// Row `c` (one entry per label): what the first `c · row_every` steps add to
     /// `writes_at_zero`; the steps after a row are applied one by one.
@@ -258,7 +257,6 @@ impl Default for StridePasses {
             per_label: Vec::new(),
             write_fp: 0,
             writes_at_zero: Vec::new(),
-            write_steps: Vec::new(),
             packed_steps: Vec::new(),
             write_step_sums: Vec::new(),
             row_every: 1,
@@ -310,7 +308,7 @@ impl StridePasses {
                 self.passes_without_table += 1;
                 return false;
             }
-            self.fill_writes(labels, label_count, self.write_fp);
+            self.fill_writes(labels, label_count);
             self.write_table_built = true;
         }
         true
@@ -326,10 +324,10 @@ impl StridePasses {
     /// down at `φ = 2^32 - f(u0)`. Summed per label, a pass's writes are `writes_at_zero`
     /// plus the steps at or below `φ`: one binary search per pass instead of one step per run,
     /// with the same integers.
-    fn fill_writes(&mut self, labels: &[u8], label_count: usize, write_fp: u64) {
-        self.write_fp = write_fp;
+    fn fill_writes(&mut self, labels: &[u8], label_count: usize) {
+        let write_fp = self.write_fp;
         self.writes_at_zero.clear();
-        self.write_steps.clear();
+        self.packed_steps.clear();
         self.write_step_sums.clear();
         if write_fp == 0 {
             return;
@@ -368,7 +366,6 @@ impl StridePasses {
         self.row_scratch.resize(label_count, 0);
         for (done, &packed) in steps.iter().enumerate() {
             self.row_scratch[step_label(packed)] += step_sign(packed);
-            self.write_steps.push(packed >> 9);
             if (done + 1) % self.row_every == 0 {
                 self.write_step_sums.extend_from_slice(&self.row_scratch);
             }
@@ -380,7 +377,7 @@ impl StridePasses {
     /// at or below the pass's phase, from the last row before them and then one by one.
     fn add_pass_writes(&mut self, i: u64, writes: &mut [u64]) {
         let phase = i.wrapping_mul(self.write_fp) & 0xFFFF_FFFF;
-        let j = self.write_steps.partition_point(|&p| p <= phase);
+        let j = self.packed_steps.partition_point(|&p| p >> 9 <= phase);
         let n = self.writes_at_zero.len();
         let c = j / self.row_every;
         let row = &self.write_step_sums[c * n..(c + 1) * n];
