@@ -12,9 +12,27 @@ use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 pub(crate) use crate::segshares::SegShares;
 use numalab_workload::stream::{Cursor, Seg, StridePasses};
+use numalab_workload::sweep::{StrideSweep, SweepRuns};
 use numalab_workload::Entry;
 use rand::Rng;
 use std::sync::Arc;
+
+/// Most runs a strided segment is counted by whole passes per run set
+/// (`Entry::take_strided_by_runs`); past this, or when `sweeps` says so, it is swept.
+const BY_RUNS_MAX: usize = 4096;
+/// Longest pass a sweep keeps the labels of (one byte per reference, per thread and entry).
+const SWEEP_MAX_PASS: u64 = 1 << 16;
+
+/// Whether a stride over a segment of `lines` positions cut into `runs` runs is counted by a
+/// sweep (docs/simulator.md, "Strided passes over many runs"). Counting by runs recounts
+/// every run whenever a run boundary falls between two starts: about `min(runs, stride)`
+/// recounts of `runs` runs per sweep of `stride` starts, `runs · min(runs, stride) / stride`
+/// per pass. A sweep's pass costs about one word per label for every 64 references (its
+/// writes), `lines / stride / 64 · 8` on eight nodes. So a sweep once
+/// `8 · runs · min(runs, stride) > lines`, if its pass is short enough to keep.
+fn sweeps(runs: u64, lines: u64, stride: u64) -> bool {
+    8u64.saturating_mul(runs).saturating_mul(runs.min(stride)) > lines && lines.div_ceil(stride.max(1)) <= SWEEP_MAX_PASS
+}
 
 /// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
 /// before the block is tried again.
@@ -344,6 +362,8 @@ pub(crate) struct FastState {
     entry_armed: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
     stride_passes: Vec<StridePasses>,
+    /// Per entry: its current pass's labels, for a segment of many runs.
+    stride_sweeps: Vec<StrideSweep>,
     /// Per entry: pages its walk's last runs were found to share one byte (`same_node_run`).
     known_runs: Vec<KnownRun>,
 }
@@ -639,13 +659,29 @@ impl Hot<'_> {
                     writes.iter_mut().for_each(|w| *w = 0);
                     // By the segment's runs of one node when it has few (the same counts,
                     // a division per run crossed instead of a lookup per reference).
-                    let by_runs = match step.shares.runs(s) {
-                        Some(runs) => {
-                            let key = step.shares.runs_made(s) ^ ((s as u64) << 48);
+                    // Many runs: followed start by start (a sweep) instead.
+                    let key = step.shares.runs_made(s) ^ ((s as u64) << 48);
+                    let by_runs = match (step.shares.runs(s), &e.cursor) {
+                        (Some(runs), Cursor::Strided { seg, stride, .. }) if sweeps(runs.0.len() as u64, seg.lines(), *stride) => {
+                            match step.shares.crossings(s, *stride) {
+                                Some(crossings) => {
+                                    fs.stride_sweeps.resize_with(entries_len, Default::default);
+                                    e.take_strided_by_sweep(
+                                        k,
+                                        SweepRuns { ends: runs.0, labels: runs.1, crossings: &crossings, key },
+                                        &mut fs.stride_sweeps[i],
+                                        counts,
+                                        writes,
+                                    )
+                                }
+                                None => false,
+                            }
+                        }
+                        (Some(runs), _) if runs.0.len() <= BY_RUNS_MAX => {
                             fs.stride_passes.resize_with(entries_len, Default::default);
                             e.take_strided_by_runs(k, runs, key, &mut fs.stride_passes[i], counts, writes)
                         }
-                        None => false,
+                        _ => false,
                     };
                     if !by_runs {
                         e.take_strided(k, |line, write| {

@@ -9,8 +9,11 @@
 use crate::memory::{Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
+use numalab_workload::sweep::StrideCrossings;
 use rand::Rng;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
 /// again.
@@ -21,9 +24,11 @@ const MAX_BACKOFF_EPOCHS: u32 = 64;
 /// lines are then armed in a segment of up to 4 M pages). The names are counted again once
 /// fewer than half this many remain.
 const MAX_ARMED_SET: usize = if cfg!(test) { 8 } else { 1 << 16 };
-/// Most runs of one node kept for a strided segment: past this the pages alternate nodes so
-/// often that counting by runs saves little over counting reference by reference.
-const MAX_RUNS: usize = 4096;
+/// Most runs of one node kept for a strided segment. A segment cut into many runs is counted
+/// by sweeps (numalab_workload::sweep), whose cost grows with the runs only once per runs
+/// remade; the bound keeps a run index within a crossing's packing (2^24) and the runs' memory
+/// (9 bytes each) within 9 MiB per segment.
+const MAX_RUNS: usize = 1 << 20;
 
 /// What a page byte means for the counts: `None` if the page blocks bulk charging (unplaced,
 /// freed, replicated), else its node and whether it is armed.
@@ -144,6 +149,10 @@ struct SegShare {
     run_ends: Vec<u64>,
     run_nodes: Vec<u8>,
     runs_ok: bool,
+    /// The runs' boundaries ordered for each stride an entry sweeps the segment with, made at
+    /// the first sweep after the runs were made (every thread striding over the segment
+    /// shares them).
+    crossings: RefCell<Vec<Arc<StrideCrossings>>>,
     /// Full counts so far: the runs are remade only by a full count, so this names them.
     counts: u64,
     /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
@@ -193,6 +202,7 @@ impl SegShare {
             run_ends: Vec::new(),
             run_nodes: Vec::new(),
             runs_ok: false,
+            crossings: RefCell::new(Vec::new()),
             counts: 0,
             version: 0,
             parts_version: u64::MAX,
@@ -211,6 +221,7 @@ impl SegShare {
         self.armed.clear();
         self.run_ends.clear();
         self.run_nodes.clear();
+        self.crossings.get_mut().clear();
         let mut runs_ok = self.runs_wanted;
         let seg = self.seg;
         let mut pos = 0u64;
@@ -482,6 +493,22 @@ impl SegShares {
     pub fn runs(&self, i: usize) -> Option<(&[u64], &[u8])> {
         let s = &self.segs[i];
         s.runs_ok.then_some((&s.run_ends[..], &s.run_nodes[..]))
+    }
+
+    /// Segment `i`'s runs' boundaries ordered by their residue modulo `stride`, when it has
+    /// runs (made once per runs and stride, then shared).
+    pub fn crossings(&self, i: usize, stride: u64) -> Option<Arc<StrideCrossings>> {
+        let s = &self.segs[i];
+        if !s.runs_ok {
+            return None;
+        }
+        let mut made = s.crossings.borrow_mut();
+        if let Some(c) = made.iter().find(|c| c.stride() == stride) {
+            return Some(Arc::clone(c));
+        }
+        let c = Arc::new(StrideCrossings::new(&s.run_ends, stride)?);
+        made.push(Arc::clone(&c));
+        Some(c)
     }
 
     /// Every line of segment `i` is on one node (its share is exactly 1).

@@ -15,6 +15,7 @@ pub mod presets;
 pub mod program;
 pub mod schema;
 pub mod stream;
+pub mod sweep;
 pub mod synth;
 
 mod compile;

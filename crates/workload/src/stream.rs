@@ -635,6 +635,11 @@ impl Entry {
         }
     }
 
+    /// `write_frac` in 32-bit fixed point (the per-reference write rule's `w`).
+    pub(crate) fn write_fp(&self) -> u64 {
+        self.write_fp
+    }
+
     pub fn remaining(&self) -> u64 {
         self.refs - self.issued
     }
