@@ -9,7 +9,7 @@
 //! faults, replicated pages) still goes through the exact path.
 
 use crate::hot::{kind_index, Hot, SlowRef, Tally};
-use crate::memory::{ARMED, NODE_MASK, SLOW};
+use crate::memory::SLOW;
 pub(crate) use crate::segshares::SegShares;
 use numalab_workload::stream::{Cursor, Seg, StridePasses};
 use numalab_workload::sweep::{StrideSweep, SweepRuns};
@@ -121,9 +121,7 @@ impl FastEntry {
     pub fn needs(&self) -> impl Iterator<Item = (usize, bool)> {
         let seg = match self.kind {
             FastKind::Random(s) => Some((s, false)),
-            // A stride with an escape is charged by shares; without one it stops at its
-            // first reference to an armed page (`block`).
-            FastKind::Strided(s) => Some((s, self.escape.is_some())),
+            FastKind::Strided(s) => Some((s, true)),
             _ => None,
         };
         seg.into_iter().chain(self.escape.map(|e| (e.0, false)))
@@ -612,8 +610,6 @@ impl Hot<'_> {
                 (None, FastKind::Random(s) | FastKind::Strided(s), None) if step.shares.armed_frac(s) == 0.0 => {
                     (dot(step.shares.share(s), row), 0.0)
                 }
-                // Armed pages are not drawn for a stride: it is stopped before them below.
-                (None, FastKind::Strided(s), None) => (dot(step.shares.share(s), row), 0.0),
                 _ => {
                     let armed = fs.shares_of(fe, home_node, step.shares);
                     (dot(&fs.share, row), armed)
@@ -625,28 +621,7 @@ impl Hot<'_> {
             mean_ns += w as f64 / total as f64 * ns;
         }
         let room = ((self.end - clock) / mean_ns.max(1e-9)).ceil().clamp(1.0, 1e18) as u128;
-        let mut p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
-        // A stride over a segment with armed pages visits given pages, so the reference that
-        // reaches an armed one must fault: the block ends before it (the references up to it
-        // charged in bulk, that one through the exact path, as a walk reaching a slow page).
-        // Only the references the block would charge are looked at; when the first armed one
-        // is near, the exact path takes the next references instead.
-        for (i, e) in entries.iter().enumerate() {
-            let (FastKind::Strided(s), None) = (step.kinds[i].kind, step.kinds[i].escape) else { continue };
-            let w = e.refs as u128;
-            if w == 0 || step.shares.armed_frac(s) == 0.0 {
-                continue;
-            }
-            let want = (div_u128(p * w, total) as u64).saturating_sub(e.issued).min(e.remaining());
-            let (home, shift) = (self.home, self.shift);
-            let clear = e.strided_until(want, |line| home[(line >> shift) as usize] & ARMED != 0).unwrap_or(0);
-            if clear < want {
-                if clear < EXACT_STRETCH {
-                    return None;
-                }
-                p = p.min(div_u128((e.issued as u128 + clear as u128 + 1) * total - 1, w));
-            }
-        }
+        let p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
         let mut left = max;
         let mut charged = 0;
         let entries_len = entries.len();
@@ -710,7 +685,7 @@ impl Hot<'_> {
                     };
                     if !by_runs {
                         e.take_strided(k, |line, write| {
-                            let j = (home[(line >> shift) as usize] & NODE_MASK) as usize;
+                            let j = home[(line >> shift) as usize] as usize;
                             counts[j] += 1;
                             writes[j] += u64::from(write);
                         });
@@ -1048,58 +1023,6 @@ mod tests {
         fs.flush(&mut acc, &mut wr);
         assert_eq!(acc.iter().sum::<u64>(), before, "every reference that did not fault is charged once");
         assert!((acc[0] as f64 / before as f64 - 0.5).abs() < 0.01, "unarmed lines are half on each node: {acc:?}");
-    }
-
-    /// A stride reaches an armed page on a given reference, and that reference faults: the
-    /// references before it are charged in bulk when the armed page is far, by the exact path
-    /// when it is near (`EXACT_STRETCH`), the same counts either way.
-    #[test]
-    fn a_stride_faults_on_the_reference_that_reaches_an_armed_page() {
-        use crate::memory::Memory;
-        use numalab_workload::stream::{AccessKind, Seg};
-        // 256 pages of 4 lines alternating nodes 0 and 1, a stride of one page: reference q
-        // of the first pass is on page q.
-        for armed_page in [3u64, 63, 64, 200, 255] {
-            let mut mem = Memory::new(256, vec![256, 256]);
-            for p in 0..256 {
-                mem.place(p, (p % 2) as u16);
-            }
-            mem.arm(armed_page);
-            let mut shares = SegShares::default();
-            let cursor = Cursor::Strided { seg: Seg::contiguous(0, 1024), pos: 0, start: 0, stride: 4 };
-            let mut entries = vec![Entry::new(cursor, 1 << 20, 0.5, AccessKind::Stream, None)];
-            let kinds: Vec<FastEntry> =
-                entries.iter().map(|e| FastEntry::of(e, &mut shares, &mut EscapeMemo::default(), 2).unwrap()).collect();
-            assert_eq!(kinds[0].needs().collect::<Vec<_>>(), [(0, false)], "armed pages do not hold a stride back");
-            assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
-            let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
-            let hot = Hot {
-                home: mem.home(),
-                home_gen: mem.generation(),
-                shift: 2,
-                n: 2,
-                end: f64::INFINITY,
-                gap_exp_ns: 0.0,
-                slow_from: SLOW,
-                maps: &[],
-                node: 0,
-            };
-            let cost = [10.0, 20.0].repeat(3);
-            let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
-            let mut rng = numalab_core::rng::stream(5, "fast-stride-armed-test", 0);
-            let mut fs = FastState::default();
-            fs.reset(2);
-            let mut t = Tally { rng: &mut rng, acc: &mut acc, wr: &mut wr, cost: &cost };
-            let (issued, clock, slow) = hot.issue_fast(&mut entries, &step, &mut fs, 1 << 40, &mut t, 0.0);
-            assert_eq!(slow.map(|s| s.0), Some(armed_page), "the fault is on the armed page");
-            assert_eq!(issued, armed_page + 1, "armed page {armed_page}: the references before it, then it");
-            fs.flush(&mut acc, &mut wr);
-            // Pages 0 .. armed_page, even ones on node 0; every other reference writes.
-            let on_0 = armed_page.div_ceil(2);
-            assert_eq!(acc, [on_0, armed_page - on_0], "armed page {armed_page}");
-            assert_eq!(wr.iter().sum::<u64>(), armed_page / 2, "armed page {armed_page}");
-            assert_eq!(clock, on_0 as f64 * 10.0 + (armed_page - on_0) as f64 * 20.0);
-        }
     }
 
     #[test]

@@ -534,25 +534,6 @@ impl Entry {
         true
     }
 
-    /// How many of a strided cursor's next references, at most `max`, come before the first
-    /// whose line `stop` accepts, without moving the cursor (the positions `take_strided`
-    /// would visit); `None` for any other cursor.
-    pub fn strided_until(&self, max: u64, mut stop: impl FnMut(u64) -> bool) -> Option<u64> {
-        let Cursor::Strided { seg, pos, start, stride } = &self.cursor else { return None };
-        let (lines, stride) = (seg.lines(), *stride);
-        let (mut pos, mut start) = (*pos, *start);
-        let mut clear = 0;
-        while clear < max && !stop(seg.line_at(pos)) {
-            clear += 1;
-            pos += stride;
-            if pos >= lines {
-                start = (start + 1) % stride.min(lines).max(1);
-                pos = start;
-            }
-        }
-        Some(clear)
-    }
-
     /// `take_strided` counted by runs: `ends[r]` is the (exclusive) end, as a position in
     /// the segment, of run `r` of consecutive positions with label `labels[r]` (runs in
     /// order, the last ending at the segment's length). Adds to `counts[label]` and
@@ -805,27 +786,6 @@ mod tests {
                 proptest::prop_assert_eq!(&a, &b);
             }
         }
-    }
-
-    #[test]
-    fn strided_until_looks_ahead_without_moving() {
-        let seg = Seg { start: 100, chunk: 7, step: 20, chunks: 5 };
-        let e = Entry::new(Cursor::Strided { seg, pos: 3, start: 3, stride: 4 }, 1000, 0.3, AccessKind::Stream, None);
-        let mut rng = numalab_core::rng::stream(1, "strided-until-test", 0);
-        let lines: Vec<u64> = {
-            let mut a = e.clone();
-            (0..40).map(|_| a.next(&mut rng).0).collect()
-        };
-        for (q, &line) in lines.iter().enumerate() {
-            // The first reference to `line` is at index q when lines do not repeat before it.
-            let first = lines.iter().position(|&l| l == line).unwrap() as u64;
-            assert_eq!(e.strided_until(1000, |l| l == line), Some(first), "line {line} (reference {q})");
-        }
-        assert_eq!(e.strided_until(5, |_| false), Some(5), "capped at max");
-        assert_eq!(e.strided_until(5, |_| true), Some(0));
-        let mut walk = Entry::new(Cursor::Fixed { line: 5 }, 10, 0.0, AccessKind::Stream, None);
-        assert_eq!(walk.strided_until(3, |_| true), None);
-        assert_eq!(walk.take_run(0), 0);
     }
 
     #[test]
