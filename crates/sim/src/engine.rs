@@ -81,6 +81,9 @@ struct Thread {
     stage_started: bool,
     /// Per kind (3) x node: ns per access this epoch.
     cost: Vec<f64>,
+    /// What `cost` was built from: the CPU share, the compute ns per access and the solve
+    /// (`World::solves`). The same three give the same table, so it is not built again.
+    cost_from: (f64, f64, u64),
     gap_exp_ns: f64,
     /// Counters of the current epoch.
     acc: Vec<u64>,
@@ -161,6 +164,8 @@ pub(crate) struct World<'a> {
     solved_for: Vec<Demand>,
     /// The CPU shares the cost tables were built with.
     solved_share: Vec<f64>,
+    /// Contention solves so far (names the latencies the cost tables use).
+    solves: u64,
     /// Steps begun by any thread so far, and that count when the loop's last step began: a
     /// window follows only a step of the loop in which no thread began a step, so the demand
     /// it was solved for is the traffic of the steps the threads are in (docs/simulator.md,
@@ -320,6 +325,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     stage: 0,
                     stage_started: false,
                     cost: vec![0.0; 3 * n],
+                    cost_from: (f64::NAN, f64::NAN, u64::MAX),
                     gap_exp_ns: 0.0,
                     acc: vec![0; n],
                     wr: vec![0; n],
@@ -388,6 +394,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),
             solved_share: Vec::new(),
+            solves: 0,
             steps_begun: 0,
             steps_begun_at_last: 0,
             loop_steps: 0,
@@ -583,6 +590,7 @@ impl World<'_> {
         // demands within the tolerance it reuses solves by, the exact engine only identical ones.
         let merge_tolerance = Some(if self.cfg.engine == EngineKind::Fast { self.cfg.memory.demand_tolerance } else { 0.0 });
         self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance);
+        self.solves += 1;
         self.build_costs();
     }
 
@@ -594,6 +602,12 @@ impl World<'_> {
             let share = self.share[t].max(1e-3);
             let compute = self.compute_ns(t, &self.threads[t]);
             let th = &mut self.threads[t];
+            // A background task or a neighbour changes a few threads' shares: only their
+            // tables change (3 · nodes divisions each).
+            if th.cost_from == (share, compute, self.solves) {
+                continue;
+            }
+            th.cost_from = (share, compute, self.solves);
             for k in 0..3 {
                 for j in 0..n {
                     th.cost[k * n + j] = (compute + self.cont.latency(t)[j] / self.mlp[k]) / share;

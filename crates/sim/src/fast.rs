@@ -360,6 +360,8 @@ pub(crate) struct FastState {
     entry_ns: Vec<f64>,
     /// Per entry of the block: the chance that a reference lands on an armed page.
     entry_armed: Vec<f64>,
+    /// Per entry of the block (`n` each): its `shares_of`, where the block needed them.
+    entry_share: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
     stride_passes: Vec<StridePasses>,
     /// Per entry: its current pass's labels, for a segment of many runs.
@@ -579,6 +581,7 @@ impl Hot<'_> {
         fs.home_node.clear();
         fs.entry_ns.clear();
         fs.entry_armed.clear();
+        fs.entry_share.resize(entries.len() * n, 0.0);
         for (i, e) in entries.iter().enumerate() {
             let w = e.refs as u128;
             let fe = &step.kinds[i];
@@ -612,6 +615,8 @@ impl Hot<'_> {
                 }
                 _ => {
                     let armed = fs.shares_of(fe, home_node, step.shares);
+                    // Kept for the charge below: the shares cannot change inside a block.
+                    fs.entry_share[i * n..(i + 1) * n].copy_from_slice(&fs.share);
                     (dot(&fs.share, row), armed)
                 }
             };
@@ -710,10 +715,10 @@ impl Hot<'_> {
                     fs.add_pending(k, writes, step.shares.share(s));
                 }
                 _ => {
-                    fs.shares_of(&fe, home_node, step.shares);
-                    let share = std::mem::take(&mut fs.share);
-                    fs.add_pending(k, writes, &share);
-                    fs.share = share;
+                    // `shares_of` as computed for this entry before the charge.
+                    let share = std::mem::take(&mut fs.entry_share);
+                    fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
+                    fs.entry_share = share;
                 }
             }
             if faults {
