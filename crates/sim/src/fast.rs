@@ -1030,6 +1030,72 @@ mod tests {
         assert!((acc[0] as f64 / before as f64 - 0.5).abs() < 0.01, "unarmed lines are half on each node: {acc:?}");
     }
 
+    /// Which way a stride over a segment of many runs is counted.
+    #[test]
+    fn sweeps_where_recounting_runs_would_cost_more() {
+        // bt-like's z sweep on server-b-8n: 6.5 M lines, stride 16,402; about 80 runs under
+        // first touch, up to one per page under AutoNUMA.
+        assert!(!sweeps(80, 6_500_000, 16_402));
+        assert!(sweeps(100_000, 6_500_000, 16_402));
+        // A y sweep over one thread's block: 82 k lines, stride 101.
+        assert!(!sweeps(100, 82_000, 101));
+        assert!(sweeps(300, 82_000, 101));
+        // A pass longer than a sweep keeps is not swept.
+        assert!(!sweeps(1 << 20, 1 << 30, 2));
+    }
+
+    /// A stride over 256 pages alternating nodes (256 runs: swept) charges each reference on
+    /// its page's node and its writes by the floor rule, through the whole fast path.
+    #[test]
+    fn a_stride_over_many_runs_is_charged_on_its_pages() {
+        use crate::memory::Memory;
+        use numalab_workload::stream::{AccessKind, Seg};
+        let mut mem = Memory::new(256, vec![256, 256]);
+        for p in 0..256 {
+            mem.place(p, u16::from(p % 3 == 0));
+        }
+        let mut shares = SegShares::default();
+        // 1024 lines (4 per page), stride 5 lines: passes cross pages unevenly.
+        let cursor = Cursor::Strided { seg: Seg::contiguous(0, 1024), pos: 0, start: 0, stride: 5 };
+        let mut entries = vec![Entry::new(cursor, 1 << 20, 0.375, AccessKind::Stream, None)];
+        let mut reference = entries[0].clone();
+        let kinds: Vec<FastEntry> = entries.iter().map(|e| FastEntry::of(e, &mut shares, &mut EscapeMemo::default(), 2).unwrap()).collect();
+        assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
+        let runs = shares.runs(0).expect("runs of one node").0.len() as u64;
+        assert!(sweeps(runs, 1024, 5), "{runs} runs");
+        let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
+        let hot = Hot {
+            home: mem.home(),
+            home_gen: mem.generation(),
+            shift: 2,
+            n: 2,
+            end: f64::INFINITY,
+            gap_exp_ns: 0.0,
+            slow_from: SLOW,
+            maps: &[],
+            node: 0,
+        };
+        let cost = [10.0, 20.0].repeat(3);
+        let mut rng = numalab_core::rng::stream(5, "fast-sweep-test", 0);
+        let mut fs = FastState::default();
+        fs.reset(2);
+        for k in [1u64, 7, 204, 205, 1000, 5000] {
+            let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
+            let mut t = Tally { rng: &mut rng, acc: &mut acc, wr: &mut wr, cost: &cost };
+            let (issued, _, slow) = hot.issue_fast(&mut entries, &step, &mut fs, k, &mut t, 0.0);
+            assert_eq!((issued, slow.is_none()), (k, true));
+            fs.flush(&mut acc, &mut wr);
+            let (mut acc_ref, mut wr_ref) = ([0u64; 2], [0u64; 2]);
+            reference.take_strided(k, |line, write| {
+                let j = usize::from(mem.home()[(line >> 2) as usize]);
+                acc_ref[j] += 1;
+                wr_ref[j] += u64::from(write);
+            });
+            assert_eq!((acc, wr), (acc_ref, wr_ref), "{k} references");
+        }
+        assert_eq!(entries[0], reference);
+    }
+
     #[test]
     fn expected_shares_count_what_is_pending_before_rounding() {
         let mut fs = FastState::default();
