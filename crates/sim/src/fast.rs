@@ -788,6 +788,21 @@ impl FastState {
 mod tests {
     use super::*;
 
+    /// The hot loop over a two-node memory of 4-line pages, with no epoch end.
+    fn two_node_hot(mem: &crate::memory::Memory) -> Hot<'_> {
+        Hot {
+            home: mem.home(),
+            home_gen: mem.generation(),
+            shift: 2,
+            n: 2,
+            end: f64::INFINITY,
+            gap_exp_ns: 0.0,
+            slow_from: SLOW,
+            maps: &[],
+            node: 0,
+        }
+    }
+
     #[test]
     fn div_u128_gives_the_quotient_on_both_sides_of_64_bits() {
         let big = u128::from(u64::MAX);
@@ -995,17 +1010,7 @@ mod tests {
         assert!(shares.ready(0, &mem, 2, 0.0, 1.0));
         assert_eq!(shares.armed_frac(0), 0.25);
         let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
-        let hot = Hot {
-            home: mem.home(),
-            home_gen: mem.generation(),
-            shift: 2,
-            n: 2,
-            end: f64::INFINITY,
-            gap_exp_ns: 0.0,
-            slow_from: SLOW,
-            maps: &[],
-            node: 0,
-        };
+        let hot = two_node_hot(&mem);
         // ns per reference by kind and node (only the random kind's row is read).
         let cost = [10.0, 20.0].repeat(3);
         let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
@@ -1064,17 +1069,7 @@ mod tests {
         let runs = shares.runs(0).expect("runs of one node").0.len() as u64;
         assert!(sweeps(runs, 1024, 5), "{runs} runs");
         let step = FastStep { kinds: &kinds, shares: &shares, total_refs: entries[0].refs, lpp: 4 };
-        let hot = Hot {
-            home: mem.home(),
-            home_gen: mem.generation(),
-            shift: 2,
-            n: 2,
-            end: f64::INFINITY,
-            gap_exp_ns: 0.0,
-            slow_from: SLOW,
-            maps: &[],
-            node: 0,
-        };
+        let hot = two_node_hot(&mem);
         let cost = [10.0, 20.0].repeat(3);
         let mut rng = numalab_core::rng::stream(5, "fast-sweep-test", 0);
         let mut fs = FastState::default();

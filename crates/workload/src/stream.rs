@@ -721,6 +721,21 @@ impl Swrr {
     }
 }
 
+/// Test support for the strided counters: a chunked segment, a position on it and its pass's
+/// start, and run ends cut at `cuts` (each taken modulo the segment's lines, plus the end).
+#[cfg(test)]
+pub(crate) fn strided_case(chunk: u64, chunks: u64, gap: u64, stride: u64, pos_seed: u64, cuts: &[u64]) -> (Seg, u64, u64, Vec<u64>) {
+    let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
+    let lines = seg.lines();
+    let pos = pos_seed % lines;
+    let start = pos % stride.min(lines);
+    let mut ends: Vec<u64> = cuts.iter().map(|c| 1 + c % lines).collect();
+    ends.push(lines);
+    ends.sort_unstable();
+    ends.dedup();
+    (seg, pos, start, ends)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -754,15 +769,8 @@ mod tests {
             table_after in proptest::prop_oneof![proptest::strategy::Just(0u32), proptest::strategy::Just(2), proptest::strategy::Just(WRITE_TABLE_AFTER_PASSES)],
             dense_entries in proptest::prop_oneof![proptest::strategy::Just(0usize), proptest::strategy::Just(WRITE_TABLE_DENSE_ENTRIES)],
         ) {
-            let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
-            let lines = seg.lines();
-            let pos = pos_seed % lines;
-            let start = pos % stride.min(lines);
             // Runs: cut the segment's positions at the given points, labels cycling 0..3.
-            let mut ends: Vec<u64> = cuts.iter().map(|c| 1 + c % lines).collect();
-            ends.push(lines);
-            ends.sort_unstable();
-            ends.dedup();
+            let (seg, pos, start, ends) = super::strided_case(chunk, chunks, gap, stride, pos_seed, &cuts);
             let labels: Vec<u8> = (0..ends.len()).map(|r| (r % 3) as u8).collect();
             let label_of = |line: u64| {
                 // The position of an absolute line of the segment.

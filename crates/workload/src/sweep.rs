@@ -331,16 +331,9 @@ mod tests {
             label_count in proptest::prop_oneof![proptest::strategy::Just(3usize), proptest::strategy::Just(12)],
             ks in proptest::collection::vec((0u64..3000, proptest::bool::ANY), 1..6),
         ) {
-            let seg = Seg { start: 1000, chunk, step: chunk + gap, chunks };
-            let lines = seg.lines();
-            let pos = pos_seed % lines;
-            let start = pos % stride.min(lines);
             // Runs: cut the segment's positions at the given points, labels cycling; a
             // recut (the second element of a `ks` item) shifts the labels by one.
-            let mut ends: Vec<u64> = cuts.iter().map(|c| 1 + c % lines).collect();
-            ends.push(lines);
-            ends.sort_unstable();
-            ends.dedup();
+            let (seg, pos, start, ends) = crate::stream::strided_case(chunk, chunks, gap, stride, pos_seed, &cuts);
             let crossings = StrideCrossings::new(&ends, stride).unwrap();
             let mk = || Entry::new(Cursor::Strided { seg, pos, start, stride }, 1 << 20, write_frac, AccessKind::Stream, None);
             let (mut a, mut b) = (mk(), mk());
