@@ -614,10 +614,9 @@ impl Hot<'_> {
                     (dot(step.shares.share(s), row), 0.0)
                 }
                 _ => {
-                    let armed = fs.shares_of(fe, home_node, step.shares);
                     // Kept for the charge below: the shares cannot change inside a block.
-                    fs.entry_share[i * n..(i + 1) * n].copy_from_slice(&fs.share);
-                    (dot(&fs.share, row), armed)
+                    let armed = fs.shares_of(i, fe, home_node, step.shares);
+                    (dot(&fs.entry_share[i * n..(i + 1) * n], row), armed)
                 }
             };
             fs.home_node.push(home_node);
@@ -751,13 +750,14 @@ impl Hot<'_> {
 }
 
 impl FastState {
-    /// Where an entry's next references go that land on unarmed pages, as node shares (in
-    /// `self.share`): its page's node (walk, fixed) or its segment's unarmed lines (random,
-    /// strided), mixed with the escape shares at the escape probability, over the share of
-    /// references that land on unarmed pages. Returns the chance that a reference lands on
-    /// an armed page.
-    fn shares_of(&mut self, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> f64 {
-        let out = &mut self.share;
+    /// Where entry `i`'s next references go that land on unarmed pages, as node shares (in
+    /// its row of `self.entry_share`): its page's node (walk, fixed) or its segment's unarmed
+    /// lines (random, strided), mixed with the escape shares at the escape probability, over
+    /// the share of references that land on unarmed pages. Returns the chance that a
+    /// reference lands on an armed page.
+    fn shares_of(&mut self, i: usize, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> f64 {
+        let n = self.share.len();
+        let out = &mut self.entry_share[i * n..(i + 1) * n];
         let mut armed = 0.0;
         match (home_node, fe.kind) {
             (Some(j), _) => {

@@ -11,9 +11,8 @@ use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
 use rand::Rng;
-use std::cell::RefCell;
+use std::cell::{Ref, RefCell};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 /// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
 /// again.
@@ -152,7 +151,7 @@ struct SegShare {
     /// The runs' boundaries ordered for each stride an entry sweeps the segment with, made at
     /// the first sweep after the runs were made (every thread striding over the segment
     /// shares them).
-    crossings: RefCell<Vec<Arc<StrideCrossings>>>,
+    crossings: RefCell<Vec<StrideCrossings>>,
     /// Full counts so far: the runs are remade only by a full count, so this names them.
     counts: u64,
     /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
@@ -497,18 +496,16 @@ impl SegShares {
 
     /// Segment `i`'s runs' boundaries ordered by their residue modulo `stride`, when it has
     /// runs (made once per runs and stride, then shared).
-    pub fn crossings(&self, i: usize, stride: u64) -> Option<Arc<StrideCrossings>> {
+    pub fn crossings(&self, i: usize, stride: u64) -> Option<Ref<'_, StrideCrossings>> {
         let s = &self.segs[i];
         if !s.runs_ok {
             return None;
         }
-        let mut made = s.crossings.borrow_mut();
-        if let Some(c) = made.iter().find(|c| c.stride() == stride) {
-            return Some(Arc::clone(c));
+        if !s.crossings.borrow().iter().any(|c| c.stride() == stride) {
+            let made = StrideCrossings::new(&s.run_ends, stride)?;
+            s.crossings.borrow_mut().push(made);
         }
-        let c = Arc::new(StrideCrossings::new(&s.run_ends, stride)?);
-        made.push(Arc::clone(&c));
-        Some(c)
+        Ref::filter_map(s.crossings.borrow(), |made| made.iter().find(|c| c.stride() == stride)).ok()
     }
 
     /// Every line of segment `i` is on one node (its share is exactly 1).

@@ -397,6 +397,15 @@ impl StridePasses {
     }
 }
 
+/// The floor rule with `w` in 32-bit fixed point: reference `i` writes when
+/// `floor((i+1)·w) > floor(i·w)` (docs/workloads.md, "Generator semantics").
+#[inline(always)]
+pub(crate) fn is_write(i: u64, write_fp: u64) -> bool {
+    // floor((i+1)w) > floor(iw) exactly when the fractional part of i·w plus w carries: only
+    // i·w mod 2^32 matters, which wrapping arithmetic gives exactly.
+    ((i.wrapping_mul(write_fp) & 0xFFFF_FFFF) + write_fp) >> 32 != 0
+}
+
 impl Entry {
     pub fn new(cursor: Cursor, refs: u64, write_frac: f64, kind: AccessKind, escape: Option<Escape>) -> Entry {
         let write_fp = (write_frac.clamp(0.0, 1.0) * 4_294_967_296.0).round() as u64;
@@ -407,10 +416,7 @@ impl Entry {
     /// in 32-bit fixed point: integer arithmetic, exact for w = 0, 1 and binary fractions.
     #[inline(always)]
     pub fn is_write(&self, i: u64) -> bool {
-        // floor((i+1)w) > floor(iw) exactly when the fractional part of i·w plus w carries:
-        // only i·w mod 2^32 matters, which wrapping arithmetic gives exactly.
-        let w = self.write_fp;
-        ((i.wrapping_mul(w) & 0xFFFF_FFFF) + w) >> 32 != 0
+        is_write(i, self.write_fp)
     }
 
     /// Next reference: `(line, is_write)`.
@@ -523,7 +529,7 @@ impl Entry {
         let Cursor::Strided { seg, pos, start, stride } = &mut self.cursor else { return false };
         let lines = seg.lines();
         for i in first..first + k {
-            visit(seg.line_at(*pos), ((i.wrapping_mul(w) & 0xFFFF_FFFF) + w) >> 32 != 0);
+            visit(seg.line_at(*pos), is_write(i, w));
             *pos += *stride;
             if *pos >= lines {
                 *start = (*start + 1) % (*stride).min(lines).max(1);

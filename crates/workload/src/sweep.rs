@@ -18,6 +18,8 @@ use crate::stream::{Cursor, Entry};
 
 /// Bits of a packed crossing that hold the run index.
 const RUN_BITS: u32 = 24;
+/// The floor rule's phases are `i·w mod 2^32`.
+const PHASE_MASK: u64 = 0xFFFF_FFFF;
 
 /// The run boundaries of one segment ordered by their position modulo one stride: the starts
 /// at which a reference of a pass leaves one run for the next.
@@ -52,6 +54,11 @@ impl StrideCrossings {
     fn run(&self, c: usize) -> usize {
         (self.packed[c] & ((1 << RUN_BITS) - 1)) as usize
     }
+
+    /// The first crossing whose residue is above `s`.
+    fn first_above(&self, s: u64) -> usize {
+        self.packed.partition_point(|&c| c >> RUN_BITS <= s)
+    }
 }
 
 /// One thread's view of its current pass: the label of each of its references.
@@ -74,10 +81,9 @@ pub struct StrideSweep {
     /// bits its mask shares with the pass's write bits ([`WriteWords`]).
     masks: Vec<u64>,
     words: usize,
-    /// The write bits of 64 consecutive references for this entry's write fraction.
+    /// The write bits of 64 consecutive references for this entry's write fraction (made
+    /// again when another fraction uses the sweep).
     write_words: WriteWords,
-    /// The write fraction (32-bit fixed point) `write_words` is for.
-    write_fp: u64,
 }
 
 /// The floor rule's write bits of 64 consecutive references as a function of the first one's
@@ -96,16 +102,17 @@ struct WriteWords {
 
 impl WriteWords {
     fn new(write_fp: u64) -> WriteWords {
-        const MASK: u64 = 0xFFFF_FFFF;
         // Bit q turns on where bit q + 1 of the previous reference turned off: the points
         // are the 65 phases -q·w, q = 0..=64 (a word of 64 floor-rule bits takes at most 65
         // values).
-        let mut bounds: Vec<u64> = (0..=64u64).map(|q| 0u64.wrapping_sub(q.wrapping_mul(write_fp)) & MASK).collect();
+        let mut bounds: Vec<u64> = (0..=64u64).map(|q| 0u64.wrapping_sub(q.wrapping_mul(write_fp)) & PHASE_MASK).collect();
         bounds.sort_unstable();
         bounds.dedup();
         let words = bounds
             .iter()
-            .map(|&phase| (0..64u64).fold(0u64, |word, q| word | (((((phase + q.wrapping_mul(write_fp)) & MASK) + write_fp) >> 32) << q)))
+            .map(|&phase| {
+                (0..64u64).fold(0u64, |word, q| word | (((((phase + q.wrapping_mul(write_fp)) & PHASE_MASK) + write_fp) >> 32) << q))
+            })
             .collect();
         WriteWords { write_fp, bounds, words }
     }
@@ -119,7 +126,8 @@ impl WriteWords {
 impl StrideSweep {
     /// Labels for the pass from `s`, looked up run by run (the runs' ends are ascending, and
     /// so are the pass's positions).
-    fn fill(&mut self, (ends, labels): (&[u64], &[u8]), crossings: &StrideCrossings, label_count: usize, s: u64, key: u64, write_fp: u64) {
+    fn fill(&mut self, on: &SweepRuns<'_>, label_count: usize, s: u64) {
+        let SweepRuns { ends, labels, crossings, key } = *on;
         let (lines, stride) = (*ends.last().expect("at least one run"), crossings.stride);
         self.labels.clear();
         self.per_label.clear();
@@ -146,17 +154,15 @@ impl StrideSweep {
         for (q, &label) in self.labels.iter().enumerate() {
             self.masks[label as usize * self.words + q / 64] |= 1 << (q % 64);
         }
-        if write_fp != 0 && (self.write_words.write_fp != write_fp || self.write_words.bounds.is_empty()) {
-            self.write_words = WriteWords::new(write_fp);
-        }
-        self.next = crossings.packed.partition_point(|&c| c >> RUN_BITS <= s);
-        (self.key, self.stride, self.start, self.write_fp, self.valid) = (key, stride, s, write_fp, true);
+        self.next = crossings.first_above(s);
+        (self.key, self.stride, self.start, self.valid) = (key, stride, s, true);
     }
 
     /// Move the pass one start on, to `s` (the previous start plus one): every run ending at
     /// a position congruent to `s` hands one reference to the next run, and the last run's
     /// hands it out of the segment (the pass gets one reference shorter).
-    fn advance(&mut self, (ends, labels): (&[u64], &[u8]), crossings: &StrideCrossings, s: u64) {
+    fn advance(&mut self, on: &SweepRuns<'_>, s: u64) {
+        let SweepRuns { ends, labels, crossings, .. } = *on;
         let stride = self.stride;
         while self.next < crossings.packed.len() && crossings.residue(self.next) == s {
             let r = crossings.run(self.next);
@@ -186,39 +192,34 @@ impl StrideSweep {
 /// Adds to `counts[label]` and `writes[label]` the references `labels` (with consecutive
 /// indices from `first`) issue on each label, reference `i` writing by the floor rule with
 /// `write_fp` (docs/workloads.md, "Generator semantics").
-fn count_labels(labels: &[u8], first: u64, write_fp: u64, count: bool, counts: &mut [u64], writes: &mut [u64]) {
-    const MASK: u64 = 0xFFFF_FFFF;
+fn count_labels(labels: &[u8], first: u64, write_fp: u64, counts: &mut [u64], writes: &mut [u64]) {
     if labels.is_empty() {
         return;
     }
     if counts.len() <= 8 {
         // Eight 8-bit counters in one register, emptied every 255 references: no store to
         // reload per reference, and a shift of a 64-bit word per label.
-        let mut phase = first.wrapping_mul(write_fp) & MASK;
+        let mut phase = first.wrapping_mul(write_fp) & PHASE_MASK;
         for part in labels.chunks(255) {
             let (mut by_label, mut written) = (0u64, 0u64);
             for &label in part {
                 let lane = 1u64 << (8 * u32::from(label));
                 by_label += lane;
                 written += lane & ((phase + write_fp) >> 32).wrapping_neg();
-                phase = (phase + write_fp) & MASK;
+                phase = (phase + write_fp) & PHASE_MASK;
             }
             for (j, (c, w)) in counts.iter_mut().zip(writes.iter_mut()).enumerate() {
-                if count {
-                    *c += (by_label >> (8 * j)) & 0xFF;
-                }
+                *c += (by_label >> (8 * j)) & 0xFF;
                 *w += (written >> (8 * j)) & 0xFF;
             }
         }
         return;
     }
-    let mut phase = first.wrapping_mul(write_fp) & MASK;
+    let mut phase = first.wrapping_mul(write_fp) & PHASE_MASK;
     for &label in labels {
-        if count {
-            counts[label as usize] += 1;
-        }
+        counts[label as usize] += 1;
         writes[label as usize] += (phase + write_fp) >> 32;
-        phase = (phase + write_fp) & MASK;
+        phase = (phase + write_fp) & PHASE_MASK;
     }
 }
 
@@ -246,8 +247,6 @@ impl Entry {
         counts: &mut [u64],
         writes: &mut [u64],
     ) -> bool {
-        let SweepRuns { ends, labels, crossings, key } = on;
-        let runs = (ends, labels);
         if self.escape.is_some() {
             return false;
         }
@@ -255,15 +254,18 @@ impl Entry {
         let mut i = self.issued;
         let Cursor::Strided { seg, pos, start, stride } = &mut self.cursor else { return false };
         let (lines, stride) = (seg.lines(), *stride);
-        if *pos < *start || (*pos - *start) % stride != 0 || runs.0.last() != Some(&lines) || crossings.stride != stride {
+        if *pos < *start || (*pos - *start) % stride != 0 || on.ends.last() != Some(&lines) || on.crossings.stride != stride {
             return false;
+        }
+        if write_fp != 0 && sweep.write_words.write_fp != write_fp {
+            sweep.write_words = WriteWords::new(write_fp);
         }
         let starts = stride.min(lines).max(1);
         let mut left = k;
         while left > 0 {
             let s = *start;
-            if !(sweep.valid && sweep.key == key && sweep.stride == stride && sweep.start == s && sweep.write_fp == write_fp) {
-                sweep.fill(runs, crossings, counts.len(), s, key, write_fp);
+            if !(sweep.valid && sweep.key == on.key && sweep.stride == stride && sweep.start == s) {
+                sweep.fill(&on, counts.len(), s);
             }
             let in_pass = sweep.labels.len() as u64;
             let q0 = (*pos - s) / stride;
@@ -276,17 +278,17 @@ impl Entry {
                 // Reference q of the pass is reference i + q of the entry: per label, the
                 // write bits its mask keeps, 64 references at a time.
                 let words = sweep.words;
-                let mut phase = i.wrapping_mul(write_fp) & 0xFFFF_FFFF;
-                let phase_step = 64u64.wrapping_mul(write_fp) & 0xFFFF_FFFF;
+                let mut phase = i.wrapping_mul(write_fp) & PHASE_MASK;
+                let phase_step = 64u64.wrapping_mul(write_fp) & PHASE_MASK;
                 for c in 0..words {
                     let written = sweep.write_words.at(phase);
                     for (l, w) in writes.iter_mut().enumerate() {
                         *w += u64::from((sweep.masks[l * words + c] & written).count_ones());
                     }
-                    phase = (phase + phase_step) & 0xFFFF_FFFF;
+                    phase = (phase + phase_step) & PHASE_MASK;
                 }
             } else if !whole {
-                count_labels(&sweep.labels[q0 as usize..q1 as usize], i, write_fp, !whole, counts, writes);
+                count_labels(&sweep.labels[q0 as usize..q1 as usize], i, write_fp, counts, writes);
             }
             i += q1 - q0;
             left -= q1 - q0;
@@ -296,7 +298,7 @@ impl Entry {
                     // A new sweep: labelled afresh at the next call.
                     sweep.valid = false;
                 } else {
-                    sweep.advance(runs, crossings, next);
+                    sweep.advance(&on, next);
                 }
                 *start = next;
                 *pos = next;
@@ -312,12 +314,7 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{AccessKind, Seg};
-
-    /// The floor rule (docs/workloads.md, "Generator semantics"), as `Entry::is_write`.
-    fn is_write(i: u64, write_fp: u64) -> bool {
-        ((i.wrapping_mul(write_fp) & 0xFFFF_FFFF) + write_fp) >> 32 != 0
-    }
+    use crate::stream::{is_write, AccessKind, Seg};
 
     proptest::proptest! {
         /// Counting from the sweep gives what `take_strided` visits, label by label, and
@@ -375,15 +372,16 @@ mod tests {
         assert_eq!(crossings.packed.iter().map(|c| c >> RUN_BITS).collect::<Vec<_>>(), [2, 3, 3]);
         let mut sweep = StrideSweep::default();
         // One mask per label, a bit per reference of the pass.
-        sweep.fill((&ends, &labels), &crossings, 2, 0, 1, 1 << 31);
+        let on = SweepRuns { ends: &ends, labels: &labels, crossings: &crossings, key: 1 };
+        sweep.fill(&on, 2, 0);
         assert_eq!((sweep.labels.as_slice(), sweep.per_label.as_slice()), (&[0u8, 1, 0][..], &[2u64, 1][..]));
         assert_eq!(sweep.masks, [0b101, 0b010]);
-        sweep.advance((&ends, &labels), &crossings, 1);
+        sweep.advance(&on, 1);
         assert_eq!(sweep.labels, [0, 1, 0]);
-        sweep.advance((&ends, &labels), &crossings, 2);
+        sweep.advance(&on, 2);
         assert_eq!((sweep.labels.as_slice(), sweep.per_label.as_slice()), (&[0u8, 1][..], &[1u64, 1][..]));
         assert_eq!(sweep.masks, [0b01, 0b10]);
-        sweep.advance((&ends, &labels), &crossings, 3);
+        sweep.advance(&on, 3);
         assert_eq!((sweep.labels.as_slice(), sweep.per_label.as_slice()), (&[1u8, 0][..], &[1u64, 1][..]));
         assert_eq!(sweep.masks, [0b10, 0b01]);
     }
@@ -410,7 +408,7 @@ mod tests {
             for (from, to) in [(0, 2000), (3, 700), (255, 511), (0, 0)] {
                 let first = 12_345 + from as u64;
                 let (mut c, mut w) = (vec![0u64; 8], vec![0u64; 8]);
-                count_labels(&labels[from..to], first, write_fp, true, &mut c, &mut w);
+                count_labels(&labels[from..to], first, write_fp, &mut c, &mut w);
                 let (mut c1, mut w1) = (vec![0u64; 8], vec![0u64; 8]);
                 for (q, &l) in labels[from..to].iter().enumerate() {
                     c1[l as usize] += 1;
