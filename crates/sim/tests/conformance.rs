@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+mod common;
+
 const MACHINE: &str = "server-a-4n";
 
 /// Settings under which every policy acts within a short run: dynamic policies get short
@@ -402,15 +404,7 @@ mod vm {
         );
         let spec = WorkloadSpec::parse(&text, "test").unwrap();
         let program = compile_spec(&spec, "test", &m, &CompileOptions { threads: None, scale: 0.002 }).unwrap();
-        let mut sim = SimConfig { tick_ms: 1.0, metrics_interval_ms: 2.0, ..SimConfig::default() };
-        sim.sched.noise_rate_per_cpu_hz = 0.0;
-        Scenario {
-            machine: m,
-            program: Arc::new(program),
-            policy: numalab_policy::find("first-touch").unwrap(),
-            policy_config: Default::default(),
-            sim,
-        }
+        super::common::quiet_first_touch(m, program, SimConfig { tick_ms: 1.0, metrics_interval_ms: 2.0, ..SimConfig::default() })
     }
 
     /// Two VMs of `a` and `b` vCPUs, 64 MiB each, whose guests ran 16 processes of 1 MiB (two

@@ -12,21 +12,15 @@ use numalab_sim::{Scenario, SimConfig};
 use numalab_workload::{compile, presets as wp, CompileOptions};
 use std::sync::Arc;
 
+mod common;
+
 const MIB: u64 = 1 << 20;
 
 fn scenario(scale: f64) -> Scenario {
     let m = Arc::new(presets::load("server-a-4n").unwrap());
     let file = wp::load("stream-like").unwrap();
     let program = compile(&file, "stream-like", &m, &CompileOptions { threads: Some(12), scale }).unwrap();
-    let mut sim = SimConfig { tick_ms: 1.0, ..SimConfig::default() };
-    sim.sched.noise_rate_per_cpu_hz = 0.0;
-    Scenario {
-        machine: m,
-        program: Arc::new(program),
-        policy: numalab_policy::find("first-touch").unwrap(),
-        policy_config: Default::default(),
-        sim,
-    }
+    common::quiet_first_touch(m, program, SimConfig { tick_ms: 1.0, ..SimConfig::default() })
 }
 
 /// A freshly booted guest (no history) of 12 vCPUs on nodes {0, 1}, first-touch, whose

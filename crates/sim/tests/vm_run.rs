@@ -8,19 +8,13 @@ use numalab_sim::{run_one, RunMetrics, Scenario, SimConfig};
 use numalab_workload::{compile, compile_spec, presets as wp, CompileOptions, WorkloadSpec};
 use std::sync::Arc;
 
+mod common;
+
 fn scenario(machine: &str, workload: &str, threads: u32, scale: f64) -> Scenario {
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::load(workload).unwrap();
     let program = compile(&file, workload, &m, &CompileOptions { threads: Some(threads), scale }).unwrap();
-    let mut sim = SimConfig::default();
-    sim.sched.noise_rate_per_cpu_hz = 0.0;
-    Scenario {
-        machine: m,
-        program: Arc::new(program),
-        policy: numalab_policy::find("first-touch").unwrap(),
-        policy_config: Default::default(),
-        sim,
-    }
+    common::quiet_first_touch(m, program, SimConfig::default())
 }
 
 fn setup(text: &str) -> VmSetup {
@@ -134,15 +128,7 @@ fn two_vms_one_per_process_of_a_mix() {
     let text = "mix = { name = \"two\", placement = \"compact\" }\nmember = [{ preset = \"stream-like\", copies = 2, threads = 8 }]\n";
     let spec = WorkloadSpec::parse(text, "test").unwrap();
     let program = compile_spec(&spec, "test", &m, &CompileOptions { threads: None, scale: 0.002 }).unwrap();
-    let mut sim = SimConfig::default();
-    sim.sched.noise_rate_per_cpu_hz = 0.0;
-    let s = Scenario {
-        machine: m.clone(),
-        program: Arc::new(program),
-        policy: numalab_policy::find("first-touch").unwrap(),
-        policy_config: Default::default(),
-        sim,
-    };
+    let s = common::quiet_first_touch(m.clone(), program, SimConfig::default());
     let one = format!("[[vm]]\nvcpus = 8\nmem_bytes = {}\nstatic_policy = \"first-touch\"\n", 128 * MIB);
     let vms = setup(&format!("{one}{one}"));
     let p = plan(&m, &s.program, &vms).unwrap();
