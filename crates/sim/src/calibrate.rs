@@ -279,7 +279,7 @@ pub fn contended_latency(machine: &Machine, mem_node: NodeId, sim: &SimConfig) -
         }
     }
     let mut c = Contention::new(machine, &machine.interconnect(), 64, demands.len());
-    c.solve(&demands, CONTENDED_ITERATIONS, 1e-9, None);
+    c.solve(&demands, CONTENDED_ITERATIONS, 1e-9, None, false);
     let mut rows = Vec::new();
     let mut t = 0;
     for i in machine.cpu_nodes() {

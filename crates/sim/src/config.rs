@@ -23,6 +23,11 @@ pub struct SimConfig {
     /// value under two epochs, turns fast-forward off. The exact engine ignores it (docs/simulator.md, "Fast-forward";
     /// validated in docs/results/fast-forward.md) [ours].
     pub fast_forward_max_us: f64,
+    /// Whether a fast-forward window runs its threads one epoch at a time while the policy
+    /// observes references one at a time (armed pages, access sampling), so that the policy
+    /// sees them in about the order of time instead of thread after thread
+    /// (docs/simulator.md, "Fast-forward") [ours].
+    pub fast_forward_lockstep: bool,
 }
 
 /// The two ways of charging references (docs/simulator.md, "The fast engine").
@@ -48,6 +53,7 @@ impl Default for SimConfig {
             metrics_interval_ms: 1000.0,
             engine: EngineKind::Exact,
             fast_forward_max_us: 2000.0,
+            fast_forward_lockstep: true,
         }
     }
 }
@@ -95,6 +101,10 @@ pub struct MemoryConfig {
     pub solver_iterations: u32,
     /// A solve stops when no thread's throughput changes by more than this share [ours].
     pub solver_tolerance: f64,
+    /// Whether the fast engine's solves extrapolate along the iteration's slowest mode
+    /// (docs/simulator.md, "Contention": the same fixed point in about half the steps)
+    /// [ours]. The exact engine never does.
+    pub solver_extrapolation: bool,
     /// Demands within this of each other count as the same on the fast engine (absolute on
     /// access and write fractions, relative on the rest): a solve is skipped while no thread's
     /// demand moved by more than this since the last one, and threads whose demands are this
@@ -114,6 +124,7 @@ impl Default for MemoryConfig {
             random_efficiency: 0.78,
             solver_iterations: 200,
             solver_tolerance: 1e-4,
+            solver_extrapolation: true,
             demand_tolerance: 1e-3,
             population_tolerance: 0.01,
         }

@@ -428,7 +428,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             drv.deliver_follow_ups(&mut w);
             w.update_costs();
             w.update_sampling(drv.policy_mut().sample_period_ns());
-            w.run_epoch(&mut drv, end)?;
+            w.run_window(&mut drv, start, end, epoch)?;
             w.close_epoch(end);
             w.now = end;
             w.service(&mut drv, end);
@@ -589,7 +589,8 @@ impl World<'_> {
         // Threads with the same demand are one class of the solve; the fast engine merges
         // demands within the tolerance it reuses solves by, the exact engine only identical ones.
         let merge_tolerance = Some(if self.cfg.engine == EngineKind::Fast { self.cfg.memory.demand_tolerance } else { 0.0 });
-        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance);
+        let extrapolate = self.cfg.engine == EngineKind::Fast && self.cfg.memory.solver_extrapolation;
+        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance, extrapolate);
         self.solves += 1;
         self.build_costs();
     }
@@ -608,9 +609,12 @@ impl World<'_> {
                 continue;
             }
             th.cost_from = (share, compute, self.solves);
-            for k in 0..3 {
-                for j in 0..n {
-                    th.cost[k * n + j] = (compute + self.cont.latency(t)[j] / self.mlp[k]) / share;
+            // Row by row over slices: the divisions of a row are independent, and without
+            // bounds checks they run two or more to an instruction.
+            let latency_ns = self.cont.latency(t);
+            for (row, &mlp) in th.cost.chunks_exact_mut(n).zip(&self.mlp) {
+                for (c, &lat) in row.iter_mut().zip(latency_ns) {
+                    *c = (compute + lat / mlp) / share;
                 }
             }
         }
@@ -713,6 +717,26 @@ impl World<'_> {
             Some(Compute::GapConst(ns)) => ns,
             _ => 0.0,
         }
+    }
+
+    /// Run the threads from `start` to `end`, a window of whole epochs. While the policy
+    /// observes references one at a time (pages armed for hinting faults, or access
+    /// sampling), a window of several epochs runs in lockstep, every thread one epoch at a
+    /// time, as the epoch-by-epoch loop would: run thread after thread over the whole
+    /// window, the first thread would take the hinting fault of every page it shares with
+    /// the others, and a page-state machine would see each shared page as the first thread's
+    /// (docs/simulator.md, "Fast-forward"). The window's other savings stay: one scheduler
+    /// step, one contention solve, one round of services.
+    fn run_window(&mut self, drv: &mut Driver, start: f64, end: f64, epoch_ns: f64) -> Result<(), SimError> {
+        let epochs = ((end - start) / epoch_ns).round() as u64;
+        let observed = self.counters.numa_pte_updates > self.counters.numa_hint_faults || self.sample_period_ns.is_some();
+        if epochs <= 1 || !observed || !self.cfg.fast_forward_lockstep {
+            return self.run_epoch(drv, end);
+        }
+        for i in 1..epochs {
+            self.run_epoch(drv, start + epoch_ns * i as f64)?;
+        }
+        self.run_epoch(drv, end)
     }
 
     fn run_epoch(&mut self, drv: &mut Driver, end: f64) -> Result<(), SimError> {
@@ -1173,8 +1197,11 @@ impl World<'_> {
             th.acc.iter_mut().for_each(|x| *x = 0);
             th.wr.iter_mut().for_each(|x| *x = 0);
         }
+        // Once every thread is done, the run ends at the last thread's clock, which may lie
+        // before this epoch's (or window's) end: `finish` closes the last interval there, so
+        // that the timeline ends where the run does.
         let interval = self.cfg.metrics_interval_ms * 1e6;
-        if end - self.interval_start >= interval {
+        if end - self.interval_start >= interval && self.threads.iter().any(|t| t.state != State::Done) {
             self.close_interval(end, true);
         }
     }

@@ -112,7 +112,13 @@ fn check_pages(r: &RunMetrics, s: &Scenario) {
     assert_eq!(tl.iter().map(|p| p.hint_faults).sum::<u64>(), r.hint_faults);
     assert_eq!(tl.iter().map(|p| p.thread_migrations).sum::<u64>(), r.thread_migrations_by_cause.cross_node());
     assert_eq!(tl.last().unwrap().pages_per_node, r.pages_per_node);
-    assert!((tl.last().unwrap().t_s - r.exec_time_s).abs() < 1e-12);
+    assert!(
+        (tl.last().unwrap().t_s - r.exec_time_s).abs() < 1e-12,
+        "timeline ends at {} s, run at {} s; {} points",
+        tl.last().unwrap().t_s,
+        r.exec_time_s,
+        tl.len()
+    );
     assert!(tl.windows(2).all(|w| w[0].t_s < w[1].t_s));
 }
 

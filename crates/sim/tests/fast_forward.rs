@@ -200,3 +200,87 @@ fn a_window_under_two_epochs_is_off_and_bad_settings_are_refused() {
     sim.memory.population_tolerance = 2.0;
     assert!(sim.validate().unwrap_err().contains("sim.memory.population_tolerance = 2"));
 }
+
+/// A policy that arms every page of every space at each tick (a scan step per space, as
+/// autonuma's task work does it) and records when each hinting fault happened, in the order
+/// the faults reach it.
+mod fault_clock {
+    use numalab_core::NodeId;
+    use numalab_policy::{Decision, HintFault, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick};
+    use serde::{Deserialize, Serialize};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    pub struct Config {}
+
+    pub struct FaultClock {
+        config: Config,
+        pub seen_ns: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Policy for FaultClock {
+        type Config = Config;
+        const NAME: &'static str = "fault-clock";
+        const SUMMARY: &'static str = "test only";
+        fn new(config: Config, _env: &PolicyEnv) -> Result<Self, PolicyError> {
+            Ok(FaultClock { config, seen_ns: Arc::default() })
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+            Ok(req.cpu_node)
+        }
+        fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+            for space in 0..view.spaces() {
+                let thread = view.space_threads(space).start;
+                out.push(Decision::ScanStep { space, thread, pages: 1 << 20 });
+            }
+        }
+        fn on_hint_fault(&mut self, fault: &HintFault, _view: &dyn SystemView, _out: &mut Vec<Decision>) {
+            self.seen_ns.lock().unwrap().push(fault.time_ns);
+        }
+    }
+}
+
+/// While pages are armed, a window runs its threads in lockstep, one epoch at a time
+/// (docs/simulator.md, "Fast-forward"): the policy sees the hinting faults in the order of
+/// time up to about an epoch, as epoch by epoch, instead of the first thread's faults of a
+/// whole window before the second thread's. Checked on the largest step back in time from
+/// one fault to the next, with lockstep on and (as the mechanism's witness) off.
+#[test]
+fn windows_with_armed_pages_run_in_lockstep_and_faults_come_in_time_order() {
+    use numalab_policy::{Policy, PolicyEnv};
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "stream-like",
+        threads: 8,
+        scale: 0.05,
+        policy: "first-touch",
+        iterations: Some(3),
+        policy_config: &[],
+        noise: false,
+    };
+    let epoch_ns = SimConfig::default().epoch_us as u64 * 1000;
+    let largest_step_back_ns = |lockstep: bool| {
+        let mut sc = scenario(&s, EngineKind::Fast, 2000.0, 0.01);
+        sc.sim.tick_ms = 5.0;
+        sc.sim.fast_forward_lockstep = lockstep;
+        let p = fault_clock::FaultClock::new(fault_clock::Config::default(), &PolicyEnv::new(sc.machine.clone())).unwrap();
+        let seen = p.seen_ns.clone();
+        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(seen.len() > 1000, "the run must fault for the test to mean anything: {} faults", seen.len());
+        let (mut latest, mut back) = (0u64, 0u64);
+        for &t in seen.iter() {
+            back = back.max(latest.saturating_sub(t));
+            latest = latest.max(t);
+        }
+        (back, r.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64))
+    };
+    let (lockstep_back, lockstep_steps) = largest_step_back_ns(true);
+    let (apart_back, _) = largest_step_back_ns(false);
+    assert!(lockstep_steps < 0.5, "lockstep keeps the windows: {lockstep_steps} loop steps per epoch");
+    assert!(lockstep_back <= 2 * epoch_ns, "lockstep: a fault came {lockstep_back} ns before one already seen");
+    assert!(apart_back > 10 * epoch_ns, "thread after thread over whole windows: {apart_back} ns back at most");
+}
