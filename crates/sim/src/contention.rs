@@ -328,7 +328,7 @@ impl Contention {
             // queue `1/(1 − r)` times its damped update, about to where the plain steps
             // would converge; the next two steps are plain again.
             let ratio_1 = change_1 / change_2;
-            let extrapolate_by = if extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98 { 1.0 / (1.0 - ratio_1) } else { 1.0 };
+            let extrapolate_by = (extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98).then(|| 1.0 / (1.0 - ratio_1));
             for c in 0..classes {
                 let lead = self.leader[c];
                 let stations = &self.used_t[lead];
@@ -359,7 +359,7 @@ impl Contention {
                     let s = s as usize;
                     let cur = qc[s];
                     let damped = 0.5 * cur + 0.5 * (x * dt[s] * w);
-                    let updated = if extrapolate_by == 1.0 { damped } else { (cur + (damped - cur) * extrapolate_by).max(0.0) };
+                    let updated = extrapolate_by.map_or(damped, |by| (cur + (damped - cur) * by).max(0.0));
                     qc[s] = updated;
                     q_next[s] += updated;
                 }
@@ -368,11 +368,7 @@ impl Contention {
             if change <= tolerance {
                 break;
             }
-            if extrapolate_by == 1.0 {
-                (change_2, change_1) = (change_1, change);
-            } else {
-                (change_2, change_1) = (f64::NAN, f64::NAN);
-            }
+            (change_2, change_1) = if extrapolate_by.is_none() { (change_1, change) } else { (f64::NAN, f64::NAN) };
         }
         (self.q_next, self.stretch) = (q_next, stretch);
         // Each thread takes its population's part of its class's throughput and queues, and

@@ -729,7 +729,7 @@ impl World<'_> {
     /// step, one contention solve, one round of services.
     fn run_window(&mut self, drv: &mut Driver, start: f64, end: f64, epoch_ns: f64) -> Result<(), SimError> {
         let epochs = ((end - start) / epoch_ns).round() as u64;
-        let observed = self.counters.numa_pte_updates > self.counters.numa_hint_faults || self.sample_period_ns.is_some();
+        let observed = self.mem.armed_pages() > 0 || self.sample_period_ns.is_some();
         if epochs <= 1 || !observed || !self.cfg.fast_forward_lockstep {
             return self.run_epoch(drv, end);
         }

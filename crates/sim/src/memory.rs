@@ -54,6 +54,8 @@ pub struct Memory {
     replica_copies: u64,
     /// Pages in the `FREED` state.
     freed_pages: u64,
+    /// Pages with the `ARMED` bit: unmapped for a hinting fault not taken yet.
+    armed_pages: u64,
 }
 
 impl Memory {
@@ -68,6 +70,7 @@ impl Memory {
             replicas: Vec::new(),
             replica_copies: 0,
             freed_pages: 0,
+            armed_pages: 0,
         }
     }
 
@@ -111,6 +114,8 @@ impl Memory {
     fn set(&mut self, page: u64, new: u8) {
         let old = self.home[page as usize];
         self.home[page as usize] = new;
+        // A migration or a release drops the bit as a fault does: the count follows the byte.
+        self.armed_pages = self.armed_pages + u64::from(new & ARMED != 0) - u64::from(old & ARMED != 0);
         if self.journal.len() == JOURNAL_MAX {
             self.journal.clear();
             self.journal_from = self.generation;
@@ -222,6 +227,12 @@ impl Memory {
         all.count_ones()
     }
 
+    /// Pages armed for a hinting fault now (docs/simulator.md, "Fast-forward": windows run in
+    /// lockstep while there are any).
+    pub fn armed_pages(&self) -> u64 {
+        self.armed_pages
+    }
+
     /// Pages freed at their program's exit.
     pub fn freed_pages(&self) -> u64 {
         self.freed_pages
@@ -267,6 +278,28 @@ mod tests {
         assert_eq!(m.collapse(1, 2), 2);
         assert_eq!(m.node_of(1), Some(2));
         assert_eq!(m.free.iter().sum::<u64>(), 9 - 2);
+    }
+
+    /// The armed count follows the bytes: arming an armed page adds nothing, and a fault, a
+    /// migration and a release each take one away.
+    #[test]
+    fn armed_pages_are_counted_through_every_way_the_bit_goes() {
+        let mut m = Memory::new(4, vec![4, 4]);
+        for p in 0..4 {
+            m.place(p, 0);
+            m.arm(p);
+        }
+        m.arm(0);
+        assert_eq!(m.armed_pages(), 4, "arming an armed page adds nothing");
+        m.disarm(0);
+        assert!(m.migrate(1, 1));
+        assert!(m.replicate(2, 1));
+        assert_eq!(m.armed_pages(), 2, "a fault and a migration drop the bit; a replica keeps it");
+        m.collapse(2, 1);
+        assert_eq!(m.armed_pages(), 2, "a collapse keeps the bit");
+        m.release(3);
+        m.release(2);
+        assert_eq!(m.armed_pages(), 0);
     }
 
     #[test]
