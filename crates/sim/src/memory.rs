@@ -102,6 +102,12 @@ impl Memory {
         self.generation
     }
 
+    /// The oldest generation the journal reaches back to (`changes_since` of anything
+    /// older is `None`).
+    pub fn journal_from(&self) -> u64 {
+        self.journal_from
+    }
+
     /// The changes of page bytes from generation `since` to now, or `None` if the journal
     /// no longer reaches that far back.
     pub fn changes_since(&self, since: u64) -> Option<&[Change]> {

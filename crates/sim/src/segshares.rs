@@ -124,10 +124,22 @@ struct SegShare {
     span: (u64, u64),
     /// A mixture: the segments it averages (then `seg` is unused).
     parts: Option<Vec<usize>>,
-    /// Memory generation the counts are valid at (`u64::MAX`: never counted).
+    /// Memory generation of the segment's last count or catch-up (`u64::MAX`: never
+    /// counted): whether the journal still reaches back to it decides between a catch-up and
+    /// a full count, as if the segment replayed the journal itself.
     generation: u64,
+    /// The segment follows the journal: it is listed in the page buckets of its span
+    /// (`SegShares::buckets`) under `listing`, and its counts are valid at
+    /// `SegShares::cursor`. Otherwise they are valid at `valid_at`.
+    synced: bool,
+    valid_at: u64,
+    /// Changes of the segment's pages were applied since its shares were last derived.
+    dirty: bool,
+    /// Bumped whenever the segment leaves the buckets: an entry of an older listing is stale
+    /// and is dropped where it is met.
+    listing: u32,
     /// Lines on each node (armed ones included), lines on armed pages per node, lines on
-    /// blocking pages. Valid at `generation`.
+    /// blocking pages. Valid at `SegShares::cursor` while `synced`.
     lines_on: Vec<u64>,
     armed_on: Vec<u64>,
     blocked_lines: u64,
@@ -178,7 +190,26 @@ pub(crate) struct SegShares {
     index: BTreeMap<(u64, u64, u64, u64), usize>,
     mixes: BTreeMap<Vec<usize>, usize>,
     segs: Vec<SegShare>,
+    /// Memory generation up to which every `synced` segment has applied the journal.
+    cursor: u64,
+    /// The segments following the journal whose span reaches into each bucket of
+    /// `1 << bucket_shift` pages, with their listing: a change of a page is applied only to
+    /// the segments of its bucket, not offered to every segment (docs/simulator.md, "The fast
+    /// engine").
+    buckets: Vec<Vec<(u32, u32)>>,
+    bucket_shift: u32,
 }
+
+/// A segment not needed for this many changes of the journal stops following it (a
+/// repartitioned region's old blocks, a phase that no longer runs) and catches up from the
+/// journal itself when it is needed again.
+const IDLE_CHANGES: u64 = if cfg!(test) { 3 } else { 1 << 12 };
+
+/// Pages per bucket of `SegShares::buckets` at least (`1 << MIN_BUCKET_SHIFT`): 256 KiB of
+/// 4 KiB pages. A large memory takes larger buckets, so that there are at most
+/// `1 << MAX_BUCKETS_SHIFT` of them.
+const MIN_BUCKET_SHIFT: u32 = if cfg!(test) { 1 } else { 6 };
+const MAX_BUCKETS_SHIFT: u32 = 16;
 
 impl SegShare {
     fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
@@ -188,6 +219,10 @@ impl SegShare {
             span: (seg.start, end),
             parts,
             generation: u64::MAX,
+            synced: false,
+            valid_at: 0,
+            dirty: false,
+            listing: 0,
             lines_on: vec![0; n],
             armed_on: vec![0; n],
             blocked_lines: 0,
@@ -214,6 +249,7 @@ impl SegShare {
 
     /// Count every page of the segment (and its runs, if wanted and nothing blocks).
     fn count(&mut self, home: &[u8], shift: u32) {
+        self.dirty = false;
         self.lines_on.iter_mut().for_each(|x| *x = 0);
         self.armed_on.iter_mut().for_each(|x| *x = 0);
         self.blocked_lines = 0;
@@ -324,6 +360,14 @@ impl SegShare {
         }
     }
 
+    /// Stop following the journal, with the counts valid at generation `valid_at`: out of
+    /// the buckets (its entries there become stale).
+    fn unlist(&mut self, valid_at: u64) {
+        self.synced = false;
+        self.valid_at = valid_at;
+        self.listing = self.listing.wrapping_add(1);
+    }
+
     /// Shares from the counts.
     fn derive(&mut self) {
         self.version += 1;
@@ -376,11 +420,11 @@ impl SegShares {
             return s.settled;
         }
         if let Some(parts) = self.segs[i].parts.take() {
-            let mut settled = true;
+            let (mut settled, mut parts_version) = (true, 0u64);
             for &p in &parts {
                 settled &= self.ready(p, mem, shift, epoch_start, epoch_ns);
+                parts_version += self.segs[p].version;
             }
-            let parts_version: u64 = parts.iter().map(|&p| self.segs[p].version).sum();
             if settled && parts_version == self.segs[i].parts_version {
                 self.segs[i].generation = generation;
             } else if settled {
@@ -390,9 +434,12 @@ impl SegShares {
                 let w = 1.0 / parts.len() as f64;
                 for &p in &parts {
                     let part = &self.segs[p];
-                    for j in 0..share.len() {
-                        share[j] += part.share[j] * w;
-                        unarmed[j] += part.unarmed[j] * w;
+                    // Over zipped slices: no bounds checks, so the nodes' sums vectorise.
+                    for (x, y) in share.iter_mut().zip(&part.share) {
+                        *x += y * w;
+                    }
+                    for (x, y) in unarmed.iter_mut().zip(&part.unarmed) {
+                        *x += y * w;
                     }
                     armed_frac += part.armed_frac * w;
                 }
@@ -406,19 +453,28 @@ impl SegShares {
             s.parts = Some(parts);
             return settled;
         }
+        self.sync(mem, shift);
         let s = &mut self.segs[i];
         let behind = if s.generation == u64::MAX { None } else { mem.changes_since(s.generation) };
         // The journal no longer reaches back to the last count (a scanner arming more pages at
         // once than it keeps): counted again in full, with the same back-off as blocking pages
         // if it keeps happening, and on the exact path in between.
         let outrun = s.generation != u64::MAX && behind.is_none();
-        if let Some(changes) = behind {
-            let mut touched = false;
-            for c in changes {
-                touched |= s.apply(c.page, c.old, c.new, shift);
+        let caught_up = behind.is_some();
+        // Following the journal, `sync` has applied the changes since then already; otherwise
+        // the segment applies those since its counts were valid and follows the journal again.
+        if caught_up && !s.synced {
+            // `valid_at` is never older than `generation`, which the journal reaches.
+            for c in mem.changes_since(s.valid_at).unwrap_or_default() {
+                s.dirty |= s.apply(c.page, c.old, c.new, shift);
             }
+            self.list(i, mem, shift);
+        }
+        let s = &mut self.segs[i];
+        if caught_up {
             s.generation = generation;
-            if touched {
+            if s.dirty {
+                s.dirty = false;
                 s.derive();
             }
             if !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
@@ -428,6 +484,10 @@ impl SegShares {
             return false;
         }
         s.count(mem.home(), shift);
+        if !s.synced {
+            self.list(i, mem, shift);
+        }
+        let s = &mut self.segs[i];
         s.generation = generation;
         s.counted_at = epoch_start;
         if s.settled && !outrun {
@@ -437,6 +497,78 @@ impl SegShares {
             s.retry_at = epoch_start + s.backoff_epochs as f64 * epoch_ns;
         }
         s.settled
+    }
+
+    /// Apply the journal's changes since `cursor` to the counted segments, each change only
+    /// to the segments whose span reaches into its page's bucket, in the journal's order. A
+    /// segment's counts then depend on the same changes in the same order as if it replayed
+    /// the journal itself when next needed, but a change costs a few segments instead of
+    /// every segment that is ever needed again. When the journal starts over before the
+    /// cursor, every segment waits for its next full count.
+    fn sync(&mut self, mem: &Memory, shift: u32) {
+        let generation = mem.generation();
+        if self.cursor == generation {
+            return;
+        }
+        match mem.changes_since(self.cursor) {
+            Some(changes) => {
+                for (c, at) in changes.iter().zip(self.cursor..) {
+                    let idle_before = at.saturating_sub(IDLE_CHANGES);
+                    let Some(list) = self.buckets.get_mut((c.page >> self.bucket_shift) as usize) else { continue };
+                    let mut k = 0;
+                    while k < list.len() {
+                        let (i, listing) = list[k];
+                        let s = &mut self.segs[i as usize];
+                        if s.listing != listing {
+                            list.swap_remove(k);
+                            continue;
+                        }
+                        if s.generation < idle_before {
+                            // Idle: out of every bucket (the other entries are now stale),
+                            // with every change before this one applied.
+                            s.unlist(at);
+                            list.swap_remove(k);
+                            continue;
+                        }
+                        if s.apply(c.page, c.old, c.new, shift) {
+                            s.dirty = true;
+                        }
+                        k += 1;
+                    }
+                }
+            }
+            None => {
+                // Every segment is behind the journal: counted in full when next needed.
+                self.segs.iter_mut().filter(|s| s.synced).for_each(|s| s.unlist(0));
+                self.buckets.iter_mut().for_each(Vec::clear);
+            }
+        }
+        self.cursor = generation;
+    }
+
+    /// Segment `i`, up to date at the cursor, follows the journal from now on: listed in the
+    /// buckets its span reaches into.
+    fn list(&mut self, i: usize, mem: &Memory, shift: u32) {
+        if self.buckets.is_empty() {
+            let pages = mem.home().len().max(1) as u64;
+            let bits = u64::BITS - (pages - 1).leading_zeros();
+            self.bucket_shift = bits.saturating_sub(MAX_BUCKETS_SHIFT).max(MIN_BUCKET_SHIFT);
+        }
+        let s = &mut self.segs[i];
+        s.synced = true;
+        let listing = s.listing;
+        let (first_line, end_line) = s.span;
+        if end_line <= first_line {
+            return;
+        }
+        let first = ((first_line >> shift) >> self.bucket_shift) as usize;
+        let last = (((end_line - 1) >> shift) >> self.bucket_shift) as usize;
+        if self.buckets.len() <= last {
+            self.buckets.resize_with(last + 1, Vec::new);
+        }
+        for list in &mut self.buckets[first..=last] {
+            list.push((i as u32, listing));
+        }
     }
 
     /// Each node's share of segment `i`'s lines (armed ones included).
@@ -734,6 +866,50 @@ mod tests {
                 // A new epoch each time, so a stale runs list is remade.
                 shares.ready(i, &mem, shift, epoch as f64 + 1.0, 1.0);
                 assert_same_as_recount(&shares, i, &mem, shift);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Several segments over the same pages, each needed only now and then: those the
+        /// journal's buckets keep up to date, those that went idle and catch up by themselves
+        /// (also when they went idle in the middle of a run of changes), and those listed again
+        /// after that, all equal a full count whenever they are needed.
+        #[test]
+        fn segments_needed_now_and_then_equal_a_recount(
+            ops in proptest::collection::vec((0u8..5, 0u64..12, 0 as NodeId..3), 1..80),
+            segs in proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 1..5),
+            needed in proptest::collection::vec(0u8..16, 80),
+        ) {
+            let shift = 2;
+            let mut mem = Memory::new(16, vec![64; 3]);
+            let mut shares = SegShares::default();
+            let ids: Vec<usize> = segs
+                .iter()
+                .map(|&(start, chunk, gap, chunks)| shares.intern(Seg { start, chunk, step: chunk + gap, chunks }, 3))
+                .collect();
+            for (k, &i) in ids.iter().enumerate() {
+                if k % 2 == 0 {
+                    shares.want_runs(i);
+                }
+                shares.ready(i, &mem, shift, 0.0, 1.0);
+            }
+            for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
+                let h = mem.home()[page as usize];
+                match op {
+                    0 if h == UNPLACED => mem.place(page, node),
+                    1 if h & NODE_MASK != UNPLACED => mem.arm(page),
+                    2 => mem.disarm(page),
+                    3 => { mem.migrate(page, node); }
+                    4 => { mem.release(page); }
+                    _ => {}
+                }
+                for (k, &i) in ids.iter().enumerate() {
+                    if needed[epoch] & (1 << k) != 0 {
+                        shares.ready(i, &mem, shift, epoch as f64 + 1.0, 1.0);
+                        assert_same_as_recount(&shares, i, &mem, shift);
+                    }
+                }
             }
         }
     }
