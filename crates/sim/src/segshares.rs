@@ -124,10 +124,6 @@ struct SegShare {
     span: (u64, u64),
     /// A mixture: the segments it averages (then `seg` is unused).
     parts: Option<Vec<usize>>,
-    /// Memory generation of the segment's last count or catch-up (`u64::MAX`: never
-    /// counted): whether the journal still reaches back to it decides between a catch-up and
-    /// a full count, as if the segment replayed the journal itself.
-    generation: u64,
     /// The segment follows the journal: it is listed in the page buckets of its span
     /// (`SegShares::buckets`) under `listing`, and its counts are valid at
     /// `SegShares::cursor`. Otherwise they are valid at `valid_at`.
@@ -144,7 +140,7 @@ struct SegShare {
     armed_on: Vec<u64>,
     blocked_lines: u64,
     armed: ArmedPages,
-    /// No blocking page at `generation`.
+    /// No blocking page at the last count or catch-up.
     settled: bool,
     /// Derived when settled: each node's share of the lines, its share of the unarmed lines
     /// (over all lines: it sums to `1 - armed_frac`), and the armed share.
@@ -183,6 +179,25 @@ struct SegShare {
     retry_at: f64,
 }
 
+/// What `SegShares::ready` reads of a segment when nothing about it changed, kept apart from
+/// the segment (a dense array): a mixture asks each of its parts, and a thread each of its
+/// segments, after every change of the memory.
+#[derive(Clone, Copy)]
+struct Quick {
+    /// Memory generation of the segment's last count or catch-up (`u64::MAX`: never
+    /// counted): whether the journal still reaches back to it decides between a catch-up and
+    /// a full count, as if the segment replayed the journal itself.
+    generation: u64,
+    /// `SegShare::version` and `SegShare::settled`, as of the last `ready`.
+    version: u64,
+    settled: bool,
+    /// Following the journal, with no change applied since the last `ready` and no count
+    /// waiting: catching up is only taking the current generation.
+    clean: bool,
+}
+
+const NEVER_COUNTED: Quick = Quick { generation: u64::MAX, version: 0, settled: false, clean: false };
+
 /// The segments the fast engine charges by shares, shared by every thread (one count serves
 /// all the threads of a shared region). Looked up by key, never iterated: order cannot leak.
 #[derive(Default)]
@@ -190,6 +205,7 @@ pub(crate) struct SegShares {
     index: BTreeMap<(u64, u64, u64, u64), usize>,
     mixes: BTreeMap<Vec<usize>, usize>,
     segs: Vec<SegShare>,
+    quick: Vec<Quick>,
     /// Memory generation up to which every `synced` segment has applied the journal.
     cursor: u64,
     /// The segments following the journal whose span reaches into each bucket of
@@ -218,7 +234,6 @@ impl SegShare {
             seg,
             span: (seg.start, end),
             parts,
-            generation: u64::MAX,
             synced: false,
             valid_at: 0,
             dirty: false,
@@ -386,9 +401,10 @@ impl SegShare {
 impl SegShares {
     pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
         let key = (seg.start, seg.chunk, seg.step, seg.chunks);
-        let segs = &mut self.segs;
+        let (segs, quick) = (&mut self.segs, &mut self.quick);
         *self.index.entry(key).or_insert_with(|| {
             segs.push(SegShare::new(seg, None, n));
+            quick.push(NEVER_COUNTED);
             segs.len() - 1
         })
     }
@@ -400,6 +416,7 @@ impl SegShares {
             return i;
         }
         self.segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts.clone()), n));
+        self.quick.push(NEVER_COUNTED);
         self.mixes.insert(parts, self.segs.len() - 1);
         self.segs.len() - 1
     }
@@ -412,21 +429,40 @@ impl SegShares {
     /// May segment `i` be charged by its shares now (no blocking page; armed pages allowed,
     /// see `armed_frac`)? Brings its counts up to date from the memory's journal, or counts
     /// it in full (at most once per epoch, with back-off while it has blocking pages).
+    #[inline]
     pub fn ready(&mut self, i: usize, mem: &Memory, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
+        // A clean segment the journal still reaches: what the full path below would do.
+        self.sync(mem, shift);
+        let q = &mut self.quick[i];
+        if q.clean && q.generation >= mem.journal_from() {
+            q.generation = mem.generation();
+            return q.settled;
+        }
+        let settled = self.ready_in_full(i, mem, shift, epoch_start, epoch_ns);
+        let s = &self.segs[i];
+        let q = &mut self.quick[i];
+        q.version = s.version;
+        q.settled = s.settled;
+        q.clean = s.synced && !s.dirty && !s.runs_stale && !s.rename_armed && s.parts.is_none();
+        settled
+    }
+
+    #[inline(never)]
+    fn ready_in_full(&mut self, i: usize, mem: &Memory, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
         let generation = mem.generation();
         let s = &self.segs[i];
         // Up to date, unless its runs or armed names wait for this epoch's count.
-        if s.generation == generation && !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
+        if self.quick[i].generation == generation && !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
             return s.settled;
         }
         if let Some(parts) = self.segs[i].parts.take() {
             let (mut settled, mut parts_version) = (true, 0u64);
             for &p in &parts {
                 settled &= self.ready(p, mem, shift, epoch_start, epoch_ns);
-                parts_version += self.segs[p].version;
+                parts_version += self.quick[p].version;
             }
             if settled && parts_version == self.segs[i].parts_version {
-                self.segs[i].generation = generation;
+                self.quick[i].generation = generation;
             } else if settled {
                 let [mut share, mut unarmed] = [std::mem::take(&mut self.segs[i].share), std::mem::take(&mut self.segs[i].unarmed)];
                 share.iter_mut().chain(unarmed.iter_mut()).for_each(|x| *x = 0.0);
@@ -445,8 +481,8 @@ impl SegShares {
                 }
                 let s = &mut self.segs[i];
                 (s.share, s.unarmed, s.armed_frac) = (share, unarmed, armed_frac);
-                s.generation = generation;
                 s.parts_version = parts_version;
+                self.quick[i].generation = generation;
             }
             let s = &mut self.segs[i];
             s.settled = settled;
@@ -454,12 +490,13 @@ impl SegShares {
             return settled;
         }
         self.sync(mem, shift);
+        let last = self.quick[i].generation;
         let s = &mut self.segs[i];
-        let behind = if s.generation == u64::MAX { None } else { mem.changes_since(s.generation) };
+        let behind = if last == u64::MAX { None } else { mem.changes_since(last) };
         // The journal no longer reaches back to the last count (a scanner arming more pages at
         // once than it keeps): counted again in full, with the same back-off as blocking pages
         // if it keeps happening, and on the exact path in between.
-        let outrun = s.generation != u64::MAX && behind.is_none();
+        let outrun = last != u64::MAX && behind.is_none();
         let caught_up = behind.is_some();
         // Following the journal, `sync` has applied the changes since then already; otherwise
         // the segment applies those since its counts were valid and follows the journal again.
@@ -472,7 +509,7 @@ impl SegShares {
         }
         let s = &mut self.segs[i];
         if caught_up {
-            s.generation = generation;
+            self.quick[i].generation = generation;
             if s.dirty {
                 s.dirty = false;
                 s.derive();
@@ -487,8 +524,8 @@ impl SegShares {
         if !s.synced {
             self.list(i, mem, shift);
         }
+        self.quick[i].generation = generation;
         let s = &mut self.segs[i];
-        s.generation = generation;
         s.counted_at = epoch_start;
         if s.settled && !outrun {
             s.backoff_epochs = 0;
@@ -518,20 +555,22 @@ impl SegShares {
                     let mut k = 0;
                     while k < list.len() {
                         let (i, listing) = list[k];
-                        let s = &mut self.segs[i as usize];
+                        let (s, q) = (&mut self.segs[i as usize], &mut self.quick[i as usize]);
                         if s.listing != listing {
                             list.swap_remove(k);
                             continue;
                         }
-                        if s.generation < idle_before {
+                        if q.generation < idle_before {
                             // Idle: out of every bucket (the other entries are now stale),
                             // with every change before this one applied.
                             s.unlist(at);
+                            q.clean = false;
                             list.swap_remove(k);
                             continue;
                         }
                         if s.apply(c.page, c.old, c.new, shift) {
                             s.dirty = true;
+                            q.clean = false;
                         }
                         k += 1;
                     }
@@ -540,6 +579,7 @@ impl SegShares {
             None => {
                 // Every segment is behind the journal: counted in full when next needed.
                 self.segs.iter_mut().filter(|s| s.synced).for_each(|s| s.unlist(0));
+                self.quick.iter_mut().for_each(|q| q.clean = false);
                 self.buckets.iter_mut().for_each(Vec::clear);
             }
         }
