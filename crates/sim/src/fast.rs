@@ -624,7 +624,10 @@ impl Hot<'_> {
             fs.entry_armed.push(armed);
             mean_ns += w as f64 / total as f64 * ns;
         }
-        let room = ((self.end - clock) / mean_ns.max(1e-9)).ceil().clamp(1.0, 1e18) as u128;
+        // `x.ceil().clamp(1.0, 1e18) as u128` without the library calls for `ceil` and for a
+        // cast to u128 (NaN gives 0, as that cast does).
+        let x = (self.end - clock) / mean_ns.max(1e-9);
+        let room = if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
         let p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
         let mut left = max;
         let mut charged = 0;

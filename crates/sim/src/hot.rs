@@ -6,6 +6,27 @@ use numalab_core::rng::StreamRng;
 use numalab_workload::stream::{AccessKind, Swrr};
 use rand::Rng;
 
+/// `x.ceil().max(1.0)`, the same float, without a call: the baseline x86-64 target has no
+/// rounding instruction, so `ceil` is a library call, and the hot paths take one per run of
+/// references. Floats from 2^52 on are integers already.
+#[inline(always)]
+pub(crate) fn ceil_at_least_one(x: f64) -> f64 {
+    const INTEGRAL_FROM: f64 = 4_503_599_627_370_496.0; // 2^52
+    if !(x > 1.0) {
+        // At most 1, or NaN (which `max` drops).
+        return 1.0;
+    }
+    if x >= INTEGRAL_FROM {
+        return x;
+    }
+    let t = x as u64 as f64;
+    if t < x {
+        t + 1.0
+    } else {
+        t
+    }
+}
+
 pub(crate) fn kind_index(k: AccessKind) -> usize {
     k as usize
 }
@@ -114,7 +135,7 @@ impl Hot<'_> {
             let j = h as usize;
             let c = cost[kb + j];
             // References until the clock reaches the epoch end (the crossing one included).
-            let room = ((self.end - clock) / c).ceil().max(1.0);
+            let room = ceil_at_least_one((self.end - clock) / c);
             let k = if room < avail as f64 { room as u64 } else { avail };
             let writes = e.take_run(k);
             acc[j] += k;
@@ -291,5 +312,25 @@ mod tests {
         let mut home = placed(300);
         home[5] |= ARMED;
         both_ways(&[2, 1, 1], &home, f64::INFINITY, 4000);
+    }
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use super::ceil_at_least_one;
+
+    #[test]
+    fn ceil_at_least_one_is_ceil_then_max_one() {
+        let mut xs = vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, 0.3, 1.0, 1.0 + f64::EPSILON, 2.5, 3.0, 1e15 + 0.5];
+        xs.extend([4_503_599_627_370_495.5, 4_503_599_627_370_496.0, 9.1e18, 1e300, -7.5, f64::MIN_POSITIVE]);
+        let mut rng = numalab_core::rng::stream(3, "ceil-test", 0);
+        use rand::Rng;
+        for _ in 0..10_000 {
+            let e: i32 = rng.random_range(-20..64);
+            xs.push(rng.random::<f64>() * 2f64.powi(e));
+        }
+        for x in xs {
+            assert_eq!(ceil_at_least_one(x).to_bits(), x.ceil().max(1.0).to_bits(), "x = {x:e}");
+        }
     }
 }
