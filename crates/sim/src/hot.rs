@@ -12,7 +12,7 @@ use rand::Rng;
 #[inline(always)]
 pub(crate) fn ceil_at_least_one(x: f64) -> f64 {
     const INTEGRAL_FROM: f64 = 4_503_599_627_370_496.0; // 2^52
-    if !(x > 1.0) {
+    if x.is_nan() || x <= 1.0 {
         // At most 1, or NaN (which `max` drops).
         return 1.0;
     }
