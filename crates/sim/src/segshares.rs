@@ -6,7 +6,7 @@
 //! arming pages costs a few updates instead of a count of every page of the segment; a full
 //! count happens when a segment is first needed or the journal no longer reaches back to it.
 
-use crate::memory::{Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
+use crate::memory::{Change, Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
@@ -214,6 +214,44 @@ pub(crate) struct SegShares {
     /// engine").
     buckets: Vec<Vec<(u32, u32)>>,
     bucket_shift: u32,
+    /// The segments following the journal whose span reaches into more than `wide_from`
+    /// buckets, an eighth of the memory's (a stride over a whole region): offered every
+    /// change, as a bucket would offer it. A segment's entries in the buckets then cost at
+    /// most 8 bytes per 512 pages of memory, and the live segments of a run a few bytes per
+    /// simulated page at worst.
+    wide: Vec<(u32, u32)>,
+    wide_from: usize,
+}
+
+/// `SegShares::wide_from` is at least this many buckets.
+const MIN_WIDE_BUCKETS: usize = if cfg!(test) { 2 } else { 64 };
+
+/// Offer the change `c` (from generation `at` to `at + 1`) to the segments of `list`: a stale
+/// entry leaves the list, a segment idle for `IDLE_CHANGES` stops following the journal (with
+/// every change before this one applied), and the others apply it.
+fn offer(list: &mut Vec<(u32, u32)>, segs: &mut [SegShare], quick: &mut [Quick], c: &Change, at: u64, shift: u32) {
+    let idle_before = at.saturating_sub(IDLE_CHANGES);
+    let mut k = 0;
+    while k < list.len() {
+        let (i, listing) = list[k];
+        let (s, q) = (&mut segs[i as usize], &mut quick[i as usize]);
+        if s.listing != listing {
+            list.swap_remove(k);
+            continue;
+        }
+        if q.generation < idle_before {
+            // Idle: out of every list (its other entries are now stale).
+            s.unlist(at);
+            q.clean = false;
+            list.swap_remove(k);
+            continue;
+        }
+        if s.apply(c.page, c.old, c.new, shift) {
+            s.dirty = true;
+            q.clean = false;
+        }
+        k += 1;
+    }
 }
 
 /// A segment not needed for this many changes of the journal stops following it (a
@@ -550,30 +588,10 @@ impl SegShares {
         match mem.changes_since(self.cursor) {
             Some(changes) => {
                 for (c, at) in changes.iter().zip(self.cursor..) {
-                    let idle_before = at.saturating_sub(IDLE_CHANGES);
-                    let Some(list) = self.buckets.get_mut((c.page >> self.bucket_shift) as usize) else { continue };
-                    let mut k = 0;
-                    while k < list.len() {
-                        let (i, listing) = list[k];
-                        let (s, q) = (&mut self.segs[i as usize], &mut self.quick[i as usize]);
-                        if s.listing != listing {
-                            list.swap_remove(k);
-                            continue;
-                        }
-                        if q.generation < idle_before {
-                            // Idle: out of every bucket (the other entries are now stale),
-                            // with every change before this one applied.
-                            s.unlist(at);
-                            q.clean = false;
-                            list.swap_remove(k);
-                            continue;
-                        }
-                        if s.apply(c.page, c.old, c.new, shift) {
-                            s.dirty = true;
-                            q.clean = false;
-                        }
-                        k += 1;
+                    if let Some(list) = self.buckets.get_mut((c.page >> self.bucket_shift) as usize) {
+                        offer(list, &mut self.segs, &mut self.quick, c, at, shift);
                     }
+                    offer(&mut self.wide, &mut self.segs, &mut self.quick, c, at, shift);
                 }
             }
             None => {
@@ -581,6 +599,7 @@ impl SegShares {
                 self.segs.iter_mut().filter(|s| s.synced).for_each(|s| s.unlist(0));
                 self.quick.iter_mut().for_each(|q| q.clean = false);
                 self.buckets.iter_mut().for_each(Vec::clear);
+                self.wide.clear();
             }
         }
         self.cursor = generation;
@@ -593,6 +612,8 @@ impl SegShares {
             let pages = mem.home().len().max(1) as u64;
             let bits = u64::BITS - (pages - 1).leading_zeros();
             self.bucket_shift = bits.saturating_sub(MAX_BUCKETS_SHIFT).max(MIN_BUCKET_SHIFT);
+            let buckets = pages.div_ceil(1 << self.bucket_shift) as usize;
+            self.wide_from = (buckets / 8).max(MIN_WIDE_BUCKETS);
         }
         let s = &mut self.segs[i];
         s.synced = true;
@@ -603,6 +624,10 @@ impl SegShares {
         }
         let first = ((first_line >> shift) >> self.bucket_shift) as usize;
         let last = (((end_line - 1) >> shift) >> self.bucket_shift) as usize;
+        if last - first >= self.wide_from {
+            self.wide.push((i as u32, listing));
+            return;
+        }
         if self.buckets.len() <= last {
             self.buckets.resize_with(last + 1, Vec::new);
         }
