@@ -527,7 +527,7 @@ impl SegShares {
             s.parts = Some(parts);
             return settled;
         }
-        self.sync(mem, shift);
+        // `ready` has brought the cursor up to date already.
         let last = self.quick[i].generation;
         let s = &mut self.segs[i];
         let behind = if last == u64::MAX { None } else { mem.changes_since(last) };
@@ -535,12 +535,13 @@ impl SegShares {
         // once than it keeps): counted again in full, with the same back-off as blocking pages
         // if it keeps happening, and on the exact path in between.
         let outrun = last != u64::MAX && behind.is_none();
-        let caught_up = behind.is_some();
         // Following the journal, `sync` has applied the changes since then already; otherwise
-        // the segment applies those since its counts were valid and follows the journal again.
-        if caught_up && !s.synced {
-            // `valid_at` is never older than `generation`, which the journal reaches.
-            for c in mem.changes_since(s.valid_at).unwrap_or_default() {
+        // the segment applies those since its counts were valid (never before `last`, so the
+        // journal reaches them whenever it reaches `last`) and follows the journal again.
+        let replay = if s.synced { Some(&[][..]) } else { mem.changes_since(s.valid_at) };
+        let caught_up = behind.is_some() && replay.is_some();
+        if let (true, Some(changes)) = (caught_up && !s.synced, replay) {
+            for c in changes {
                 s.dirty |= s.apply(c.page, c.old, c.new, shift);
             }
             self.list(i, mem, shift);
