@@ -943,17 +943,8 @@ impl World<'_> {
             let stop = if sampling && !sample_now { end.min(start_clock + th.sample_left_ns) } else { end };
             let slow_from = if sample_now { 0 } else { SLOW };
             let maps = self.maps.as_ref().map_or(&[][..], |m| m.fast());
-            let hot = Hot {
-                home: self.mem.home(),
-                home_gen: self.mem.generation(),
-                shift,
-                n,
-                end: stop,
-                gap_exp_ns: th.gap_exp_ns,
-                slow_from,
-                maps,
-                node: cpu_node as usize,
-            };
+            let hot =
+                Hot { home: self.mem.home(), shift, n, end: stop, gap_exp_ns: th.gap_exp_ns, slow_from, maps, node: cpu_node as usize };
             let by_reference = !maps.is_empty();
             // The fast engine charges the step while the memory its entries range over is
             // settled; otherwise the exact paths run, with the round-robin restarted from the

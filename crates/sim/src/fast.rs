@@ -11,6 +11,7 @@
 use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 pub(crate) use crate::segshares::SegShares;
+use crate::walkruns::{Pages, RunCost, WalkRuns};
 use numalab_workload::stream::{Cursor, Seg, StridePasses};
 use numalab_workload::sweep::{StrideSweep, SweepRuns};
 use numalab_workload::Entry;
@@ -37,8 +38,9 @@ fn sweeps(runs: u64, lines: u64, stride: u64) -> bool {
 /// References charged one by one (most-behind pick) when a block cannot be charged in bulk,
 /// before the block is tried again.
 const EXACT_STRETCH: u64 = 64;
-/// Most pages one walk run of a block extends over (see `same_node_run`).
-const MAX_RUN_PAGES: u64 = 32;
+/// Most pages a walk is followed over by one block (`WalkRuns::scan`): a bound on what one
+/// block looks at ahead when the epoch's end is far (fast-forward windows).
+const MAX_RUN_PAGES: u64 = 256;
 
 /// `num / den`, with one 64-bit division when both fit in 64 bits (almost always: the
 /// products of reference counts only pass 2^64 on runs of about 2^32 references per entry),
@@ -52,9 +54,50 @@ fn div_u128(num: u128, den: u128) -> u128 {
     }
 }
 
+/// The smallest `p` in `lo + 1 ..= hi` whose block reaches `end` (`clock_at(p) >= end`), given
+/// `clock_at(lo) = c_lo < end <= c_hi = clock_at(hi)`; `clock_at` does not decrease. The clock
+/// is nearly linear in `p` (piecewise, by the walks' runs), so the crossing is first placed by
+/// interpolation, then confirmed by its neighbour; a third step that is not done halves the
+/// bracket instead.
+fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64, mut clock_at: impl FnMut(u128) -> f64) -> u128 {
+    let (mut lo, mut c_lo, mut hi, mut c_hi) = (lo, c_lo, hi, c_hi);
+    let mut round = 0;
+    while hi - lo > 1 {
+        round += 1;
+        let mid = if round % 3 == 0 {
+            lo + (hi - lo) / 2
+        } else {
+            let f = (end - c_lo) / (c_hi - c_lo);
+            let step = crate::hot::ceil_at_least_one(f * (hi - lo) as f64).min(1e18) as u64 as u128;
+            (lo + step).min(hi - 1)
+        };
+        let c = clock_at(mid);
+        if c >= end {
+            (hi, c_hi) = (mid, c);
+            if hi - lo > 1 {
+                let c_below = clock_at(hi - 1);
+                if c_below < end {
+                    return hi;
+                }
+                (hi, c_hi) = (hi - 1, c_below);
+            }
+        } else {
+            (lo, c_lo) = (mid, c);
+            if hi - lo > 1 {
+                let c_above = clock_at(lo + 1);
+                if c_above >= end {
+                    return lo + 1;
+                }
+                (lo, c_lo) = (lo + 1, c_above);
+            }
+        }
+    }
+    hi
+}
+
 /// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
 /// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
-fn leading_equal(bytes: &[u8], b: u8) -> usize {
+pub(crate) fn leading_equal(bytes: &[u8], b: u8) -> usize {
     let pattern = u64::from_le_bytes([b; 8]);
     let mut chunks = bytes.chunks_exact(8);
     let mut equal = 0;
@@ -366,25 +409,17 @@ pub(crate) struct FastState {
     stride_passes: Vec<StridePasses>,
     /// Per entry: its current pass's labels, for a segment of many runs.
     stride_sweeps: Vec<StrideSweep>,
-    /// Per entry: pages its walk's last runs were found to share one byte (`same_node_run`).
-    known_runs: Vec<KnownRun>,
-}
-
-/// Pages `first..=last` all had the byte `home` at the memory's generation `generation`: what
-/// `same_node_run` found for a walk, so the next block of the same walk does not compare the
-/// same page bytes again. Any change of any page byte moves the generation on and voids it.
-#[derive(Clone, Copy, Debug)]
-struct KnownRun {
-    generation: u64,
-    first: u64,
-    last: u64,
-    home: u8,
-}
-
-impl Default for KnownRun {
-    fn default() -> KnownRun {
-        KnownRun { generation: u64::MAX, first: 0, last: 0, home: 0 }
-    }
+    /// Per entry of the block: a walk's next line, how far it may run (0 for others) and
+    /// what its escapes add to each reference's cost.
+    walk_line: Vec<(u64, u64, f64)>,
+    /// Per entry of the block: the weight of a walk's or fixed entry's own page in its
+    /// shares (1 without escapes); `entry_share` leaves that page out.
+    entry_own: Vec<f64>,
+    /// Per entry: its references in the block at `P = ks_at`.
+    ks: Vec<u64>,
+    ks_at: u128,
+    /// The block's walks over their next pages, as runs of one node.
+    walks: WalkRuns,
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -513,53 +548,10 @@ impl Hot<'_> {
         (issued, clock, None)
     }
 
-    /// A walk's next line and how many references from it stay on pages of one node (the
-    /// first page's, placed and not slow) inside one chunk, at most `max`: the first page's
-    /// run, extended page by page while the next page has the same byte. Every reference of
-    /// such a run costs the same and goes to the same node, so it is charged as one.
-    fn same_node_run(&self, e: &Entry, lpp: u64, max: u64, known: &mut KnownRun) -> Option<(u64, u64)> {
-        debug_assert_eq!(lpp, 1 << self.shift);
-        let (line, mut run, in_chunk) = e.peek_run_and_chunk(lpp, max)?;
-        let first_page = line >> self.shift;
-        let mut page = first_page;
-        let h = self.home[page as usize];
-        if h < SLOW {
-            // An epoch holds a few thousand references per thread: looking further ahead
-            // than `MAX_RUN_PAGES` pages would be scanned again by the next block for nothing.
-            let last_page = page + MAX_RUN_PAGES;
-            let still_known = known.generation == self.home_gen && known.home == h && known.first <= page && page <= known.last;
-            if still_known {
-                // The loop below would step page by page through bytes already known to be
-                // `h`: take those steps at once, stopping where it would stop (the chunk
-                // filled, `last_page`, or the end of what is known).
-                // `lpp` is `1 << shift`: the page count by a shift, not a division.
-                let steps = (known.last.min(last_page) - page).min((in_chunk - run + lpp - 1) >> self.shift);
-                page += steps;
-                run = (run + steps * lpp).min(in_chunk);
-            }
-            // Then page by page while the next page has the same byte, up to the chunk's end
-            // and `last_page`: the bytes are compared eight at a time, and the steps taken at
-            // once (each adds `lpp` to `run`, capped at `in_chunk`).
-            if run < in_chunk && page < last_page {
-                let cap = ((in_chunk - run + lpp - 1) >> self.shift).min(last_page - page);
-                let from = (page + 1) as usize;
-                let to = (from + cap as usize).min(self.home.len());
-                let same = leading_equal(&self.home[from.min(to)..to], h) as u64;
-                page += same;
-                run = (run + same * lpp).min(in_chunk);
-            }
-            if still_known {
-                known.last = known.last.max(page);
-            } else {
-                *known = KnownRun { generation: self.home_gen, first: first_page, last: page, home: h };
-            }
-        }
-        Some((line, run))
-    }
-
     /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the
-    /// largest `P` that keeps each walk on its current page, stays within `max` and ends at
-    /// most one reference past the epoch end. `None` if a walk or fixed entry is on a slow page.
+    /// largest `P` that keeps each walk on pages the fast path may charge (of any node), stays
+    /// within `max` and ends at most one reference past the epoch end. `None` if a walk or
+    /// fixed entry is on a slow page.
     fn block(
         &self,
         entries: &mut [Entry],
@@ -573,23 +565,25 @@ impl Hot<'_> {
         let n = self.n;
         let total = step.total_refs.max(1) as u128;
         let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
-        let mut p_hi = total;
-        let mut mean_ns = 0.0;
-        if fs.known_runs.len() < entries.len() {
-            fs.known_runs.resize(entries.len(), KnownRun::default());
-        }
-        fs.home_node.clear();
-        fs.entry_ns.clear();
-        fs.entry_armed.clear();
-        fs.entry_share.resize(entries.len() * n, 0.0);
+        // The block ends by `p_cap` at the latest: the step's end, `max`, each walk's chunk
+        // and `MAX_RUN_PAGES`, and (below) the room left before the epoch's end.
+        let mut p_cap = total.min(issued_before as u128 + max as u128);
+        // A lower bound of the block's mean cost per reference: a walk at the cheapest node
+        // of its row (its pages are not looked at yet), every other entry at its own cost.
+        let mut lower_ns = 0.0;
+        let lpp = step.lpp;
+        fs.begin_block(entries.len(), n);
         for (i, e) in entries.iter().enumerate() {
             let w = e.refs as u128;
             let fe = &step.kinds[i];
+            let active = e.remaining() > 0 && w > 0;
+            let mut reach = 0;
             let line = match (fe.kind, &e.cursor) {
-                _ if e.remaining() == 0 || w == 0 => None,
+                _ if !active => None,
                 (FastKind::Walk, _) => {
-                    let (line, run) = self.same_node_run(e, step.lpp, e.remaining(), &mut fs.known_runs[i])?;
-                    p_hi = p_hi.min(div_u128((e.issued as u128 + run as u128 + 1) * total - 1, w));
+                    let (line, _, in_chunk) = e.peek_run_and_chunk(lpp, e.remaining())?;
+                    reach = in_chunk.min(MAX_RUN_PAGES * lpp);
+                    p_cap = p_cap.min(div_u128((e.issued as u128 + reach as u128 + 1) * total - 1, w));
                     Some(line)
                 }
                 (FastKind::Fixed, Cursor::Fixed { line }) => Some(*line),
@@ -607,34 +601,76 @@ impl Hot<'_> {
                 None => None,
             };
             let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
-            let (ns, armed) = match (home_node, fe.kind, fe.escape) {
-                _ if e.remaining() == 0 || w == 0 => (0.0, 0.0),
-                (Some(j), _, None) => (row[j], 0.0),
+            // `ns`: what a reference costs (a walk's at its current page); `base_ns` and
+            // `own`: for a walk, what its references cost on a page of node `j` is
+            // `base_ns + own · row[j]` (its escapes, and its own page at weight `own`).
+            let (ns, armed, base_ns, own) = match (home_node, fe.kind, fe.escape) {
+                _ if !active => (0.0, 0.0, 0.0, 0.0),
+                (Some(j), _, None) => (row[j], 0.0, 0.0, 1.0),
                 (None, FastKind::Random(s) | FastKind::Strided(s), None) if step.shares.armed_frac(s) == 0.0 => {
-                    (dot(step.shares.share(s), row), 0.0)
+                    (dot(step.shares.share(s), row), 0.0, 0.0, 0.0)
                 }
                 _ => {
                     // Kept for the charge below: the shares cannot change inside a block.
-                    let armed = fs.shares_of(i, fe, home_node, step.shares);
-                    (dot(&fs.entry_share[i * n..(i + 1) * n], row), armed)
+                    let (armed, own) = fs.shares_of(i, fe, home_node, step.shares);
+                    let base_ns = dot(&fs.entry_share[i * n..(i + 1) * n], row);
+                    let own_ns = home_node.map_or(0.0, |j| own * row[j]);
+                    (base_ns + own_ns, armed, base_ns, own)
                 }
+            };
+            let lower = match fe.kind {
+                FastKind::Walk if active => base_ns + own * row.iter().copied().fold(f64::INFINITY, f64::min),
+                _ => ns,
             };
             fs.home_node.push(home_node);
             fs.entry_ns.push(ns);
             fs.entry_armed.push(armed);
-            mean_ns += w as f64 / total as f64 * ns;
+            fs.entry_own.push(own);
+            fs.walk_line.push((line.unwrap_or(0), reach, base_ns));
+            lower_ns += e.refs as f64 / step.total_refs.max(1) as f64 * lower;
         }
         // `x.ceil().clamp(1.0, 1e18) as u128` without the library calls for `ceil` and for a
         // cast to u128 (NaN gives 0, as that cast does).
-        let x = (self.end - clock) / mean_ns.max(1e-9);
+        let x = (self.end - clock) / lower_ns.max(1e-9);
         let room = if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
-        let p = p_hi.min(issued_before as u128 + room).min(issued_before as u128 + max as u128);
-        let mut left = max;
+        p_cap = p_cap.min(issued_before as u128 + room);
+        // Each walk's runs up to where `p_cap` takes it; a walk stopped by a page the exact
+        // path must see ends the block before that page.
+        let mut p_top = p_cap;
+        let pages = Pages { home: self.home, shift: self.shift };
+        for (i, e) in entries.iter().enumerate() {
+            let (line, reach, base_ns) = fs.walk_line[i];
+            if step.kinds[i].kind != FastKind::Walk || reach == 0 {
+                continue;
+            }
+            let w = e.refs as u128;
+            let want = (div_u128(p_cap * w, total) as u64).saturating_sub(e.issued).min(reach);
+            if want == 0 {
+                continue;
+            }
+            let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
+            let covered = fs.walks.scan(i, &pages, line, want, RunCost { row, base_ns, own: fs.entry_own[i] });
+            if covered < want {
+                p_top = p_top.min(div_u128((e.issued as u128 + covered as u128 + 1) * total - 1, w));
+            }
+        }
+        // The block's `P`: `p_top`, unless the epoch ends before it; then the first `P` whose
+        // clock reaches the end. Each look at a `P` leaves the entries' references in `ks`.
+        let c_top = fs.clock_at(p_top, entries, step, max, clock);
+        let p = if c_top < self.end {
+            p_top
+        } else {
+            let p = first_reaching(issued_before as u128, clock, p_top, c_top, self.end, |p| fs.clock_at(p, entries, step, max, clock));
+            if fs.ks_at != p {
+                fs.clock_at(p, entries, step, max, clock);
+            }
+            p
+        };
+        debug_assert_eq!(fs.ks_at, p);
         let mut charged = 0;
         let entries_len = entries.len();
         for (i, e) in entries.iter_mut().enumerate() {
-            let target = div_u128(p * e.refs as u128, total) as u64;
-            let mut k = target.saturating_sub(e.issued).min(e.remaining()).min(left);
+            let mut k = fs.ks[i];
             if k == 0 {
                 continue;
             }
@@ -654,10 +690,9 @@ impl Hot<'_> {
                     (k, faults) = (before as u64, true);
                 }
             }
-            left -= k;
             charged += k;
-            if let (FastKind::Strided(s), None) = (fe.kind, fe.escape) {
-                if !step.shares.one_node(s) {
+            match (fe.kind, fe.escape) {
+                (FastKind::Strided(s), None) if !step.shares.one_node(s) => {
                     // A stride over pages of several nodes: each reference counted on its
                     // own page's node (no draw is involved, so this is the exact count).
                     let (home, shift) = (self.home, self.shift);
@@ -704,23 +739,51 @@ impl Hot<'_> {
                     }
                     continue;
                 }
-            }
-            let writes = e.take_run(k);
-            clock += k as f64 * fs.entry_ns[i];
-            match (home_node, fe.kind, fe.escape) {
-                (Some(j), _, None) => {
-                    acc[j] += k;
-                    wr[j] += writes;
+                (FastKind::Walk, None) => {
+                    // Run by run on its pages' nodes, as the exact engine counts them.
+                    clock += fs.walks.cost_ns(i, k);
+                    fs.walks.take(i, e, k, |node, m, writes| {
+                        acc[node] += m;
+                        wr[node] += writes;
+                    });
                 }
-                // Spread over nodes by expected shares; made integer at the flush.
-                (None, FastKind::Random(s) | FastKind::Strided(s), None) if armed == 0.0 => {
-                    fs.add_pending(k, writes, step.shares.share(s));
+                (FastKind::Walk, Some(_)) => {
+                    // The escapes by their shares, the walk's own references at weight
+                    // `own` on each run's node; made integer at the flush.
+                    clock += fs.walks.cost_ns(i, k);
+                    let own = fs.entry_own[i];
+                    let (walks, share) = (std::mem::take(&mut fs.walks), std::mem::take(&mut fs.entry_share));
+                    walks.take(i, e, k, |node, m, writes| {
+                        fs.add_pending(m, writes, &share[i * n..(i + 1) * n]);
+                        fs.pending_acc[node] += m as f64 * own;
+                        fs.pending_wr[node] += writes as f64 * own;
+                    });
+                    (fs.walks, fs.entry_share) = (walks, share);
                 }
                 _ => {
-                    // `shares_of` as computed for this entry before the charge.
-                    let share = std::mem::take(&mut fs.entry_share);
-                    fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
-                    fs.entry_share = share;
+                    let writes = e.take_run(k);
+                    clock += k as f64 * fs.entry_ns[i];
+                    match (home_node, fe.kind, fe.escape) {
+                        (Some(j), _, None) => {
+                            acc[j] += k;
+                            wr[j] += writes;
+                        }
+                        // Spread over nodes by expected shares; made integer at the flush.
+                        (None, FastKind::Random(s) | FastKind::Strided(s), None) if armed == 0.0 => {
+                            fs.add_pending(k, writes, step.shares.share(s));
+                        }
+                        _ => {
+                            // `shares_of` as computed for this entry before the charge, and
+                            // a fixed entry's own line at weight `own`.
+                            let share = std::mem::take(&mut fs.entry_share);
+                            fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
+                            fs.entry_share = share;
+                            if let Some(j) = home_node {
+                                fs.pending_acc[j] += k as f64 * fs.entry_own[i];
+                                fs.pending_wr[j] += writes as f64 * fs.entry_own[i];
+                            }
+                        }
+                    }
                 }
             }
             if faults {
@@ -753,19 +816,52 @@ impl Hot<'_> {
 }
 
 impl FastState {
+    /// Empty the per-entry scratch of a block of `entries` entries on `n` nodes.
+    fn begin_block(&mut self, entries: usize, n: usize) {
+        self.home_node.clear();
+        self.entry_ns.clear();
+        self.entry_armed.clear();
+        self.entry_own.clear();
+        self.walk_line.clear();
+        self.entry_share.resize(entries * n, 0.0);
+        self.walks.begin(entries);
+        self.ks.resize(entries, 0);
+        self.ks_at = u128::MAX;
+    }
+
+    /// The clock after a block to `p` from `clock`, formed as the charge forms it (a stride
+    /// over pages of several nodes at its expected cost: its exact count is known only when
+    /// taken), leaving each entry's references in `ks`.
+    fn clock_at(&mut self, p: u128, entries: &[Entry], step: &FastStep, max: u64, clock: f64) -> f64 {
+        let total = step.total_refs.max(1) as u128;
+        let (mut c, mut left) = (clock, max);
+        for (i, e) in entries.iter().enumerate() {
+            let k = (div_u128(p * e.refs as u128, total) as u64).saturating_sub(e.issued).min(e.remaining()).min(left);
+            self.ks[i] = k;
+            if k == 0 {
+                continue;
+            }
+            left -= k;
+            c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.entry_ns[i] };
+        }
+        self.ks_at = p;
+        c
+    }
+
     /// Where entry `i`'s next references go that land on unarmed pages, as node shares (in
-    /// its row of `self.entry_share`): its page's node (walk, fixed) or its segment's unarmed
-    /// lines (random, strided), mixed with the escape shares at the escape probability, over
-    /// the share of references that land on unarmed pages. Returns the chance that a
-    /// reference lands on an armed page.
-    fn shares_of(&mut self, i: usize, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> f64 {
+    /// its row of `self.entry_share`): its segment's unarmed lines (random, strided) or,
+    /// for a walk or fixed entry, nothing for its own page, whose weight is returned instead
+    /// (a walk's node changes along its runs); mixed with the escape shares at the escape
+    /// probability, over the share of references that land on unarmed pages. Returns the
+    /// chance that a reference lands on an armed page and the own page's weight.
+    fn shares_of(&mut self, i: usize, fe: &FastEntry, home_node: Option<usize>, shares: &SegShares) -> (f64, f64) {
         let n = self.share.len();
         let out = &mut self.entry_share[i * n..(i + 1) * n];
-        let mut armed = 0.0;
+        let (mut armed, mut own) = (0.0, 0.0);
         match (home_node, fe.kind) {
-            (Some(j), _) => {
+            (Some(_), _) => {
                 out.iter_mut().for_each(|x| *x = 0.0);
-                out[j] = 1.0;
+                own = 1.0;
             }
             (None, FastKind::Random(s) | FastKind::Strided(s)) => {
                 out.copy_from_slice(shares.unarmed(s));
@@ -778,12 +874,14 @@ impl FastState {
                 *x = (1.0 - q) * *x + q * y;
             }
             armed = (1.0 - q) * armed + q * shares.armed_frac(mix);
+            own *= 1.0 - q;
         }
         if armed > 0.0 && armed < 1.0 {
             let inv = 1.0 / (1.0 - armed);
             out.iter_mut().for_each(|x| *x *= inv);
+            own *= inv;
         }
-        armed
+        (armed, own)
     }
 }
 
@@ -793,16 +891,46 @@ mod tests {
 
     /// The hot loop over a two-node memory of 4-line pages, with no epoch end.
     fn two_node_hot(mem: &crate::memory::Memory) -> Hot<'_> {
-        Hot {
-            home: mem.home(),
-            home_gen: mem.generation(),
-            shift: 2,
-            n: 2,
-            end: f64::INFINITY,
-            gap_exp_ns: 0.0,
-            slow_from: SLOW,
-            maps: &[],
-            node: 0,
+        Hot { home: mem.home(), shift: 2, n: 2, end: f64::INFINITY, gap_exp_ns: 0.0, slow_from: SLOW, maps: &[], node: 0 }
+    }
+
+    proptest::proptest! {
+        /// `first_reaching` finds the first `p` whose clock reaches the end, on clocks that
+        /// rise by a different cost per step in each of a few pieces (a block's walks crossing
+        /// pages of several nodes), also with steps that add nothing.
+        #[test]
+        fn first_reaching_finds_the_first_p_at_the_end(
+            pieces in proptest::collection::vec((1u64..400, 0u32..5), 1..6),
+            end_at in 0.0f64..1.0,
+            just_below in proptest::bool::ANY,
+        ) {
+            let clock_at = |p: u128| -> f64 {
+                let (mut c, mut left) = (100.0, p as u64);
+                for &(len, ns) in &pieces {
+                    let k = left.min(len);
+                    c += k as f64 * f64::from(ns);
+                    left -= k;
+                }
+                c
+            };
+            let hi = pieces.iter().map(|p| p.0).sum::<u64>() as u128;
+            let (c_lo, c_hi) = (clock_at(0), clock_at(hi));
+            proptest::prop_assume!(c_hi > c_lo);
+            // The end exactly at some `p`'s clock (ties are where an off-by-one shows), or
+            // half a nanosecond before it.
+            let at = 1 + ((hi - 1) as f64 * end_at) as u128;
+            let end = clock_at(at) - if just_below { 0.5 } else { 0.0 };
+            proptest::prop_assume!(end > c_lo);
+            let looks = std::cell::Cell::new(0);
+            let p = first_reaching(0, c_lo, hi, c_hi, end, |p| {
+                looks.set(looks.get() + 1);
+                clock_at(p)
+            });
+            let first = (1..=hi).find(|&p| clock_at(p) >= end).unwrap();
+            proptest::prop_assert_eq!(p, first);
+            // Interpolation, bisection every third round: never more looks than a bisection
+            // with neighbour checks would take.
+            proptest::prop_assert!(looks.get() <= 4 * (128 - hi.leading_zeros()) + 2, "{} looks", looks.get());
         }
     }
 

@@ -37,9 +37,6 @@ pub(crate) type SlowRef = (u64, bool, AccessKind);
 /// The per-access loop, with everything it reads held in locals.
 pub(crate) struct Hot<'m> {
     pub home: &'m [u8],
-    /// The memory's generation when `home` was taken (`Memory::generation`): what the fast
-    /// engine's knowledge of page runs is valid for.
-    pub home_gen: u64,
     pub shift: u32,
     pub n: usize,
     pub end: f64,
@@ -252,17 +249,7 @@ mod tests {
     fn both_ways(weights: &[u64], home: &[u8], end: f64, max: u64) {
         let n = 2;
         let cost = [3.0, 11.5, 5.0, 17.0, 8.0, 23.0];
-        let hot = Hot {
-            home,
-            home_gen: 0,
-            shift: LPP.trailing_zeros(),
-            n,
-            end,
-            gap_exp_ns: 0.0,
-            slow_from: crate::memory::SLOW,
-            maps: &[],
-            node: 0,
-        };
+        let hot = Hot { home, shift: LPP.trailing_zeros(), n, end, gap_exp_ns: 0.0, slow_from: crate::memory::SLOW, maps: &[], node: 0 };
         let mut rng = numalab_core::rng::stream(1, "hot-test", 0);
         let (mut e1, mut e2) = (entries(weights, 1000), entries(weights, 1000));
         let (mut s1, mut s2) = (Swrr::new(e1.iter().map(|e| e.refs)), Swrr::new(e2.iter().map(|e| e.refs)));

@@ -30,6 +30,7 @@ mod view;
 pub mod vm;
 pub mod vmlive;
 pub mod vmrun;
+mod walkruns;
 mod windows;
 
 pub use config::SimConfig;
