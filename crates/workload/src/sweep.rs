@@ -76,11 +76,13 @@ pub struct StrideSweep {
     per_label: Vec<u64>,
     /// The first crossing whose residue is above `start`.
     next: usize,
-    /// Per label, one bit per reference of the pass (64 to a word, `words` words per
-    /// label): set when the reference has that label. A whole pass's writes on a label are the
+    /// Per 64 references of the pass, one word per label (`label_count` to a row): bit `q`
+    /// set when reference `q` of those has that label. Word-major, so a whole pass's write
+    /// count reads one row per 64 references. A whole pass's writes on a label are the
     /// bits its mask shares with the pass's write bits ([`WriteWords`]).
     masks: Vec<u64>,
     words: usize,
+    label_count: usize,
     /// The write bits of 64 consecutive references for this entry's write fraction (made
     /// again when another fraction uses the sweep).
     write_words: WriteWords,
@@ -98,6 +100,10 @@ struct WriteWords {
     bounds: Vec<u64>,
     /// `words[k]`: the write bits for every phase in `bounds[k] .. bounds[k + 1]`.
     words: Vec<u64>,
+    /// Per 2^24 phases (the phase's top 8 bits): the index of the last bound at or below
+    /// the first phase of that range, where `at` starts looking (at most 65 bounds over 256
+    /// ranges, so it rarely steps on).
+    start: Vec<u8>,
 }
 
 impl WriteWords {
@@ -114,12 +120,17 @@ impl WriteWords {
                 (0..64u64).fold(0u64, |word, q| word | (((((phase + q.wrapping_mul(write_fp)) & PHASE_MASK) + write_fp) >> 32) << q))
             })
             .collect();
-        WriteWords { write_fp, bounds, words }
+        let start = (0..256u64).map(|r| (bounds.partition_point(|&b| b <= r << 24) - 1) as u8).collect();
+        WriteWords { write_fp, bounds, words, start }
     }
 
     /// The write bits of references `i .. i + 64` for `i` of phase `phase`.
     fn at(&self, phase: u64) -> u64 {
-        self.words[self.bounds.partition_point(|&b| b <= phase) - 1]
+        let mut k = self.start[(phase >> 24) as usize] as usize;
+        while k + 1 < self.bounds.len() && self.bounds[k + 1] <= phase {
+            k += 1;
+        }
+        self.words[k]
     }
 }
 
@@ -151,8 +162,9 @@ impl StrideSweep {
         self.words = self.labels.len().div_ceil(64);
         self.masks.clear();
         self.masks.resize(label_count * self.words, 0);
+        self.label_count = label_count;
         for (q, &label) in self.labels.iter().enumerate() {
-            self.masks[label as usize * self.words + q / 64] |= 1 << (q % 64);
+            self.masks[q / 64 * label_count + label as usize] |= 1 << (q % 64);
         }
         self.next = crossings.first_above(s);
         (self.key, self.stride, self.start, self.valid) = (key, stride, s, true);
@@ -171,12 +183,12 @@ impl StrideSweep {
             debug_assert_eq!(self.labels[q], from, "the reference at the run's last position");
             self.per_label[from as usize] -= 1;
             let (word, bit) = (q / 64, 1u64 << (q % 64));
-            self.masks[from as usize * self.words + word] &= !bit;
+            self.masks[word * self.label_count + from as usize] &= !bit;
             match labels.get(r + 1) {
                 Some(&to) => {
                     self.labels[q] = to;
                     self.per_label[to as usize] += 1;
-                    self.masks[to as usize * self.words + word] |= bit;
+                    self.masks[word * self.label_count + to as usize] |= bit;
                 }
                 None => {
                     debug_assert_eq!(q + 1, self.labels.len(), "the pass's last reference");
@@ -277,13 +289,12 @@ impl Entry {
             if whole && write_fp != 0 {
                 // Reference q of the pass is reference i + q of the entry: per label, the
                 // write bits its mask keeps, 64 references at a time.
-                let words = sweep.words;
                 let mut phase = i.wrapping_mul(write_fp) & PHASE_MASK;
                 let phase_step = 64u64.wrapping_mul(write_fp) & PHASE_MASK;
-                for c in 0..words {
+                for row in sweep.masks.chunks_exact(sweep.label_count) {
                     let written = sweep.write_words.at(phase);
-                    for (l, w) in writes.iter_mut().enumerate() {
-                        *w += u64::from((sweep.masks[l * words + c] & written).count_ones());
+                    for (w, &mask) in writes.iter_mut().zip(row) {
+                        *w += u64::from((mask & written).count_ones());
                     }
                     phase = (phase + phase_step) & PHASE_MASK;
                 }
