@@ -95,6 +95,28 @@ fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64, mut clock_
     hi
 }
 
+/// `floor(p · refs / total)` (`p ≤ total`, `0 < total < 2^64`) from `ratio = refs / total`
+/// as a float, corrected by one with exact products: a block looks at several `P` for every
+/// entry, and a division costs several times the two multiplications. The float product is
+/// within one of the quotient while `p · refs < 2^52`; past that it divides.
+#[inline]
+fn target(p: u128, refs: u64, total: u128, ratio: f64) -> u64 {
+    // 64-bit operands: the products are single multiplications, and the conversion to float
+    // an instruction (from u128 it is a library call).
+    let (p, total) = (p as u64, total as u64);
+    let product = u128::from(p) * u128::from(refs);
+    if product >> 52 != 0 {
+        return (product / u128::from(total)) as u64;
+    }
+    let mut t = (p as f64 * ratio) as u64;
+    if u128::from(t) * u128::from(total) > product {
+        t -= 1;
+    } else if (u128::from(t) + 1) * u128::from(total) <= product {
+        t += 1;
+    }
+    t
+}
+
 /// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
 /// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
 pub(crate) fn leading_equal(bytes: &[u8], b: u8) -> usize {
@@ -415,9 +437,13 @@ pub(crate) struct FastState {
     /// Per entry of the block: the weight of a walk's or fixed entry's own page in its
     /// shares (1 without escapes); `entry_share` leaves that page out.
     entry_own: Vec<f64>,
-    /// Per entry: its references in the block at `P = ks_at`.
-    ks: Vec<u64>,
-    ks_at: u128,
+    /// Per entry of the block: `refs / T` as a float (for `target`).
+    ratio: Vec<f64>,
+    /// Per entry: its references in the block at `P = ks_at[s]`, for the last two `P` looked
+    /// at (slot `ks_next` is written next).
+    ks: [Vec<u64>; 2],
+    ks_at: [u128; 2],
+    ks_next: usize,
     /// The block's walks over their next pages, as runs of one node.
     walks: WalkRuns,
 }
@@ -566,11 +592,11 @@ impl Hot<'_> {
         let total = step.total_refs.max(1) as u128;
         let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
         // The block ends by `p_cap` at the latest: the step's end, `max`, each walk's chunk
-        // and `MAX_RUN_PAGES`, and (below) the room left before the epoch's end.
+        // and `MAX_RUN_PAGES`, and (below) where the mean cost puts the epoch's end.
         let mut p_cap = total.min(issued_before as u128 + max as u128);
-        // A lower bound of the block's mean cost per reference: a walk at the cheapest node
-        // of its row (its pages are not looked at yet), every other entry at its own cost.
-        let mut lower_ns = 0.0;
+        // The block's mean cost per reference with every walk on its current page's node:
+        // exact while no walk leaves its first run.
+        let mut mean_ns = 0.0;
         let lpp = step.lpp;
         fs.begin_block(entries.len(), n);
         for (i, e) in entries.iter().enumerate() {
@@ -618,25 +644,28 @@ impl Hot<'_> {
                     (base_ns + own_ns, armed, base_ns, own)
                 }
             };
-            let lower = match fe.kind {
-                FastKind::Walk if active => base_ns + own * row.iter().copied().fold(f64::INFINITY, f64::min),
-                _ => ns,
-            };
             fs.home_node.push(home_node);
             fs.entry_ns.push(ns);
             fs.entry_armed.push(armed);
             fs.entry_own.push(own);
             fs.walk_line.push((line.unwrap_or(0), reach, base_ns));
-            lower_ns += e.refs as f64 / step.total_refs.max(1) as f64 * lower;
+            let ratio = e.refs as f64 / step.total_refs.max(1) as f64;
+            fs.ratio.push(ratio);
+            mean_ns += ratio * ns;
         }
-        // `x.ceil().clamp(1.0, 1e18) as u128` without the library calls for `ceil` and for a
-        // cast to u128 (NaN gives 0, as that cast does).
-        let x = (self.end - clock) / lower_ns.max(1e-9);
-        let room = if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
-        p_cap = p_cap.min(issued_before as u128 + room);
+        // Where the epoch ends if every walk stays on its current node: `ceil` of the room
+        // (the block may end a reference past the end), as `x.ceil().clamp(1.0, 1e18) as
+        // u128` without the library calls for `ceil` and for a cast to u128 (NaN gives 0, as
+        // that cast does). A walk that reaches cheaper pages ends the block before the epoch
+        // does, and the next block goes on.
+        let x = (self.end - clock) / mean_ns.max(1e-9);
+        let p_lin = issued_before as u128 + if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
+        p_cap = p_cap.min(p_lin);
         // Each walk's runs up to where `p_cap` takes it; a walk stopped by a page the exact
         // path must see ends the block before that page.
         let mut p_top = p_cap;
+        // The first `P` at which some walk leaves its first run.
+        let mut p_first = u128::MAX;
         let pages = Pages { home: self.home, shift: self.shift };
         for (i, e) in entries.iter().enumerate() {
             let (line, reach, base_ns) = fs.walk_line[i];
@@ -653,24 +682,37 @@ impl Hot<'_> {
             if covered < want {
                 p_top = p_top.min(div_u128((e.issued as u128 + covered as u128 + 1) * total - 1, w));
             }
+            if let [first, _, ..] = fs.walks.of(i) {
+                p_first = p_first.min(div_u128((e.issued as u128 + first.refs_end as u128 + 1) * total - 1, w) + 1);
+            }
         }
         // The block's `P`: `p_top`, unless the epoch ends before it; then the first `P` whose
-        // clock reaches the end. Each look at a `P` leaves the entries' references in `ks`.
-        let c_top = fs.clock_at(p_top, entries, step, max, clock);
-        let p = if c_top < self.end {
+        // clock reaches the end. While every walk stays on its first run the clock is linear
+        // in `P` and `p_top` is at most `p_lin`; otherwise the clock is looked at. Each look
+        // at a `P` leaves the entries' references in a slot of `ks`; the last two are kept,
+        // which is where the search ends.
+        let p = if p_top < p_first {
             p_top
         } else {
-            let p = first_reaching(issued_before as u128, clock, p_top, c_top, self.end, |p| fs.clock_at(p, entries, step, max, clock));
-            if fs.ks_at != p {
-                fs.clock_at(p, entries, step, max, clock);
+            let c_top = fs.clock_at::<true>(p_top, entries, step, max, clock);
+            if c_top < self.end {
+                p_top
+            } else {
+                first_reaching(issued_before as u128, clock, p_top, c_top, self.end, |p| fs.clock_at::<true>(p, entries, step, max, clock))
             }
-            p
         };
-        debug_assert_eq!(fs.ks_at, p);
+        let slot = match fs.ks_at.iter().position(|&at| at == p) {
+            Some(slot) => slot,
+            None => {
+                fs.clock_at::<false>(p, entries, step, max, clock);
+                1 - fs.ks_next
+            }
+        };
+        let ks = std::mem::take(&mut fs.ks[slot]);
         let mut charged = 0;
         let entries_len = entries.len();
         for (i, e) in entries.iter_mut().enumerate() {
-            let mut k = fs.ks[i];
+            let mut k = ks[i];
             if k == 0 {
                 continue;
             }
@@ -808,9 +850,11 @@ impl Hot<'_> {
                 };
                 let page = step.shares.draw_armed(from, t.rng, self.home, self.shift);
                 let write = e.take_run(1) > 0;
+                fs.ks[slot] = ks;
                 return Some((charged + 1, clock, Some((page, write, e.kind))));
             }
         }
+        fs.ks[slot] = ks;
         Some((charged, clock, None))
     }
 }
@@ -825,26 +869,34 @@ impl FastState {
         self.walk_line.clear();
         self.entry_share.resize(entries * n, 0.0);
         self.walks.begin(entries);
-        self.ks.resize(entries, 0);
-        self.ks_at = u128::MAX;
+        self.ratio.clear();
+        for ks in &mut self.ks {
+            ks.resize(entries, 0);
+        }
+        self.ks_at = [u128::MAX; 2];
     }
 
     /// The clock after a block to `p` from `clock`, formed as the charge forms it (a stride
     /// over pages of several nodes at its expected cost: its exact count is known only when
-    /// taken), leaving each entry's references in `ks`.
-    fn clock_at(&mut self, p: u128, entries: &[Entry], step: &FastStep, max: u64, clock: f64) -> f64 {
+    /// taken), leaving each entry's references in `ks`; without `COST`, only the references.
+    fn clock_at<const COST: bool>(&mut self, p: u128, entries: &[Entry], step: &FastStep, max: u64, clock: f64) -> f64 {
         let total = step.total_refs.max(1) as u128;
         let (mut c, mut left) = (clock, max);
+        let slot = self.ks_next;
+        let ks = &mut self.ks[slot];
         for (i, e) in entries.iter().enumerate() {
-            let k = (div_u128(p * e.refs as u128, total) as u64).saturating_sub(e.issued).min(e.remaining()).min(left);
-            self.ks[i] = k;
+            let k = target(p, e.refs, total, self.ratio[i]).saturating_sub(e.issued).min(e.remaining()).min(left);
+            ks[i] = k;
             if k == 0 {
                 continue;
             }
             left -= k;
-            c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.entry_ns[i] };
+            if COST {
+                c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.entry_ns[i] };
+            }
         }
-        self.ks_at = p;
+        self.ks_at[slot] = p;
+        self.ks_next = 1 - slot;
         c
     }
 
@@ -931,6 +983,18 @@ mod tests {
             // Interpolation, bisection every third round: never more looks than a bisection
             // with neighbour checks would take.
             proptest::prop_assert!(looks.get() <= 4 * (128 - hi.leading_zeros()) + 2, "{} looks", looks.get());
+        }
+    }
+
+    proptest::proptest! {
+        /// `target` is the floor of the exact quotient, for any `p ≤ total`.
+        #[test]
+        fn target_is_the_floor_of_the_quotient(total in 1u64..u64::MAX / 2, refs_frac in 0.0f64..=1.0, p_frac in 0.0f64..=1.0, small in proptest::bool::ANY) {
+            let total = if small { total % 5000 + 1 } else { total };
+            let refs = (total as f64 * refs_frac) as u64;
+            let p = (total as f64 * p_frac) as u128;
+            let ratio = refs as f64 / total as f64;
+            proptest::prop_assert_eq!(target(p, refs, total as u128, ratio) as u128, p * refs as u128 / total as u128);
         }
     }
 

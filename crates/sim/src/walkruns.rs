@@ -109,6 +109,7 @@ impl WalkRuns {
     }
 
     /// Entry `i`'s runs.
+    #[inline]
     pub fn of(&self, i: usize) -> &[WalkRun] {
         let (a, b) = self.spans[i];
         &self.runs[a as usize..b as usize]
@@ -117,8 +118,12 @@ impl WalkRuns {
     /// What entry `i`'s next `k` references cost, ns (`k` within its runs): a run's cost
     /// up to its end, and the references past it at the next run's cost. One run gives
     /// `k · ns`, the same float the single-node charge formed.
+    #[inline]
     pub fn cost_ns(&self, i: usize, k: u64) -> f64 {
         let runs = self.of(i);
+        if let [run] = runs {
+            return k as f64 * run.ns;
+        }
         let r = runs.partition_point(|run| run.refs_end < k);
         let (before_refs, before_ns) = if r == 0 { (0, 0.0) } else { (runs[r - 1].refs_end, runs[r - 1].cost_end_ns) };
         let ns = runs.get(r).map_or(0.0, |run| run.ns);
