@@ -664,8 +664,6 @@ impl Hot<'_> {
         // Each walk's runs up to where `p_cap` takes it; a walk stopped by a page the exact
         // path must see ends the block before that page.
         let mut p_top = p_cap;
-        // The first `P` at which some walk leaves its first run.
-        let mut p_first = u128::MAX;
         let pages = Pages { home: self.home, shift: self.shift };
         for (i, e) in entries.iter().enumerate() {
             let (line, reach, base_ns) = fs.walk_line[i];
@@ -682,24 +680,19 @@ impl Hot<'_> {
             if covered < want {
                 p_top = p_top.min(div_u128((e.issued as u128 + covered as u128 + 1) * total - 1, w));
             }
-            if let [first, _, ..] = fs.walks.of(i) {
-                p_first = p_first.min(div_u128((e.issued as u128 + first.refs_end as u128 + 1) * total - 1, w) + 1);
-            }
         }
         // The block's `P`: `p_top`, unless the epoch ends before it; then the first `P` whose
-        // clock reaches the end. While every walk stays on its first run the clock is linear
-        // in `P` and `p_top` is at most `p_lin`; otherwise the clock is looked at. Each look
-        // at a `P` leaves the entries' references in a slot of `ks`; the last two are kept,
-        // which is where the search ends.
-        let p = if p_top < p_first {
+        // clock reaches the end. `p_lin` alone is not enough even when every walk stays on
+        // one node: after a fault cut a block short, the entries charged after the faulting
+        // one are behind their targets, and a block to `P` gives them their backlog on top
+        // of `P`'s share (the clock passed the epoch's end by that backlog). Each look at a
+        // `P` leaves the entries' references in a slot of `ks`; the last two are kept, which
+        // is where the search ends.
+        let c_top = fs.clock_at::<true>(p_top, entries, step, max, clock);
+        let p = if c_top < self.end {
             p_top
         } else {
-            let c_top = fs.clock_at::<true>(p_top, entries, step, max, clock);
-            if c_top < self.end {
-                p_top
-            } else {
-                first_reaching(issued_before as u128, clock, p_top, c_top, self.end, |p| fs.clock_at::<true>(p, entries, step, max, clock))
-            }
+            first_reaching(issued_before as u128, clock, p_top, c_top, self.end, |p| fs.clock_at::<true>(p, entries, step, max, clock))
         };
         let slot = match fs.ks_at.iter().position(|&at| at == p) {
             Some(slot) => slot,
