@@ -419,26 +419,14 @@ pub(crate) struct FastState {
     writes: Vec<u64>,
     share: Vec<f64>,
     caps_max: Vec<u64>,
-    /// Per entry of the block being charged: its page's node (walks, fixed) and ns per
-    /// reference.
-    home_node: Vec<Option<usize>>,
-    entry_ns: Vec<f64>,
-    /// Per entry of the block: the chance that a reference lands on an armed page.
-    entry_armed: Vec<f64>,
+    /// Per entry of the block being charged: what the block found out about it.
+    plans: Vec<Plan>,
     /// Per entry of the block (`n` each): its `shares_of`, where the block needed them.
     entry_share: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
     stride_passes: Vec<StridePasses>,
     /// Per entry: its current pass's labels, for a segment of many runs.
     stride_sweeps: Vec<StrideSweep>,
-    /// Per entry of the block: a walk's next line, how far it may run (0 for others) and
-    /// what its escapes add to each reference's cost.
-    walk_line: Vec<(u64, u64, f64)>,
-    /// Per entry of the block: the weight of a walk's or fixed entry's own page in its
-    /// shares (1 without escapes); `entry_share` leaves that page out.
-    entry_own: Vec<f64>,
-    /// Per entry of the block: `refs / T` as a float (for `target`).
-    ratio: Vec<f64>,
     /// Per entry: its references in the block at `P = ks_at[s]`, for the last two `P` looked
     /// at (slot `ks_next` is written next).
     ks: [Vec<u64>; 2],
@@ -446,6 +434,27 @@ pub(crate) struct FastState {
     ks_next: usize,
     /// The block's walks over their next pages, as runs of one node.
     walks: WalkRuns,
+}
+
+/// One entry of a block, as the block's set-up found it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Plan {
+    /// Its page's node (walks, fixed).
+    home_node: Option<usize>,
+    /// What a reference costs, ns (a walk's on its current page).
+    ns: f64,
+    /// The chance that a reference lands on an armed page.
+    armed: f64,
+    /// The weight of a walk's or fixed entry's own page in its shares (1 without escapes);
+    /// `entry_share` leaves that page out.
+    own: f64,
+    /// A walk's next line, how far it may run (0 for others), and what its escapes add to
+    /// each reference's cost.
+    line: u64,
+    reach: u64,
+    base_ns: f64,
+    /// `refs / T` as a float (for `target`).
+    ratio: f64,
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -644,13 +653,8 @@ impl Hot<'_> {
                     (base_ns + own_ns, armed, base_ns, own)
                 }
             };
-            fs.home_node.push(home_node);
-            fs.entry_ns.push(ns);
-            fs.entry_armed.push(armed);
-            fs.entry_own.push(own);
-            fs.walk_line.push((line.unwrap_or(0), reach, base_ns));
             let ratio = e.refs as f64 / step.total_refs.max(1) as f64;
-            fs.ratio.push(ratio);
+            fs.plans[i] = Plan { home_node, ns, armed, own, line: line.unwrap_or(0), reach, base_ns, ratio };
             mean_ns += ratio * ns;
         }
         // Where the epoch ends if every walk stays on its current node: `ceil` of the room
@@ -666,7 +670,7 @@ impl Hot<'_> {
         let mut p_top = p_cap;
         let pages = Pages { home: self.home, shift: self.shift };
         for (i, e) in entries.iter().enumerate() {
-            let (line, reach, base_ns) = fs.walk_line[i];
+            let Plan { line, reach, base_ns, own, .. } = fs.plans[i];
             if step.kinds[i].kind != FastKind::Walk || reach == 0 {
                 continue;
             }
@@ -676,7 +680,7 @@ impl Hot<'_> {
                 continue;
             }
             let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
-            let covered = fs.walks.scan(i, &pages, line, want, RunCost { row, base_ns, own: fs.entry_own[i] });
+            let covered = fs.walks.scan(i, &pages, line, want, RunCost { row, base_ns, own });
             if covered < want {
                 p_top = p_top.min(div_u128((e.issued as u128 + covered as u128 + 1) * total - 1, w));
             }
@@ -710,8 +714,7 @@ impl Hot<'_> {
                 continue;
             }
             let fe = step.kinds[i];
-            let home_node = fs.home_node[i];
-            let armed = fs.entry_armed[i];
+            let Plan { home_node, armed, own, ns, .. } = fs.plans[i];
             // References that land on armed pages: each of the `k` does with probability
             // `armed`, so the references before the first such one are geometrically
             // distributed; they are charged by the shares of the unarmed pages and the one
@@ -786,7 +789,6 @@ impl Hot<'_> {
                     // The escapes by their shares, the walk's own references at weight
                     // `own` on each run's node; made integer at the flush.
                     clock += fs.walks.cost_ns(i, k);
-                    let own = fs.entry_own[i];
                     let (walks, share) = (std::mem::take(&mut fs.walks), std::mem::take(&mut fs.entry_share));
                     walks.take(i, e, k, |node, m, writes| {
                         fs.add_pending(m, writes, &share[i * n..(i + 1) * n]);
@@ -797,7 +799,7 @@ impl Hot<'_> {
                 }
                 _ => {
                     let writes = e.take_run(k);
-                    clock += k as f64 * fs.entry_ns[i];
+                    clock += k as f64 * ns;
                     match (home_node, fe.kind, fe.escape) {
                         (Some(j), _, None) => {
                             acc[j] += k;
@@ -814,8 +816,8 @@ impl Hot<'_> {
                             fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
                             fs.entry_share = share;
                             if let Some(j) = home_node {
-                                fs.pending_acc[j] += k as f64 * fs.entry_own[i];
-                                fs.pending_wr[j] += writes as f64 * fs.entry_own[i];
+                                fs.pending_acc[j] += k as f64 * own;
+                                fs.pending_wr[j] += writes as f64 * own;
                             }
                         }
                     }
@@ -855,14 +857,9 @@ impl Hot<'_> {
 impl FastState {
     /// Empty the per-entry scratch of a block of `entries` entries on `n` nodes.
     fn begin_block(&mut self, entries: usize, n: usize) {
-        self.home_node.clear();
-        self.entry_ns.clear();
-        self.entry_armed.clear();
-        self.entry_own.clear();
-        self.walk_line.clear();
+        self.plans.resize(entries, Plan::default());
         self.entry_share.resize(entries * n, 0.0);
         self.walks.begin(entries);
-        self.ratio.clear();
         for ks in &mut self.ks {
             ks.resize(entries, 0);
         }
@@ -878,14 +875,14 @@ impl FastState {
         let slot = self.ks_next;
         let ks = &mut self.ks[slot];
         for (i, e) in entries.iter().enumerate() {
-            let k = target(p, e.refs, total, self.ratio[i]).saturating_sub(e.issued).min(e.remaining()).min(left);
+            let k = target(p, e.refs, total, self.plans[i].ratio).saturating_sub(e.issued).min(e.remaining()).min(left);
             ks[i] = k;
             if k == 0 {
                 continue;
             }
             left -= k;
             if COST {
-                c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.entry_ns[i] };
+                c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.plans[i].ns };
             }
         }
         self.ks_at[slot] = p;
