@@ -8,6 +8,7 @@
 //! what is given up. Anything a policy observes one access at a time (first touches, hinting
 //! faults, replicated pages) still goes through the exact path.
 
+use crate::block_end::{first_reaching, target};
 use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 pub(crate) use crate::segshares::SegShares;
@@ -52,87 +53,6 @@ fn div_u128(num: u128, den: u128) -> u128 {
     } else {
         num / den
     }
-}
-
-/// The smallest `p` in `lo + 1 ..= hi` whose block reaches `end` (`clock_at(p) >= end`), given
-/// `clock_at(lo) = c_lo < end <= c_hi = clock_at(hi)`; `clock_at` does not decrease. The clock
-/// is nearly linear in `p` (piecewise, by the walks' runs), so the crossing is first placed by
-/// interpolation, then confirmed by its neighbour; a third step that is not done halves the
-/// bracket instead. `hi` itself when nothing lies between: also when `hi <= lo`, which a block
-/// can ask for when a walk stops it at once and entries left behind by a fault already take
-/// the clock past the end.
-fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64, mut clock_at: impl FnMut(u128) -> f64) -> u128 {
-    let (mut lo, mut c_lo, mut hi, mut c_hi) = (lo, c_lo, hi, c_hi);
-    let mut round = 0;
-    while hi > lo + 1 {
-        round += 1;
-        let mid = if round % 3 == 0 {
-            lo + (hi - lo) / 2
-        } else {
-            let f = (end - c_lo) / (c_hi - c_lo);
-            let step = crate::hot::ceil_at_least_one(f * (hi - lo) as f64).min(1e18) as u64 as u128;
-            (lo + step).min(hi - 1)
-        };
-        let c = clock_at(mid);
-        if c >= end {
-            (hi, c_hi) = (mid, c);
-            if hi > lo + 1 {
-                let c_below = clock_at(hi - 1);
-                if c_below < end {
-                    return hi;
-                }
-                (hi, c_hi) = (hi - 1, c_below);
-            }
-        } else {
-            (lo, c_lo) = (mid, c);
-            if hi > lo + 1 {
-                let c_above = clock_at(lo + 1);
-                if c_above >= end {
-                    return lo + 1;
-                }
-                (lo, c_lo) = (lo + 1, c_above);
-            }
-        }
-    }
-    hi
-}
-
-/// `floor(p · refs / total)` (`p ≤ total`, `0 < total < 2^64`) from `ratio = refs / total`
-/// as a float, corrected by one with exact products: a block looks at several `P` for every
-/// entry, and a division costs several times the two multiplications. The float product is
-/// within one of the quotient while `p · refs < 2^52`; past that it divides.
-#[inline]
-fn target(p: u128, refs: u64, total: u128, ratio: f64) -> u64 {
-    // 64-bit operands: the products are single multiplications, and the conversion to float
-    // an instruction (from u128 it is a library call).
-    let (p, total) = (p as u64, total as u64);
-    let product = u128::from(p) * u128::from(refs);
-    if product >> 52 != 0 {
-        return (product / u128::from(total)) as u64;
-    }
-    let mut t = (p as f64 * ratio) as u64;
-    if u128::from(t) * u128::from(total) > product {
-        t -= 1;
-    } else if (u128::from(t) + 1) * u128::from(total) <= product {
-        t += 1;
-    }
-    t
-}
-
-/// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
-/// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
-pub(crate) fn leading_equal(bytes: &[u8], b: u8) -> usize {
-    let pattern = u64::from_le_bytes([b; 8]);
-    let mut chunks = bytes.chunks_exact(8);
-    let mut equal = 0;
-    for chunk in &mut chunks {
-        let diff = u64::from_le_bytes(chunk.try_into().expect("chunks_exact gives 8 bytes")) ^ pattern;
-        if diff != 0 {
-            return equal + (diff.trailing_zeros() / 8) as usize;
-        }
-        equal += 8;
-    }
-    equal + chunks.remainder().iter().take_while(|&&x| x == b).count()
 }
 
 /// How the fast engine charges one entry of a step.
@@ -938,90 +858,11 @@ mod tests {
         Hot { home: mem.home(), shift: 2, n: 2, end: f64::INFINITY, gap_exp_ns: 0.0, slow_from: SLOW, maps: &[], node: 0 }
     }
 
-    proptest::proptest! {
-        /// `first_reaching` finds the first `p` whose clock reaches the end, on clocks that
-        /// rise by a different cost per step in each of a few pieces (a block's walks crossing
-        /// pages of several nodes), also with steps that add nothing.
-        #[test]
-        fn first_reaching_finds_the_first_p_at_the_end(
-            pieces in proptest::collection::vec((1u64..400, 0u32..5), 1..6),
-            end_at in 0.0f64..1.0,
-            just_below in proptest::bool::ANY,
-        ) {
-            let clock_at = |p: u128| -> f64 {
-                let (mut c, mut left) = (100.0, p as u64);
-                for &(len, ns) in &pieces {
-                    let k = left.min(len);
-                    c += k as f64 * f64::from(ns);
-                    left -= k;
-                }
-                c
-            };
-            let hi = pieces.iter().map(|p| p.0).sum::<u64>() as u128;
-            let (c_lo, c_hi) = (clock_at(0), clock_at(hi));
-            proptest::prop_assume!(c_hi > c_lo);
-            // The end exactly at some `p`'s clock (ties are where an off-by-one shows), or
-            // half a nanosecond before it.
-            let at = 1 + ((hi - 1) as f64 * end_at) as u128;
-            let end = clock_at(at) - if just_below { 0.5 } else { 0.0 };
-            proptest::prop_assume!(end > c_lo);
-            let looks = std::cell::Cell::new(0);
-            let p = first_reaching(0, c_lo, hi, c_hi, end, |p| {
-                looks.set(looks.get() + 1);
-                clock_at(p)
-            });
-            let first = (1..=hi).find(|&p| clock_at(p) >= end).unwrap();
-            proptest::prop_assert_eq!(p, first);
-            // Nothing between the ends: the upper one, also below the lower.
-            proptest::prop_assert_eq!(first_reaching(first, c_lo, first, c_hi, end, clock_at), first);
-            proptest::prop_assert_eq!(first_reaching(first + 1, c_lo, first, c_hi, end, clock_at), first);
-            // Interpolation, bisection every third round: at worst two looks per round and
-            // the bracket halved every three rounds.
-            proptest::prop_assert!(looks.get() <= 6 * (128 - hi.leading_zeros()) + 4, "{} looks", looks.get());
-        }
-    }
-
-    proptest::proptest! {
-        /// `target` is the floor of the exact quotient, for any `p ≤ total`.
-        #[test]
-        fn target_is_the_floor_of_the_quotient(total in 1u64..u64::MAX / 2, refs_frac in 0.0f64..=1.0, p_frac in 0.0f64..=1.0, small in proptest::bool::ANY) {
-            let total = if small { total % 5000 + 1 } else { total };
-            let refs = (total as f64 * refs_frac) as u64;
-            let p = (total as f64 * p_frac) as u128;
-            let ratio = refs as f64 / total as f64;
-            proptest::prop_assert_eq!(target(p, refs, total as u128, ratio) as u128, p * refs as u128 / total as u128);
-        }
-    }
-
     #[test]
     fn div_u128_gives_the_quotient_on_both_sides_of_64_bits() {
         let big = u128::from(u64::MAX);
         for (num, den) in [(0, 1), (7, 2), (big, 3), (big + 1, 3), (big * 5, 7), (big, big + 1), (3 * big, big)] {
             assert_eq!(div_u128(num, den), num / den, "{num} / {den}");
-        }
-    }
-
-    #[test]
-    fn leading_equal_counts_up_to_the_first_other_byte() {
-        assert_eq!(leading_equal(&[], 3), 0);
-        assert_eq!(leading_equal(&[3; 20], 3), 20);
-        assert_eq!(leading_equal(&[4, 3, 3], 3), 0);
-        let mut bytes = [1u8; 17];
-        for at in 0..17 {
-            bytes[at] = 2;
-            assert_eq!(leading_equal(&bytes, 1), at, "first other byte at {at}");
-            bytes[at] = 1;
-        }
-    }
-
-    proptest::proptest! {
-        /// Eight at a time gives the byte-by-byte count, wherever the first other byte sits
-        /// and whatever follows it.
-        #[test]
-        fn leading_equal_matches_byte_by_byte(same in 0usize..40, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
-            let bytes: Vec<u8> = std::iter::repeat_n(b, same).chain(tail).collect();
-            let expected = bytes.iter().take_while(|&&x| x == b).count();
-            proptest::prop_assert_eq!(leading_equal(&bytes, b), expected);
         }
     }
 

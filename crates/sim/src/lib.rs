@@ -8,6 +8,7 @@
 mod apply;
 mod apps;
 pub mod bench;
+mod block_end;
 pub mod calibrate;
 pub mod classes;
 pub mod config;

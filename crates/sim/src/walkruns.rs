@@ -10,7 +10,6 @@
 //! sum over its runs, so the block can find where the epoch ends without stopping at every
 //! change of node.
 
-use crate::fast::leading_equal;
 use crate::memory::SLOW;
 use numalab_workload::Entry;
 
@@ -147,10 +146,50 @@ impl WalkRuns {
     }
 }
 
+/// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
+/// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
+fn leading_equal(bytes: &[u8], b: u8) -> usize {
+    let pattern = u64::from_le_bytes([b; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut equal = 0;
+    for chunk in &mut chunks {
+        let diff = u64::from_le_bytes(chunk.try_into().expect("chunks_exact gives 8 bytes")) ^ pattern;
+        if diff != 0 {
+            return equal + (diff.trailing_zeros() / 8) as usize;
+        }
+        equal += 8;
+    }
+    equal + chunks.remainder().iter().take_while(|&&x| x == b).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use numalab_workload::stream::{AccessKind, Cursor, Seg};
+
+    #[test]
+    fn leading_equal_counts_up_to_the_first_other_byte() {
+        assert_eq!(leading_equal(&[], 3), 0);
+        assert_eq!(leading_equal(&[3; 20], 3), 20);
+        assert_eq!(leading_equal(&[4, 3, 3], 3), 0);
+        let mut bytes = [1u8; 17];
+        for at in 0..17 {
+            bytes[at] = 2;
+            assert_eq!(leading_equal(&bytes, 1), at, "first other byte at {at}");
+            bytes[at] = 1;
+        }
+    }
+
+    proptest::proptest! {
+        /// Eight at a time gives the byte-by-byte count, wherever the first other byte sits
+        /// and whatever follows it.
+        #[test]
+        fn leading_equal_matches_byte_by_byte(same in 0usize..40, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
+            let bytes: Vec<u8> = std::iter::repeat_n(b, same).chain(tail).collect();
+            let expected = bytes.iter().take_while(|&&x| x == b).count();
+            proptest::prop_assert_eq!(leading_equal(&bytes, b), expected);
+        }
+    }
 
     /// Four-line pages; `bytes` per page.
     fn scan(bytes: &[u8], line: u64, want: u64, base_ns: f64, own: f64) -> (WalkRuns, u64) {
