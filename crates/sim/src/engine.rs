@@ -489,7 +489,7 @@ impl World<'_> {
                 // where the exact paths stop at every page.
                 th.fast_ok = !kinds.is_empty();
                 th.fast_kinds = kinds;
-                th.fast.reset(n);
+                th.fast.begin_step(n);
             }
         }
     }
@@ -979,7 +979,8 @@ impl World<'_> {
             let (issued, clock, slow) = if in_main {
                 let max = if sample_now { 1 } else { th.left.min(limit) };
                 if fast_now {
-                    let step = FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp };
+                    let step =
+                        FastStep { kinds: &th.fast_kinds, shares: &self.shares, total_refs: th.main_refs, lpp, slowed: self.mem.slowed() };
                     hot.issue_fast(&mut th.work.entries, &step, &mut th.fast, max, &mut tally, start_clock)
                 } else if th.work.entries.len() == 1
                     && th.work.entries[0].peek_run(lpp, 1).is_some()

@@ -27,6 +27,7 @@ pub mod profile;
 mod scanner;
 pub mod sched;
 mod segshares;
+mod stridereach;
 mod view;
 pub mod vm;
 pub mod vmlive;

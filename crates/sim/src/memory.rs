@@ -45,6 +45,10 @@ pub struct Memory {
     /// its per-segment counts up to date from it instead of counting every page again.
     journal: Vec<Change>,
     journal_from: u64,
+    /// Changes that turned a page byte from below `SLOW` to `SLOW` or above (armed,
+    /// replicated, released): a page on the fast path stays on it while this is unchanged
+    /// (the fast engine's strides over armed pages rely on it, `stridereach`).
+    slowed: u64,
     pub free: Vec<u64>,
     pub capacity: Vec<u64>,
     /// Extra copies per page as a node bit mask (the home copy excluded); empty until the
@@ -65,6 +69,7 @@ impl Memory {
             generation: 0,
             journal: Vec::new(),
             journal_from: 0,
+            slowed: 0,
             free: capacity.clone(),
             capacity,
             replicas: Vec::new(),
@@ -102,6 +107,12 @@ impl Memory {
         self.generation
     }
 
+    /// Changes so far that turned a page slow (see the field).
+    #[inline]
+    pub fn slowed(&self) -> u64 {
+        self.slowed
+    }
+
     /// The oldest generation the journal reaches back to (`changes_since` of anything
     /// older is `None`).
     pub fn journal_from(&self) -> u64 {
@@ -122,6 +133,7 @@ impl Memory {
         self.home[page as usize] = new;
         // A migration or a release drops the bit as a fault does: the count follows the byte.
         self.armed_pages = self.armed_pages + u64::from(new & ARMED != 0) - u64::from(old & ARMED != 0);
+        self.slowed += u64::from(old < SLOW && new >= SLOW);
         if self.journal.len() == JOURNAL_MAX {
             self.journal.clear();
             self.journal_from = self.generation;
@@ -306,6 +318,26 @@ mod tests {
         m.release(3);
         m.release(2);
         assert_eq!(m.armed_pages(), 0);
+    }
+
+    /// `slowed` moves exactly when a page turns slow: the fast engine trusts a scan of fast
+    /// pages until it does.
+    #[test]
+    fn slowed_counts_the_pages_that_turn_slow() {
+        let mut m = Memory::new(4, vec![4, 4]);
+        m.place(0, 0);
+        m.place(1, 0);
+        assert_eq!(m.slowed(), 0, "placing makes a page fast");
+        m.arm(0);
+        m.arm(0);
+        assert_eq!(m.slowed(), 1, "arming an armed page turns nothing slow");
+        m.disarm(0);
+        assert!(m.migrate(1, 1));
+        assert_eq!(m.slowed(), 1, "a fault and a migration keep pages fast");
+        assert!(m.replicate(1, 0));
+        assert_eq!(m.slowed(), 2);
+        m.release(0);
+        assert_eq!(m.slowed(), 3, "a freed page is slow");
     }
 
     #[test]

@@ -475,6 +475,20 @@ impl Entry {
         Some((line, in_page.min(in_chunk), in_chunk))
     }
 
+    /// The line of the next reference when no draw decides it: a walk's, a stride's or a
+    /// fixed entry's without owner escapes; `None` otherwise.
+    pub fn next_line_known(&self) -> Option<u64> {
+        if self.escape.is_some() {
+            return None;
+        }
+        match &self.cursor {
+            Cursor::Walk { segs, seg, pos } => Some(segs[*seg].line_at(*pos)),
+            Cursor::Strided { seg, pos, .. } => Some(seg.line_at(*pos)),
+            Cursor::Fixed { line } => Some(*line),
+            _ => None,
+        }
+    }
+
     /// Consume `k` references of the run `peek_run` described (for a strided cursor: its next
     /// `k` references; random and fixed cursors have no position); returns how many are
     /// writes (the floor rule over indices `issued .. issued + k`).
@@ -808,6 +822,22 @@ mod tests {
         let (mut c, mut w) = ([0u64; 1], [0u64; 1]);
         assert!(!walk.take_strided_by_runs(3, (&[1], &[0]), 0, &mut StridePasses::default(), &mut c, &mut w));
         assert_eq!((walk.issued, c), (0, [0]));
+    }
+
+    #[test]
+    fn next_line_known_is_what_next_gives() {
+        let walk = Cursor::Walk { segs: vec![Seg::contiguous(60, 3), Seg { start: 200, chunk: 2, step: 64, chunks: 2 }], seg: 0, pos: 0 };
+        let stride = Cursor::Strided { seg: Seg { start: 8, chunk: 5, step: 9, chunks: 3 }, pos: 0, start: 0, stride: 4 };
+        for cursor in [walk, stride, Cursor::Fixed { line: 17 }] {
+            let mut e = Entry::new(cursor, 40, 0.5, AccessKind::Stream, None);
+            let mut r = rng();
+            for _ in 0..20 {
+                let known = e.next_line_known().expect("no draw decides it");
+                assert_eq!(known, e.next(&mut r).0);
+            }
+        }
+        let random = Entry::new(Cursor::Random { seg: Seg::contiguous(0, 8) }, 4, 0.0, AccessKind::Random, None);
+        assert_eq!(random.next_line_known(), None);
     }
 
     #[test]
