@@ -358,6 +358,51 @@ impl SegShare {
         self.derive();
     }
 
+    /// Remake only the runs of one node, from the page bytes: the counts and the armed pages'
+    /// names follow the journal already, and a count of everything cost a name lookup per
+    /// armed page (sp-like under autonuma remakes its strided segments' runs at most epochs,
+    /// since pages keep moving; docs/benchmarks.md). The same runs `count` makes.
+    fn remake_runs(&mut self, home: &[u8], shift: u32) {
+        self.run_ends.clear();
+        self.run_nodes.clear();
+        self.crossings.get_mut().clear();
+        let seg = self.seg;
+        let mut runs_ok = true;
+        let mut pos = 0u64;
+        'chunks: for c in 0..seg.chunks {
+            let first = seg.start + c * seg.step;
+            let end = first + seg.chunk;
+            let mut line = first;
+            while line < end {
+                let page = line >> shift;
+                let page_end = ((page + 1) << shift).min(end);
+                pos += page_end - line;
+                let Some((node, _)) = class(home[page as usize]) else {
+                    runs_ok = false;
+                    break 'chunks;
+                };
+                let h = node as u8;
+                if self.run_nodes.last() == Some(&h) {
+                    *self.run_ends.last_mut().expect("a run per node") = pos;
+                } else if self.run_nodes.len() < MAX_RUNS {
+                    self.run_ends.push(pos);
+                    self.run_nodes.push(h);
+                } else {
+                    runs_ok = false;
+                    break 'chunks;
+                }
+                line = page_end;
+            }
+        }
+        if !runs_ok {
+            self.run_ends.clear();
+            self.run_nodes.clear();
+        }
+        self.runs_ok = runs_ok;
+        self.runs_stale = false;
+        self.counts += 1;
+    }
+
     /// Follow one change of a page byte; false if it is not a page of the segment.
     fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) -> bool {
         let (a, b) = (page << shift, (page + 1) << shift);
@@ -554,6 +599,12 @@ impl SegShares {
                 s.derive();
             }
             if !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
+                return s.settled;
+            }
+            if !s.rename_armed {
+                // Up to date but for its runs: those alone are made again.
+                s.remake_runs(mem.home(), shift);
+                s.counted_at = epoch_start;
                 return s.settled;
             }
         } else if s.counted_at == epoch_start || epoch_start < s.retry_at {
@@ -755,6 +806,9 @@ mod tests {
         }
         if s.runs_ok {
             assert_eq!((&s.run_ends, &s.run_nodes), (&fresh.run_ends, &fresh.run_nodes));
+        }
+        if !s.runs_stale {
+            assert_eq!(s.runs_ok, fresh.runs_ok, "runs are kept exactly when a count keeps them");
         }
     }
 
