@@ -38,8 +38,13 @@ impl StrideCrossings {
         if stride == 0 || ends.len() >= 1 << RUN_BITS || stride >= 1 << (64 - RUN_BITS) {
             return None;
         }
-        let mut packed: Vec<u64> = ends.iter().enumerate().map(|(r, &e)| ((e % stride) << RUN_BITS) | r as u64).collect();
-        packed.sort_unstable();
+        let packed = if stride as usize <= 4 * ends.len() + 1024 {
+            by_residue(ends, stride)
+        } else {
+            let mut packed: Vec<u64> = ends.iter().enumerate().map(|(r, &e)| ((e % stride) << RUN_BITS) | r as u64).collect();
+            packed.sort_unstable();
+            packed
+        };
         Some(StrideCrossings { stride, packed })
     }
 
@@ -59,6 +64,29 @@ impl StrideCrossings {
     fn first_above(&self, s: u64) -> usize {
         self.packed.partition_point(|&c| c >> RUN_BITS <= s)
     }
+}
+
+/// `(residue << RUN_BITS) | run` for every run, ascending, by a counting sort on the residue
+/// (`stride` buckets; the runs go into them in order, so each bucket holds its runs
+/// ascending): the same vector as sorting the packed values. A segment whose pages keep
+/// moving has its runs remade most epochs, and each sweeping stride then orders them again;
+/// the sort was a tenth of sp-like's sweeps under autonuma (docs/benchmarks.md).
+fn by_residue(ends: &[u64], stride: u64) -> Vec<u64> {
+    let residues: Vec<u64> = ends.iter().map(|&e| e % stride).collect();
+    let mut next = vec![0usize; stride as usize + 1];
+    for &res in &residues {
+        next[res as usize + 1] += 1;
+    }
+    for k in 1..next.len() {
+        next[k] += next[k - 1];
+    }
+    let mut packed = vec![0u64; ends.len()];
+    for (run, &res) in residues.iter().enumerate() {
+        let slot = &mut next[res as usize];
+        packed[*slot] = (res << RUN_BITS) | run as u64;
+        *slot += 1;
+    }
+    packed
 }
 
 /// One thread's view of its current pass: the label of each of its references.
@@ -452,6 +480,21 @@ mod tests {
         for i in [0u64, 1, 77, 1 << 40] {
             let expected = (0..64u64).fold(0u64, |word, q| word | (u64::from(is_write(i + q, 3_006_477_107)) << q));
             assert_eq!(words.at(i.wrapping_mul(3_006_477_107) & 0xFFFF_FFFF), expected);
+        }
+    }
+
+    proptest::proptest! {
+        /// The counting sort gives what sorting the packed crossings gives.
+        #[test]
+        fn crossings_by_residue_are_the_sorted_crossings(
+            gaps in proptest::collection::vec(1u64..300, 1..200),
+            stride in 1u64..2000,
+        ) {
+            let ends: Vec<u64> = gaps.iter().scan(0, |end, g| { *end += g; Some(*end) }).collect();
+            let mut sorted: Vec<u64> = ends.iter().enumerate().map(|(r, &e)| ((e % stride) << RUN_BITS) | r as u64).collect();
+            sorted.sort_unstable();
+            proptest::prop_assert_eq!(by_residue(&ends, stride), sorted.clone());
+            proptest::prop_assert_eq!(StrideCrossings::new(&ends, stride).unwrap().packed, sorted);
         }
     }
 
