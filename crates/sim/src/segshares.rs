@@ -55,6 +55,43 @@ pub(crate) fn lines_in(seg: &Seg, a: u64, b: u64) -> u64 {
     (lo..hi).map(overlap).sum()
 }
 
+/// The pages of `seg` in order, one item per page and chunk: the page and the segment's lines
+/// on it in that chunk (lines to pages by `shift`).
+fn pages_of(seg: Seg, shift: u32) -> SegPages {
+    SegPages { seg, shift, next_chunk: 0, line: 0, end: 0 }
+}
+
+/// See [`pages_of`]: the chunk after the current one, and the current chunk's lines not yet
+/// handed out (`line..end`).
+struct SegPages {
+    seg: Seg,
+    shift: u32,
+    next_chunk: u64,
+    line: u64,
+    end: u64,
+}
+
+impl Iterator for SegPages {
+    type Item = (u64, u64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u64)> {
+        while self.line == self.end {
+            if self.next_chunk == self.seg.chunks {
+                return None;
+            }
+            self.line = self.seg.start + self.next_chunk * self.seg.step;
+            self.end = self.line + self.seg.chunk;
+            self.next_chunk += 1;
+        }
+        let page = self.line >> self.shift;
+        let page_end = ((page + 1) << self.shift).min(self.end);
+        let lines = page_end - self.line;
+        self.line = page_end;
+        Some((page, lines))
+    }
+}
+
 /// The armed pages of a segment with the segment's lines on each, in an order one can draw
 /// from. `slot` is only looked up, never iterated, so no result depends on its order. Past
 /// `MAX_ARMED_SET` pages it `overflowed`: it names none until counted again.
@@ -311,44 +348,24 @@ impl SegShare {
         self.run_nodes.clear();
         self.crossings.get_mut().clear();
         let mut runs_ok = self.runs_wanted;
-        let seg = self.seg;
         let mut pos = 0u64;
-        for c in 0..seg.chunks {
-            let first = seg.start + c * seg.step;
-            let end = first + seg.chunk;
-            let mut line = first;
-            while line < end {
-                let page = line >> shift;
-                let page_end = ((page + 1) << shift).min(end);
-                let lines = page_end - line;
-                pos += lines;
-                match class(home[page as usize]) {
-                    None => {
-                        self.blocked_lines += lines;
-                        runs_ok = false;
-                    }
-                    Some((node, armed)) => {
-                        self.lines_on[node] += lines;
-                        if armed {
-                            self.armed_on[node] += lines;
-                            // A page split over two chunks of the segment is one slot with
-                            // the lines of both.
-                            self.armed.insert_or_add(page, lines);
-                        }
-                        if runs_ok {
-                            let h = node as u8;
-                            if self.run_nodes.last() == Some(&h) {
-                                *self.run_ends.last_mut().expect("a run per node") = pos;
-                            } else if self.run_nodes.len() < MAX_RUNS {
-                                self.run_ends.push(pos);
-                                self.run_nodes.push(h);
-                            } else {
-                                runs_ok = false;
-                            }
-                        }
-                    }
+        for (page, lines) in pages_of(self.seg, shift) {
+            pos += lines;
+            match class(home[page as usize]) {
+                None => {
+                    self.blocked_lines += lines;
+                    runs_ok = false;
                 }
-                line = page_end;
+                Some((node, armed)) => {
+                    self.lines_on[node] += lines;
+                    if armed {
+                        self.armed_on[node] += lines;
+                        // A page split over two chunks of the segment is one slot with
+                        // the lines of both.
+                        self.armed.insert_or_add(page, lines);
+                    }
+                    runs_ok = runs_ok && self.extend_runs(pos, node as u8);
+                }
             }
         }
         self.runs_ok = runs_ok;
@@ -356,6 +373,20 @@ impl SegShare {
         self.rename_armed = false;
         self.counts += 1;
         self.derive();
+    }
+
+    /// The runs of one node extended by the positions up to `pos`, on node `node`: the last
+    /// run grows or a new one starts; false when a new one would pass `MAX_RUNS`.
+    fn extend_runs(&mut self, pos: u64, node: u8) -> bool {
+        if self.run_nodes.last() == Some(&node) {
+            *self.run_ends.last_mut().expect("a run per node") = pos;
+        } else if self.run_nodes.len() < MAX_RUNS {
+            self.run_ends.push(pos);
+            self.run_nodes.push(node);
+        } else {
+            return false;
+        }
+        true
     }
 
     /// Remake only the runs of one node, from the page bytes: the counts and the armed pages'
@@ -366,32 +397,13 @@ impl SegShare {
         self.run_ends.clear();
         self.run_nodes.clear();
         self.crossings.get_mut().clear();
-        let seg = self.seg;
         let mut runs_ok = true;
         let mut pos = 0u64;
-        'chunks: for c in 0..seg.chunks {
-            let first = seg.start + c * seg.step;
-            let end = first + seg.chunk;
-            let mut line = first;
-            while line < end {
-                let page = line >> shift;
-                let page_end = ((page + 1) << shift).min(end);
-                pos += page_end - line;
-                let Some((node, _)) = class(home[page as usize]) else {
-                    runs_ok = false;
-                    break 'chunks;
-                };
-                let h = node as u8;
-                if self.run_nodes.last() == Some(&h) {
-                    *self.run_ends.last_mut().expect("a run per node") = pos;
-                } else if self.run_nodes.len() < MAX_RUNS {
-                    self.run_ends.push(pos);
-                    self.run_nodes.push(h);
-                } else {
-                    runs_ok = false;
-                    break 'chunks;
-                }
-                line = page_end;
+        for (page, lines) in pages_of(self.seg, shift) {
+            pos += lines;
+            if !class(home[page as usize]).is_some_and(|(node, _)| self.extend_runs(pos, node as u8)) {
+                runs_ok = false;
+                break;
             }
         }
         if !runs_ok {
