@@ -807,8 +807,8 @@ impl Hot<'_> {
                 // page does (a block that stopped here and left it to the next would find
                 // nothing to charge and hand the exact path up to `EXACT_STRETCH` references
                 // of the other entries first). A walk stopped by such a page still leaves it
-                // to the exact stretch: measured, taking it here changed little (callgrind
-                // on mg-like, cg-like and ua-like within 1.5 %) and kept nothing the same.
+                // to the exact stretch: taking it here changed little (callgrind on mg-like,
+                // cg-like and ua-like within 1.5 %) and would have changed their results.
                 if let Some(line) = e.next_line_known() {
                     let write = e.take_run(1) > 0;
                     fs.ks[slot] = ks;
