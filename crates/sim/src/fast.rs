@@ -60,6 +60,14 @@ fn div_u128(num: u128, den: u128) -> u128 {
     }
 }
 
+/// The largest `P` at which an entry of `w` of the step's `total` references has issued at
+/// most `issued + n` (`floor(P·w/total) ≤ issued + n`): where a walk or stride that may run
+/// `n` more references caps a block.
+#[inline]
+fn last_p_within(issued: u64, n: u64, w: u128, total: u128) -> u128 {
+    div_u128((issued as u128 + n as u128 + 1) * total - 1, w)
+}
+
 /// How the fast engine charges one entry of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FastKind {
@@ -379,8 +387,8 @@ struct Plan {
     /// The weight of a walk's or fixed entry's own page in its shares (1 without escapes);
     /// `entry_share` leaves that page out.
     own: f64,
-    /// A walk's next line, how far it may run (0 for others), and what its escapes add to
-    /// each reference's cost.
+    /// A walk's next line, how far a walk or a stride over armed pages may run (0 for
+    /// others), and what a walk's escapes add to each reference's cost.
     line: u64,
     reach: u64,
     base_ns: f64,
@@ -560,7 +568,6 @@ impl Hot<'_> {
                 (FastKind::Walk, _) => {
                     let (line, _, in_chunk) = e.peek_run_and_chunk(lpp, e.remaining())?;
                     reach = in_chunk.min(MAX_RUN_PAGES * lpp);
-                    p_cap = p_cap.min(div_u128((e.issued as u128 + reach as u128 + 1) * total - 1, w));
                     Some(line)
                 }
                 (FastKind::Fixed, Cursor::Fixed { line }) => Some(*line),
@@ -568,11 +575,13 @@ impl Hot<'_> {
                 (FastKind::Strided(s), _) if fe.escape.is_none() && step.shares.armed_frac(s) > 0.0 => {
                     // Followed up to its first reference to an armed page (below).
                     reach = MAX_STRIDE_REACH;
-                    p_cap = p_cap.min(div_u128((e.issued as u128 + reach as u128 + 1) * total - 1, w));
                     None
                 }
                 (FastKind::Random(_) | FastKind::Strided(_), _) => None,
             };
+            if reach > 0 {
+                p_cap = p_cap.min(last_p_within(e.issued, reach, w, total));
+            }
             let home_node = match line {
                 Some(line) => {
                     let h = self.home[(line >> self.shift) as usize];
@@ -636,7 +645,7 @@ impl Hot<'_> {
             };
             if covered < want {
                 fs.plans[i].stop = covered;
-                p_top = p_top.min(div_u128((e.issued as u128 + covered as u128 + 1) * total - 1, w));
+                p_top = p_top.min(last_p_within(e.issued, covered, w, total));
             }
         }
         // The block's `P`: `p_top`, unless the epoch ends before it; then the first `P` whose
@@ -801,7 +810,8 @@ impl Hot<'_> {
                 fs.ks[slot] = ks;
                 return Some((charged + 1, clock, Some((page, write, e.kind))));
             }
-            if fs.plans[i].stop == k && matches!(fe.kind, FastKind::Strided(_)) && fe.escape.is_none() && clock < self.end {
+            // (A stride is followed only without owner escapes: its stop is its own reference.)
+            if fs.plans[i].stop == k && matches!(fe.kind, FastKind::Strided(_)) && clock < self.end {
                 // The block took this stride up to a page the exact path must see: its next
                 // reference goes there now, as the one a random entry draws onto an armed
                 // page does (a block that stopped here and left it to the next would find

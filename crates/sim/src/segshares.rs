@@ -391,8 +391,8 @@ impl SegShare {
 
     /// Remake only the runs of one node, from the page bytes: the counts and the armed pages'
     /// names follow the journal already, and a count of everything cost a name lookup per
-    /// armed page (sp-like under autonuma remakes its strided segments' runs at most epochs,
-    /// since pages keep moving; docs/benchmarks.md). The same runs `count` makes.
+    /// armed page (under autonuma sp-like's strided segments have their runs remade in most
+    /// epochs, since pages keep moving; docs/benchmarks.md). The same runs `count` makes.
     fn remake_runs(&mut self, home: &[u8], shift: u32) {
         self.run_ends.clear();
         self.run_nodes.clear();
@@ -405,10 +405,6 @@ impl SegShare {
                 runs_ok = false;
                 break;
             }
-        }
-        if !runs_ok {
-            self.run_ends.clear();
-            self.run_nodes.clear();
         }
         self.runs_ok = runs_ok;
         self.runs_stale = false;

@@ -69,8 +69,8 @@ impl StrideCrossings {
 /// `(residue << RUN_BITS) | run` for every run, ascending, by a counting sort on the residue
 /// (`stride` buckets; the runs go into them in order, so each bucket holds its runs
 /// ascending): the same vector as sorting the packed values. A segment whose pages keep
-/// moving has its runs remade most epochs, and each sweeping stride then orders them again;
-/// the sort was a tenth of sp-like's sweeps under autonuma (docs/benchmarks.md).
+/// moving has its runs remade in most epochs, and each sweeping stride then orders them
+/// again; the sort was 4 % of sp-like's instructions under autonuma (docs/benchmarks.md).
 fn by_residue(ends: &[u64], stride: u64) -> Vec<u64> {
     let residues: Vec<u64> = ends.iter().map(|&e| e % stride).collect();
     let mut next = vec![0usize; stride as usize + 1];
