@@ -11,7 +11,7 @@ use numalab_policy::{Decision, MoveCause, Outcome, Refusal, ScanStepDone, SpaceI
 
 impl World<'_> {
     /// A space's page as a global page index, if the decision names an existing one.
-    fn global_page(&self, space: SpaceId, page: u64) -> Result<u64, Refusal> {
+    pub(crate) fn global_page(&self, space: SpaceId, page: u64) -> Result<u64, Refusal> {
         match self.spaces.get(space as usize) {
             Some(s) if s.exited => Err(Refusal::SpaceExited),
             Some(s) if page < s.pages => Ok(s.first_page + page),

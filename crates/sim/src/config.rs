@@ -28,6 +28,11 @@ pub struct SimConfig {
     /// sees them in about the order of time instead of thread after thread
     /// (docs/simulator.md, "Fast-forward") [ours].
     pub fast_forward_lockstep: bool,
+    /// Whether such a window runs its threads in the order of time instead: the thread whose
+    /// clock is earliest runs to its next reference the exact path must take, which waits
+    /// until no thread is behind it; lockstep (or thread after thread) where that does not
+    /// apply (docs/simulator.md, "Fast-forward", "In the order of time") [ours].
+    pub fast_forward_time_order: bool,
 }
 
 /// The two ways of charging references (docs/simulator.md, "The fast engine").
@@ -54,6 +59,7 @@ impl Default for SimConfig {
             engine: EngineKind::Exact,
             fast_forward_max_us: 2000.0,
             fast_forward_lockstep: true,
+            fast_forward_time_order: true,
         }
     }
 }

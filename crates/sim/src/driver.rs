@@ -79,6 +79,7 @@ impl<'l> Driver<'l> {
         let mut outcomes = std::mem::take(&mut self.outcomes);
         outcomes.clear();
         for d in decisions {
+            w.note_decision(d);
             let (outcome, ns) = match *d {
                 Decision::ScanStep { space, thread, pages } => (self.scan_step(w, space, thread, pages), 0.0),
                 _ => w.apply(d, actor, in_fault),

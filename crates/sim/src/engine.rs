@@ -11,7 +11,7 @@ use crate::config::{EngineKind, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{EscapeMemo, FastEntry, FastState, FastStep, SegShares};
-use crate::hot::{kind_index, Hot, Tally};
+use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::mappings::{Mappings, MAX_MAPPED_NODES};
 use crate::memory::{Memory, ARMED, FREED, MAX_NODES, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::metrics::{node_imbalance, BusySummary, Counters, RunMetrics, TimelinePoint};
@@ -26,6 +26,9 @@ use numalab_workload::program::{HomeRule, ThreadWork};
 use numalab_workload::stream::{AccessKind, Compute, Swrr};
 use numalab_workload::{EscapeLists, Program};
 use std::collections::VecDeque;
+use timeorder::{OrderQueue, TimeOrder};
+
+mod timeorder;
 
 /// Longest round-robin cycle charged in bulk: a cycle goes in one step only if every entry's
 /// run on its page holds its picks, and a run is at most one page (64 lines of 64 bytes in a
@@ -93,6 +96,9 @@ struct Thread {
     write_frac: f64,
     /// CPU time until this thread's next access sample (docs/simulator.md, "Access sampling").
     sample_left_ns: f64,
+    /// A reference the exact path takes once no other thread is behind this one's clock
+    /// (windows run in the order of time, `timeorder`), and whether it is a sample.
+    waiting: Option<(SlowRef, bool)>,
 }
 
 /// An address space: a process of the program (a mix has one per instance). Its pages are the
@@ -181,6 +187,9 @@ pub(crate) struct World<'a> {
     /// Per-node mappings and scanner daemons, for a policy that asked for them
     /// (docs/simulator.md, "Page mappings and scanner daemons").
     pub(crate) maps: Option<Mappings>,
+    /// The window being run in the order of time, if one is (`timeorder`).
+    order: TimeOrder,
+    order_queue: OrderQueue,
 }
 
 /// A run: the world and the driver of its policy.
@@ -332,6 +341,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     frac,
                     write_frac: 0.0,
                     sample_left_ns: f64::INFINITY,
+                    waiting: None,
                     main_refs: 0,
                     fast_ok: false,
                     swrr_stale: false,
@@ -401,6 +411,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             shares: SegShares::default(),
             space_counters,
             maps,
+            order: TimeOrder::default(),
+            order_queue: OrderQueue::default(),
         };
         for t in 0..p.threads {
             w.load_step(t as usize);
@@ -730,13 +742,22 @@ impl World<'_> {
     fn run_window(&mut self, drv: &mut Driver, start: f64, end: f64, epoch_ns: f64) -> Result<(), SimError> {
         let epochs = ((end - start) / epoch_ns).round() as u64;
         let observed = self.mem.armed_pages() > 0 || self.sample_period_ns.is_some();
-        if epochs <= 1 || !observed || !self.cfg.fast_forward_lockstep {
+        if !observed {
             return self.run_epoch(drv, end);
         }
-        for i in 1..epochs {
-            self.run_epoch(drv, start + epoch_ns * i as f64)?;
+        // In the order of time where that applies (`timeorder`), even for a single epoch; in
+        // lockstep for the rest of a window whose order a decision broke, and where it does
+        // not apply.
+        if self.time_order_applies() && self.run_in_time_order(drv, end)? {
+            return Ok(());
         }
-        self.run_epoch(drv, end)
+        if epochs > 1 && self.cfg.fast_forward_lockstep {
+            for i in 1..epochs {
+                self.run_epoch(drv, start + epoch_ns * i as f64)?;
+            }
+        }
+        self.run_epoch(drv, end)?;
+        self.take_waiting(drv, end)
     }
 
     fn run_epoch(&mut self, drv: &mut Driver, end: f64) -> Result<(), SimError> {
@@ -745,7 +766,7 @@ impl World<'_> {
             for t in 0..self.threads.len() {
                 match self.threads[t].state {
                     State::Run if self.threads[t].clock < end => {
-                        self.run_thread(drv, t, end)?;
+                        self.run_thread(drv, t, end, false)?;
                         progressed = true;
                     }
                     State::P2pWait => progressed |= self.p2p_ready(t),
@@ -753,21 +774,26 @@ impl World<'_> {
                 }
             }
             if self.release_barrier() {
-                drv.deliver_follow_ups(self);
-                // A new phase starts mid-epoch: its threads load memory from now on.
-                let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
-                for (t, th) in self.threads.iter().enumerate() {
-                    if th.state != State::Run {
-                        self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
-                    }
-                }
-                self.update_costs();
+                self.after_release(drv);
                 progressed = true;
             }
             if !progressed {
                 return Ok(());
             }
         }
+    }
+
+    /// After a barrier's release: its follow-up events, the task states of the threads that
+    /// do not run, and the costs of the new phase, whose threads load memory from now on.
+    fn after_release(&mut self, drv: &mut Driver) {
+        drv.deliver_follow_ups(self);
+        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
+        for (t, th) in self.threads.iter().enumerate() {
+            if th.state != State::Run {
+                self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
+            }
+        }
+        self.update_costs();
     }
 
     /// Release each process's barrier when all its threads have arrived (or finished).
@@ -876,12 +902,20 @@ impl World<'_> {
         ((stage as u128 + 1) * total as u128 / chunks as u128) as u64
     }
 
-    /// Issue thread t's accesses until its clock reaches `end` or it blocks.
-    fn run_thread(&mut self, drv: &mut Driver, t: usize, end: f64) -> Result<(), SimError> {
+    /// Issue thread t's accesses until its clock reaches `end` or it blocks. With `defer`
+    /// (a window in the order of time), a reference the exact path must take ends the call
+    /// and waits in `waiting`; a waiting reference is taken first.
+    fn run_thread(&mut self, drv: &mut Driver, t: usize, end: f64, defer: bool) -> Result<(), SimError> {
         let shift = self.p.line_shift();
         let n = self.n;
         let cpu = self.sched.cpu_of[t];
         let cpu_node = self.node_of_cpu[cpu as usize];
+        if let Some((access, sampled)) = self.threads[t].waiting.take() {
+            self.slow_access(drv, t, cpu, cpu_node, access, sampled)?;
+            if self.sched.cpu_of[t] != cpu || self.threads[t].clock >= end {
+                return Ok(());
+            }
+        }
         loop {
             let step = self.threads[t].step;
             let p = self.p;
@@ -1021,6 +1055,10 @@ impl World<'_> {
                 if sample_now {
                     th.sample_left_ns = self.sample_period_ns.unwrap_or(f64::INFINITY);
                 }
+                if defer {
+                    th.waiting = Some((access, sample_now));
+                    return Ok(());
+                }
                 self.slow_access(drv, t, cpu, cpu_node, access, sample_now)?;
                 // A decision may have moved the thread: later accesses count on its new node.
                 if self.sched.cpu_of[t] != cpu {
@@ -1093,7 +1131,9 @@ impl World<'_> {
                 shared_mapping: false,
                 time_ns: self.threads[t].clock as u64,
             };
+            self.order.taking(Some(page));
             extra += drv.dispatch(self, EventRef::from(&fault), t, true, |p, v, o| p.on_hint_fault(&fault, v, o));
+            self.order.taking(None);
             h = self.mem.home()[page as usize] & !ARMED;
         }
         if self.maps.is_some() {
