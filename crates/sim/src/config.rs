@@ -28,10 +28,12 @@ pub struct SimConfig {
     /// sees them in about the order of time instead of thread after thread
     /// (docs/simulator.md, "Fast-forward") [ours].
     pub fast_forward_lockstep: bool,
-    /// Whether such a window runs its threads in the order of time instead: the thread whose
-    /// clock is earliest runs to its next reference the exact path must take, which waits
-    /// until no thread is behind it; lockstep (or thread after thread) where that does not
-    /// apply (docs/simulator.md, "Fast-forward", "In the order of time") [ours].
+    /// Whether the fast engine runs a window (one epoch or several) in which pages are armed
+    /// in the order of time instead: the thread whose clock is earliest runs to its next
+    /// reference the exact path must take, which waits until no thread is behind it; lockstep
+    /// (or thread after thread) where that does not apply (access sampling, per-node mappings,
+    /// pipelined steps, the rest of a window after a decision beyond the faulting page)
+    /// (docs/simulator.md, "Fast-forward", "In the order of time") [ours].
     pub fast_forward_time_order: bool,
 }
 
