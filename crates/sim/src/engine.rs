@@ -97,8 +97,9 @@ struct Thread {
     /// CPU time until this thread's next access sample (docs/simulator.md, "Access sampling").
     sample_left_ns: f64,
     /// A reference the exact path takes once no other thread is behind this one's clock
-    /// (windows run in the order of time, `timeorder`), and whether it is a sample.
-    waiting: Option<(SlowRef, bool)>,
+    /// (windows run in the order of time, `timeorder`; never a sample: the order does not
+    /// apply while the policy samples accesses).
+    waiting: Option<SlowRef>,
 }
 
 /// An address space: a process of the program (a mix has one per instance). Its pages are the
@@ -910,8 +911,8 @@ impl World<'_> {
         let n = self.n;
         let cpu = self.sched.cpu_of[t];
         let cpu_node = self.node_of_cpu[cpu as usize];
-        if let Some((access, sampled)) = self.threads[t].waiting.take() {
-            self.slow_access(drv, t, cpu, cpu_node, access, sampled)?;
+        if let Some(access) = self.threads[t].waiting.take() {
+            self.slow_access(drv, t, cpu, cpu_node, access, false)?;
             if self.sched.cpu_of[t] != cpu || self.threads[t].clock >= end {
                 return Ok(());
             }
@@ -1056,7 +1057,8 @@ impl World<'_> {
                     th.sample_left_ns = self.sample_period_ns.unwrap_or(f64::INFINITY);
                 }
                 if defer {
-                    th.waiting = Some((access, sample_now));
+                    debug_assert!(!sample_now, "the order of time does not apply while the policy samples");
+                    th.waiting = Some(access);
                     return Ok(());
                 }
                 self.slow_access(drv, t, cpu, cpu_node, access, sample_now)?;
