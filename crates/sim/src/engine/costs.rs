@@ -1,0 +1,96 @@
+//! Each epoch's contention solve and the cost tables built on it (docs/simulator.md, "Contention").
+
+use super::{Thread, World};
+use crate::config::EngineKind;
+use crate::hot::kind_index;
+use crate::sched::TaskState;
+use numalab_core::ThreadId;
+use numalab_workload::stream::Compute;
+
+impl World<'_> {
+    /// Solve the contention model for the coming epoch and build each thread's cost table.
+    pub(super) fn update_costs(&mut self) {
+        for (t, th) in self.threads.iter().enumerate() {
+            let compute_ns = self.compute_ns(t, th);
+            let d = &mut self.demands[t];
+            d.node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+            d.share = if self.states[t] == TaskState::Runnable { self.share[t] } else { 0.0 };
+            let (mut w, mut inv_mlp, mut svc) = (0.0, 0.0, 0.0);
+            for e in &th.work.entries {
+                let r = e.remaining() as f64;
+                let k = kind_index(e.kind);
+                w += r;
+                inv_mlp += r / self.mlp[k];
+                svc += r * self.svc_mult[k];
+            }
+            if w == 0.0 {
+                (w, inv_mlp, svc) = (1.0, 1.0 / self.mlp[0], 1.0);
+            }
+            d.inv_mlp = inv_mlp / w;
+            d.svc_mult = svc / w;
+            d.compute_ns = compute_ns;
+            d.frac.clone_from(&th.frac);
+            d.write_frac = th.write_frac;
+        }
+        // The fast engine reuses the last solve while every thread's demand stays within
+        // `memory.demand_tolerance` of the demand it was solved for (docs/simulator.md,
+        // "Contention"): the loaded latencies would move by about as much as the solve's own
+        // tolerance, far less than the sampling noise of the demand estimate itself.
+        let mem = &self.cfg.memory;
+        let reuse = self.cfg.engine == EngineKind::Fast
+            && crate::contention::solve_holds(&self.demands, &self.solved_for, mem.demand_tolerance, mem.population_tolerance);
+        if reuse {
+            // The latencies hold; the cost tables take this epoch's CPU shares.
+            if self.share != self.solved_share {
+                self.solved_share.clone_from(&self.share);
+                self.build_costs();
+            }
+            return;
+        }
+        self.solved_for.clone_from(&self.demands);
+        self.solved_share.clone_from(&self.share);
+        // Threads with the same demand are one class of the solve; the fast engine merges
+        // demands within the tolerance it reuses solves by, the exact engine only identical ones.
+        let merge_tolerance = Some(if self.cfg.engine == EngineKind::Fast { self.cfg.memory.demand_tolerance } else { 0.0 });
+        let extrapolate = self.cfg.engine == EngineKind::Fast && self.cfg.memory.solver_extrapolation;
+        self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance, extrapolate);
+        self.solves += 1;
+        self.build_costs();
+    }
+
+    /// Each thread's ns per access by kind and memory node: its compute and the loaded latency
+    /// of the last solve over its memory-level parallelism, stretched by its CPU share.
+    fn build_costs(&mut self) {
+        let n = self.n;
+        for t in 0..self.threads.len() {
+            let share = self.share[t].max(1e-3);
+            let compute = self.compute_ns(t, &self.threads[t]);
+            let th = &mut self.threads[t];
+            // A background task or a neighbour changes a few threads' shares: only their
+            // tables change (3 · nodes divisions each).
+            if th.cost_from == (share, compute, self.solves) {
+                continue;
+            }
+            th.cost_from = (share, compute, self.solves);
+            // Row by row over slices: the divisions of a row are independent, and without
+            // bounds checks they run two or more to an instruction.
+            let latency_ns = self.cont.latency(t);
+            for (row, &mlp) in th.cost.chunks_exact_mut(n).zip(&self.mlp) {
+                for (c, &lat) in row.iter_mut().zip(latency_ns) {
+                    *c = (compute + lat / mlp) / share;
+                }
+            }
+        }
+    }
+
+    fn compute_ns(&self, t: usize, th: &Thread) -> f64 {
+        match th.work.compute {
+            Some(Compute::Flops(f)) => {
+                let smt = if self.m.smt > 1 && self.sched.smt_busy(t as ThreadId) { self.cfg.core.smt_share } else { 1.0 };
+                f * self.ns_per_flop / smt
+            }
+            Some(Compute::GapConst(ns)) => ns,
+            _ => 0.0,
+        }
+    }
+}
