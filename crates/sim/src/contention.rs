@@ -112,6 +112,9 @@ pub struct Contention {
     /// Per thread: the stations it loads (service demand above zero), in station order. A
     /// thread reaches few of them (its node's controller, the controllers it reads remotely
     /// and the links on the way), so iterating only these is most of the solve's saving.
+    /// Kept for the leaders of the last solve's classes only: the solve reads a class's
+    /// stations from its leader, and a thread that leads a class later lists its own again
+    /// (no member ever read the copy it used to get).
     used_t: Vec<Vec<u32>>,
     /// Classes of a solve (docs/simulator.md, "Contention"): threads whose demands are within
     /// the merge tolerance of a class's first thread share one customer class. `class_of[t]`
@@ -385,9 +388,6 @@ impl Contention {
             let lead = self.leader[c];
             self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
             if lead != t {
-                let (used_lead, used_t) = (std::mem::take(&mut self.used_t[lead]), &mut self.used_t[t]);
-                used_t.clone_from(&used_lead);
-                self.used_t[lead] = used_lead;
                 self.d_t.copy_within(lead * k..(lead + 1) * k, t * k);
             }
             for &s in &self.used_t[lead] {
