@@ -1,0 +1,141 @@
+//! A thread's fast charging state: block scratch, expected counts until the flush (docs/simulator.md, "The fast engine").
+
+use super::apportion::apportion;
+use super::block::Plan;
+use crate::stridereach::StrideReach;
+use crate::walkruns::WalkRuns;
+use numalab_workload::stream::StridePasses;
+use numalab_workload::sweep::StrideSweep;
+
+/// Scratch and rounding state of one thread's fast charging.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FastState {
+    /// Per node: expected accesses and writes charged by share since the last flush.
+    pub(super) pending_acc: Vec<f64>,
+    pub(super) pending_wr: Vec<f64>,
+    /// References and writes behind `pending_*` (integers: what the flush must hand out).
+    pending_refs: u64,
+    pending_writes: u64,
+    /// Per node: rounding carried from one flush to the next, for accesses then writes.
+    resid: Vec<f64>,
+    /// Per node scratch of a flush.
+    pub(super) counts: Vec<u64>,
+    pub(super) writes: Vec<u64>,
+    pub(super) share: Vec<f64>,
+    caps_max: Vec<u64>,
+    /// Per entry of the block being charged: what the block found out about it.
+    pub(super) plans: Vec<Plan>,
+    /// Per entry of the block (`n` each): its `shares_of`, where the block needed them.
+    pub(super) entry_share: Vec<f64>,
+    /// Per entry: what a whole pass of its stride puts in each run of one node.
+    pub(super) stride_passes: Vec<StridePasses>,
+    /// Per entry: its current pass's labels, for a segment of many runs.
+    pub(super) stride_sweeps: Vec<StrideSweep>,
+    /// Per entry: its references in the block at `P = ks_at[s]`, for the last two `P` looked
+    /// at (slot `ks_next` is written next).
+    pub(super) ks: [Vec<u64>; 2],
+    pub(super) ks_at: [u128; 2],
+    pub(super) ks_next: usize,
+    /// The block's walks over their next pages, as runs of one node.
+    pub(super) walks: WalkRuns,
+    /// Per entry of the step: how far its stride was found to stay on fast pages.
+    pub(super) stride_reach: StrideReach,
+}
+
+impl FastState {
+    /// `k` references with `writes` writes among them, spread by `share`.
+    pub(super) fn add_pending(&mut self, k: u64, writes: u64, share: &[f64]) {
+        for ((pa, pw), &f) in self.pending_acc.iter_mut().zip(self.pending_wr.iter_mut()).zip(share) {
+            *pa += k as f64 * f;
+            *pw += writes as f64 * f;
+        }
+        self.pending_refs += k;
+        self.pending_writes += writes;
+    }
+
+    /// A new step's entries, on `n` nodes.
+    pub fn begin_step(&mut self, n: usize) {
+        self.stride_reach.begin_step();
+        self.reset(n);
+    }
+
+    /// Size the state for `n` nodes. Pending counts and rounding carry over from step to
+    /// step: they are made integer once per epoch (`flush`, from `close_epoch`).
+    pub(super) fn reset(&mut self, n: usize) {
+        if self.counts.len() == n {
+            return;
+        }
+        self.pending_acc = vec![0.0; n];
+        self.pending_wr = vec![0.0; n];
+        (self.pending_refs, self.pending_writes) = (0, 0);
+        self.resid = vec![0.0; 2 * n];
+        self.counts = vec![0; n];
+        self.writes = vec![0; n];
+        self.share = vec![0.0; n];
+        self.caps_max = vec![u64::MAX; n];
+    }
+
+    /// Turn the expected counts charged since the last flush into integer accesses and
+    /// writes per node (every reference exactly once, writes within accesses), carrying the
+    /// rounding to the next flush.
+    /// With references pending (charged by expectation since the last flush): each node's
+    /// share of the epoch's expected accesses (`acc` and `wr` hold what was charged as
+    /// integers) into `frac`, and the expected write fraction returned. `None`, `frac`
+    /// untouched, when nothing is pending.
+    pub fn expected_shares(&self, acc: &[u64], wr: &[u64], frac: &mut [f64]) -> Option<f64> {
+        if self.pending_refs == 0 {
+            return None;
+        }
+        let total = acc.iter().sum::<u64>() as f64 + self.pending_refs as f64;
+        let writes = wr.iter().sum::<u64>() as f64 + self.pending_writes as f64;
+        for ((f, &a), &p) in frac.iter_mut().zip(acc).zip(&self.pending_acc) {
+            *f = (a as f64 + p) / total;
+        }
+        Some(writes / total)
+    }
+
+    pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+        if self.pending_refs == 0 {
+            return;
+        }
+        let n = self.counts.len();
+        let (ra, rw) = self.resid.split_at_mut(n);
+        let inv = 1.0 / self.pending_refs as f64;
+        self.share.iter_mut().zip(&self.pending_acc).for_each(|(s, p)| *s = p * inv);
+        apportion(self.pending_refs, &self.share, &self.caps_max, ra, &mut self.counts);
+        if self.pending_writes > 0 {
+            let inv = 1.0 / self.pending_writes as f64;
+            self.share.iter_mut().zip(&self.pending_wr).for_each(|(s, p)| *s = p * inv);
+            apportion(self.pending_writes, &self.share, &self.counts, rw, &mut self.writes);
+        } else {
+            self.writes.iter_mut().for_each(|w| *w = 0);
+        }
+        for j in 0..n {
+            acc[j] += self.counts[j];
+            wr[j] += self.writes[j];
+        }
+        self.pending_acc.iter_mut().for_each(|x| *x = 0.0);
+        self.pending_wr.iter_mut().for_each(|x| *x = 0.0);
+        (self.pending_refs, self.pending_writes) = (0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_shares_count_what_is_pending_before_rounding() {
+        let mut fs = FastState::default();
+        fs.reset(2);
+        let mut frac = [9.0, 9.0];
+        assert_eq!(fs.expected_shares(&[3, 1], &[0, 0], &mut frac), None, "nothing pending");
+        assert_eq!(frac, [9.0, 9.0]);
+        // 4 integer accesses (3 on node 0, 1 write on node 1) and 6 pending split 1/3 : 2/3
+        // with 3 writes: node 0 expects 3 + 2 of 10, node 1 expects 1 + 4.
+        fs.add_pending(6, 3, &[1.0 / 3.0, 2.0 / 3.0]);
+        let w = fs.expected_shares(&[3, 1], &[0, 1], &mut frac).unwrap();
+        assert!((frac[0] - 0.5).abs() < 1e-12 && (frac[1] - 0.5).abs() < 1e-12, "{frac:?}");
+        assert!((w - 0.4).abs() < 1e-12);
+    }
+}
