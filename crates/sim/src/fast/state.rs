@@ -75,9 +75,6 @@ impl FastState {
         self.caps_max = vec![u64::MAX; n];
     }
 
-    /// Turn the expected counts charged since the last flush into integer accesses and
-    /// writes per node (every reference exactly once, writes within accesses), carrying the
-    /// rounding to the next flush.
     /// With references pending (charged by expectation since the last flush): each node's
     /// share of the epoch's expected accesses (`acc` and `wr` hold what was charged as
     /// integers) into `frac`, and the expected write fraction returned. `None`, `frac`
@@ -94,6 +91,9 @@ impl FastState {
         Some(writes / total)
     }
 
+    /// Turn the expected counts charged since the last flush into integer accesses and
+    /// writes per node (every reference exactly once, writes within accesses), carrying the
+    /// rounding to the next flush.
     pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
         if self.pending_refs == 0 {
             return;
