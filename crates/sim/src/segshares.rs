@@ -6,215 +6,23 @@
 //! arming pages costs a few updates instead of a count of every page of the segment; a full
 //! count happens when a segment is first needed or the journal no longer reaches back to it.
 
-use crate::memory::{Change, Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
+use crate::memory::Memory;
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
 use rand::Rng;
-use std::cell::{Ref, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use segment::SegShare;
+use std::cell::Ref;
+use std::collections::BTreeMap;
+
+mod armed;
+mod journal;
+mod pages;
+mod segment;
 
 /// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
 /// again.
 const MAX_BACKOFF_EPOCHS: u32 = 64;
-/// Most armed pages a segment keeps by name. Past this (a scanner arming a large region at
-/// once) the segment keeps only their count, and a reference that faults draws its page by
-/// rejection: a uniform line of the segment until one on an armed page (at least 1/64 of the
-/// lines are then armed in a segment of up to 4 M pages). The names are counted again once
-/// fewer than half this many remain.
-const MAX_ARMED_SET: usize = if cfg!(test) { 8 } else { 1 << 16 };
-/// Most runs of one node kept for a strided segment. A segment cut into many runs is counted
-/// by sweeps (numalab_workload::sweep), whose cost grows with the runs only once per runs
-/// remade; the bound keeps a run index within a crossing's packing (2^24) and the runs' memory
-/// (9 bytes each) within 9 MiB per segment.
-const MAX_RUNS: usize = 1 << 20;
-
-/// What a page byte means for the counts: `None` if the page blocks bulk charging (unplaced,
-/// freed, replicated), else its node and whether it is armed.
-#[inline]
-fn class(byte: u8) -> Option<(usize, bool)> {
-    let node = byte & NODE_MASK;
-    (node != UNPLACED && byte & REPLICATED == 0).then_some((node as usize, byte & ARMED != 0))
-}
-
-/// Lines of `seg` inside the line range `[a, b)` (one page).
-pub(crate) fn lines_in(seg: &Seg, a: u64, b: u64) -> u64 {
-    if seg.chunks == 0 || seg.chunk == 0 || b <= seg.start {
-        return 0;
-    }
-    let overlap = |c: u64| {
-        let first = seg.start + c * seg.step;
-        (first + seg.chunk).min(b).saturating_sub(first.max(a))
-    };
-    if seg.chunks == 1 {
-        return overlap(0);
-    }
-    // Chunks that end after `a` and start before `b`.
-    let lo = (a + 1).saturating_sub(seg.start + seg.chunk).div_ceil(seg.step);
-    let hi = (b - seg.start).div_ceil(seg.step).min(seg.chunks);
-    (lo..hi).map(overlap).sum()
-}
-
-/// The pages of `seg` in order, one item per page and chunk: the page and the segment's lines
-/// on it in that chunk (lines to pages by `shift`).
-fn pages_of(seg: Seg, shift: u32) -> SegPages {
-    SegPages { seg, shift, next_chunk: 0, line: 0, end: 0 }
-}
-
-/// See [`pages_of`]: the chunk after the current one, and the current chunk's lines not yet
-/// handed out (`line..end`).
-struct SegPages {
-    seg: Seg,
-    shift: u32,
-    next_chunk: u64,
-    line: u64,
-    end: u64,
-}
-
-impl Iterator for SegPages {
-    type Item = (u64, u64);
-
-    #[inline]
-    fn next(&mut self) -> Option<(u64, u64)> {
-        while self.line == self.end {
-            if self.next_chunk == self.seg.chunks {
-                return None;
-            }
-            self.line = self.seg.start + self.next_chunk * self.seg.step;
-            self.end = self.line + self.seg.chunk;
-            self.next_chunk += 1;
-        }
-        let page = self.line >> self.shift;
-        let page_end = ((page + 1) << self.shift).min(self.end);
-        let lines = page_end - self.line;
-        self.line = page_end;
-        Some((page, lines))
-    }
-}
-
-/// The armed pages of a segment with the segment's lines on each, in an order one can draw
-/// from. `slot` is only looked up, never iterated, so no result depends on its order. Past
-/// `MAX_ARMED_SET` pages it `overflowed`: it names none until counted again.
-#[derive(Default)]
-struct ArmedPages {
-    pages: Vec<(u64, u64)>,
-    slot: HashMap<u64, usize>,
-    overflowed: bool,
-}
-
-impl ArmedPages {
-    fn insert(&mut self, page: u64, lines: u64) {
-        if self.overflowed {
-            return;
-        }
-        if let std::collections::hash_map::Entry::Vacant(v) = self.slot.entry(page) {
-            if self.pages.len() == MAX_ARMED_SET {
-                self.clear();
-                self.overflowed = true;
-                return;
-            }
-            v.insert(self.pages.len());
-            self.pages.push((page, lines));
-        }
-    }
-
-    /// More lines of a page already named (a page split over two chunks of the segment).
-    fn insert_or_add(&mut self, page: u64, lines: u64) {
-        match self.slot.get(&page) {
-            Some(&i) => self.pages[i].1 += lines,
-            None => self.insert(page, lines),
-        }
-    }
-
-    fn remove(&mut self, page: u64) {
-        if let Some(i) = self.slot.remove(&page) {
-            self.pages.swap_remove(i);
-            if let Some(&(moved, _)) = self.pages.get(i) {
-                self.slot.insert(moved, i);
-            }
-        }
-    }
-
-    fn clear(&mut self) {
-        self.pages.clear();
-        self.slot.clear();
-        self.overflowed = false;
-    }
-
-    /// A page drawn with probability proportional to its lines in the segment: a uniform slot,
-    /// kept with probability `lines / lpp` (rejection; a whole page is always kept).
-    fn draw(&self, rng: &mut StreamRng, lpp: u64) -> u64 {
-        loop {
-            let (page, lines) = self.pages[rng.random_range(0..self.pages.len())];
-            if lines >= lpp || rng.random_range(0..lpp) < lines {
-                return page;
-            }
-        }
-    }
-}
-
-/// The counts of one segment, or of an even mixture of segments (a reference that escapes to
-/// a uniformly chosen other block).
-struct SegShare {
-    seg: Seg,
-    /// The segment's first line and the end of its last chunk: a quick test for changes.
-    span: (u64, u64),
-    /// A mixture: the segments it averages (then `seg` is unused).
-    parts: Option<Vec<usize>>,
-    /// The segment follows the journal: it is listed in the page buckets of its span
-    /// (`SegShares::buckets`) under `listing`, and its counts are valid at
-    /// `SegShares::cursor`. Otherwise they are valid at `valid_at`.
-    synced: bool,
-    valid_at: u64,
-    /// Changes of the segment's pages were applied since its shares were last derived.
-    dirty: bool,
-    /// Bumped whenever the segment leaves the buckets: an entry of an older listing is stale
-    /// and is dropped where it is met.
-    listing: u32,
-    /// Lines on each node (armed ones included), lines on armed pages per node, lines on
-    /// blocking pages. Valid at `SegShares::cursor` while `synced`.
-    lines_on: Vec<u64>,
-    armed_on: Vec<u64>,
-    blocked_lines: u64,
-    armed: ArmedPages,
-    /// No blocking page at the last count or catch-up.
-    settled: bool,
-    /// Derived when settled: each node's share of the lines, its share of the unarmed lines
-    /// (over all lines: it sums to `1 - armed_frac`), and the armed share.
-    share: Vec<f64>,
-    unarmed: Vec<f64>,
-    armed_frac: f64,
-    /// Start of the epoch of the last full count: at most one per epoch.
-    counted_at: f64,
-    /// A strided entry ranges over the segment: keep its runs of one node.
-    runs_wanted: bool,
-    /// Runs of consecutive positions of the segment on one node (valid when `runs_ok`):
-    /// `run_ends[r]` ends run `r` (exclusive), `run_nodes[r]` is its node.
-    run_ends: Vec<u64>,
-    run_nodes: Vec<u8>,
-    runs_ok: bool,
-    /// The runs' boundaries ordered for each stride an entry sweeps the segment with, made at
-    /// the first sweep after the runs were made (every thread striding over the segment
-    /// shares them).
-    crossings: RefCell<Vec<StrideCrossings>>,
-    /// Full counts so far: the runs are remade only by a full count, so this names them.
-    counts: u64,
-    /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
-    /// its last averaging (`parts_version`) and averages again only when that sum moves.
-    version: u64,
-    parts_version: u64,
-    /// A change moved a page of the segment to another node (or in or out of blocking) since
-    /// the runs were made: the next epoch counts the segment again to remake them.
-    runs_stale: bool,
-    /// The armed pages overflowed their set and fewer than half of its size remain: the next
-    /// epoch counts the segment again to name them.
-    rename_armed: bool,
-    /// A segment with blocking pages is counted again in full only from `retry_at` on,
-    /// waiting twice as many epochs after each count that found some (at most
-    /// `MAX_BACKOFF_EPOCHS`). Only when the journal cannot bring it up to date.
-    backoff_epochs: u32,
-    retry_at: f64,
-}
 
 /// What `SegShares::ready` reads of a segment when nothing about it changed, kept apart from
 /// the segment (a dense array): a mixture asks each of its parts, and a thread each of its
@@ -258,235 +66,6 @@ pub(crate) struct SegShares {
     /// simulated page at worst.
     wide: Vec<(u32, u32)>,
     wide_from: usize,
-}
-
-/// `SegShares::wide_from` is at least this many buckets.
-const MIN_WIDE_BUCKETS: usize = if cfg!(test) { 2 } else { 64 };
-
-/// Offer the change `c` (from generation `at` to `at + 1`) to the segments of `list`: a stale
-/// entry leaves the list, a segment idle for `IDLE_CHANGES` stops following the journal (with
-/// every change before this one applied), and the others apply it.
-fn offer(list: &mut Vec<(u32, u32)>, segs: &mut [SegShare], quick: &mut [Quick], c: &Change, at: u64, shift: u32) {
-    let idle_before = at.saturating_sub(IDLE_CHANGES);
-    let mut k = 0;
-    while k < list.len() {
-        let (i, listing) = list[k];
-        let (s, q) = (&mut segs[i as usize], &mut quick[i as usize]);
-        if s.listing != listing {
-            list.swap_remove(k);
-            continue;
-        }
-        if q.generation < idle_before {
-            // Idle: out of every list (its other entries are now stale).
-            s.unlist(at);
-            q.clean = false;
-            list.swap_remove(k);
-            continue;
-        }
-        if s.apply(c.page, c.old, c.new, shift) {
-            s.dirty = true;
-            q.clean = false;
-        }
-        k += 1;
-    }
-}
-
-/// A segment not needed for this many changes of the journal stops following it (a
-/// repartitioned region's old blocks, a phase that no longer runs) and catches up from the
-/// journal itself when it is needed again.
-const IDLE_CHANGES: u64 = if cfg!(test) { 3 } else { 1 << 12 };
-
-/// Pages per bucket of `SegShares::buckets` at least (`1 << MIN_BUCKET_SHIFT`): 256 KiB of
-/// 4 KiB pages. A large memory takes larger buckets, so that there are at most
-/// `1 << MAX_BUCKETS_SHIFT` of them.
-const MIN_BUCKET_SHIFT: u32 = if cfg!(test) { 1 } else { 6 };
-const MAX_BUCKETS_SHIFT: u32 = 16;
-
-impl SegShare {
-    fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
-        let end = if seg.chunks == 0 { seg.start } else { seg.start + (seg.chunks - 1) * seg.step + seg.chunk };
-        SegShare {
-            seg,
-            span: (seg.start, end),
-            parts,
-            synced: false,
-            valid_at: 0,
-            dirty: false,
-            listing: 0,
-            lines_on: vec![0; n],
-            armed_on: vec![0; n],
-            blocked_lines: 0,
-            armed: ArmedPages::default(),
-            settled: false,
-            share: vec![0.0; n],
-            unarmed: vec![0.0; n],
-            armed_frac: 0.0,
-            counted_at: f64::NEG_INFINITY,
-            runs_wanted: false,
-            run_ends: Vec::new(),
-            run_nodes: Vec::new(),
-            runs_ok: false,
-            crossings: RefCell::new(Vec::new()),
-            counts: 0,
-            version: 0,
-            parts_version: u64::MAX,
-            runs_stale: false,
-            rename_armed: false,
-            backoff_epochs: 0,
-            retry_at: f64::NEG_INFINITY,
-        }
-    }
-
-    /// Count every page of the segment (and its runs, if wanted and nothing blocks).
-    fn count(&mut self, home: &[u8], shift: u32) {
-        self.dirty = false;
-        self.lines_on.iter_mut().for_each(|x| *x = 0);
-        self.armed_on.iter_mut().for_each(|x| *x = 0);
-        self.blocked_lines = 0;
-        self.armed.clear();
-        self.run_ends.clear();
-        self.run_nodes.clear();
-        self.crossings.get_mut().clear();
-        let mut runs_ok = self.runs_wanted;
-        let mut pos = 0u64;
-        for (page, lines) in pages_of(self.seg, shift) {
-            pos += lines;
-            match class(home[page as usize]) {
-                None => {
-                    self.blocked_lines += lines;
-                    runs_ok = false;
-                }
-                Some((node, armed)) => {
-                    self.lines_on[node] += lines;
-                    if armed {
-                        self.armed_on[node] += lines;
-                        // A page split over two chunks of the segment is one slot with
-                        // the lines of both.
-                        self.armed.insert_or_add(page, lines);
-                    }
-                    runs_ok = runs_ok && self.extend_runs(pos, node as u8);
-                }
-            }
-        }
-        self.runs_ok = runs_ok;
-        self.runs_stale = false;
-        self.rename_armed = false;
-        self.counts += 1;
-        self.derive();
-    }
-
-    /// The runs of one node extended by the positions up to `pos`, on node `node`: the last
-    /// run grows or a new one starts; false when a new one would pass `MAX_RUNS`.
-    fn extend_runs(&mut self, pos: u64, node: u8) -> bool {
-        if self.run_nodes.last() == Some(&node) {
-            *self.run_ends.last_mut().expect("a run per node") = pos;
-        } else if self.run_nodes.len() < MAX_RUNS {
-            self.run_ends.push(pos);
-            self.run_nodes.push(node);
-        } else {
-            return false;
-        }
-        true
-    }
-
-    /// Remake only the runs of one node, from the page bytes: the counts and the armed pages'
-    /// names follow the journal already, and a count of everything cost a name lookup per
-    /// armed page (under autonuma sp-like's strided segments have their runs remade in most
-    /// epochs, since pages keep moving; docs/benchmarks.md). The same runs `count` makes.
-    fn remake_runs(&mut self, home: &[u8], shift: u32) {
-        self.run_ends.clear();
-        self.run_nodes.clear();
-        self.crossings.get_mut().clear();
-        let mut runs_ok = true;
-        let mut pos = 0u64;
-        for (page, lines) in pages_of(self.seg, shift) {
-            pos += lines;
-            if !class(home[page as usize]).is_some_and(|(node, _)| self.extend_runs(pos, node as u8)) {
-                runs_ok = false;
-                break;
-            }
-        }
-        self.runs_ok = runs_ok;
-        self.runs_stale = false;
-        self.counts += 1;
-    }
-
-    /// Follow one change of a page byte; false if it is not a page of the segment.
-    fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) -> bool {
-        let (a, b) = (page << shift, (page + 1) << shift);
-        if b <= self.span.0 || a >= self.span.1 {
-            return false;
-        }
-        let lines = lines_in(&self.seg, a, b);
-        if lines == 0 {
-            return false;
-        }
-        let (was, is) = (class(old), class(new));
-        match was {
-            None => self.blocked_lines -= lines,
-            Some((node, armed)) => {
-                self.lines_on[node] -= lines;
-                if armed {
-                    self.armed_on[node] -= lines;
-                    self.armed.remove(page);
-                }
-            }
-        }
-        match is {
-            None => self.blocked_lines += lines,
-            Some((node, armed)) => {
-                self.lines_on[node] += lines;
-                if armed {
-                    self.armed_on[node] += lines;
-                    self.armed.insert(page, lines);
-                }
-            }
-        }
-        if self.runs_wanted && was.map(|w| w.0) != is.map(|i| i.0) {
-            self.runs_ok = false;
-            self.runs_stale = true;
-        }
-        if self.armed.overflowed && self.armed_on.iter().sum::<u64>() < (MAX_ARMED_SET as u64 / 2) << shift {
-            self.rename_armed = true;
-        }
-        true
-    }
-
-    /// An armed page, as a uniformly random reference that lands on one would reach it: from
-    /// the named pages, or, when they overflowed, by drawing lines until one is armed.
-    fn draw_armed(&self, rng: &mut StreamRng, home: &[u8], shift: u32) -> u64 {
-        if !self.armed.overflowed {
-            return self.armed.draw(rng, 1 << shift);
-        }
-        loop {
-            let page = self.seg.line_at(rng.random_range(0..self.seg.lines())) >> shift;
-            if matches!(class(home[page as usize]), Some((_, true))) {
-                return page;
-            }
-        }
-    }
-
-    /// Stop following the journal, with the counts valid at generation `valid_at`: out of
-    /// the buckets (its entries there become stale).
-    fn unlist(&mut self, valid_at: u64) {
-        self.synced = false;
-        self.valid_at = valid_at;
-        self.listing = self.listing.wrapping_add(1);
-    }
-
-    /// Shares from the counts.
-    fn derive(&mut self) {
-        self.version += 1;
-        self.settled = self.blocked_lines == 0;
-        let total = self.seg.lines().max(1) as f64;
-        let mut armed_lines = 0;
-        for j in 0..self.share.len() {
-            self.share[j] = self.lines_on[j] as f64 / total;
-            self.unarmed[j] = (self.lines_on[j] - self.armed_on[j]) as f64 / total;
-            armed_lines += self.armed_on[j];
-        }
-        self.armed_frac = armed_lines as f64 / total;
-    }
 }
 
 impl SegShares {
@@ -634,68 +213,6 @@ impl SegShares {
         s.settled
     }
 
-    /// Apply the journal's changes since `cursor` to the counted segments, each change only
-    /// to the segments whose span reaches into its page's bucket, in the journal's order. A
-    /// segment's counts then depend on the same changes in the same order as if it replayed
-    /// the journal itself when next needed, but a change costs a few segments instead of
-    /// every segment that is ever needed again. When the journal starts over before the
-    /// cursor, every segment waits for its next full count.
-    fn sync(&mut self, mem: &Memory, shift: u32) {
-        let generation = mem.generation();
-        if self.cursor == generation {
-            return;
-        }
-        match mem.changes_since(self.cursor) {
-            Some(changes) => {
-                for (c, at) in changes.iter().zip(self.cursor..) {
-                    if let Some(list) = self.buckets.get_mut((c.page >> self.bucket_shift) as usize) {
-                        offer(list, &mut self.segs, &mut self.quick, c, at, shift);
-                    }
-                    offer(&mut self.wide, &mut self.segs, &mut self.quick, c, at, shift);
-                }
-            }
-            None => {
-                // Every segment is behind the journal: counted in full when next needed.
-                self.segs.iter_mut().filter(|s| s.synced).for_each(|s| s.unlist(0));
-                self.quick.iter_mut().for_each(|q| q.clean = false);
-                self.buckets.iter_mut().for_each(Vec::clear);
-                self.wide.clear();
-            }
-        }
-        self.cursor = generation;
-    }
-
-    /// Segment `i`, up to date at the cursor, follows the journal from now on: listed in the
-    /// buckets its span reaches into.
-    fn list(&mut self, i: usize, mem: &Memory, shift: u32) {
-        if self.buckets.is_empty() {
-            let pages = mem.home().len().max(1) as u64;
-            let bits = u64::BITS - (pages - 1).leading_zeros();
-            self.bucket_shift = bits.saturating_sub(MAX_BUCKETS_SHIFT).max(MIN_BUCKET_SHIFT);
-            let buckets = pages.div_ceil(1 << self.bucket_shift) as usize;
-            self.wide_from = (buckets / 8).max(MIN_WIDE_BUCKETS);
-        }
-        let s = &mut self.segs[i];
-        s.synced = true;
-        let listing = s.listing;
-        let (first_line, end_line) = s.span;
-        if end_line <= first_line {
-            return;
-        }
-        let first = ((first_line >> shift) >> self.bucket_shift) as usize;
-        let last = (((end_line - 1) >> shift) >> self.bucket_shift) as usize;
-        if last - first >= self.wide_from {
-            self.wide.push((i as u32, listing));
-            return;
-        }
-        if self.buckets.len() <= last {
-            self.buckets.resize_with(last + 1, Vec::new);
-        }
-        for list in &mut self.buckets[first..=last] {
-            list.push((i as u32, listing));
-        }
-    }
-
     /// Each node's share of segment `i`'s lines (armed ones included).
     pub fn share(&self, i: usize) -> &[f64] {
         &self.segs[i].share
@@ -773,7 +290,10 @@ impl SegShares {
 
 #[cfg(test)]
 mod tests {
+    use super::pages::class;
+    use super::segment::MAX_RUNS;
     use super::*;
+    use crate::memory::{NODE_MASK, UNPLACED};
     use numalab_core::NodeId;
 
     fn memory(nodes_of_pages: &[Option<NodeId>]) -> Memory {
@@ -930,17 +450,6 @@ mod tests {
         mem2.migrate(0, 1);
         assert!(shares.ready(m, &mem2, 2, 0.0, 1.0));
         assert_eq!((shares.armed_frac(m), shares.share(m)), (0.0, &[0.25, 0.75][..]));
-    }
-
-    #[test]
-    fn lines_in_counts_a_page_of_a_chunked_segment() {
-        let seg = Seg { start: 3, chunk: 2, step: 5, chunks: 4 }; // lines 3-4, 8-9, 13-14, 18-19
-        let brute = |a: u64, b: u64| (0..seg.lines()).map(|k| seg.line_at(k)).filter(|l| (a..b).contains(l)).count() as u64;
-        for a in 0..24 {
-            for len in [1, 2, 4, 8, 16] {
-                assert_eq!(lines_in(&seg, a, a + len), brute(a, a + len), "[{a}, {})", a + len);
-            }
-        }
     }
 
     #[derive(Clone, Debug)]

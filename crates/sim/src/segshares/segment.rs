@@ -1,0 +1,265 @@
+//! One segment's counts: lines per node, armed and blocked lines, runs of one node, shares (docs/simulator.md, "The fast engine").
+
+use super::armed::{ArmedPages, MAX_ARMED_SET};
+use super::pages::{class, lines_in, pages_of};
+use numalab_core::rng::StreamRng;
+use numalab_workload::stream::Seg;
+use numalab_workload::sweep::StrideCrossings;
+use rand::Rng;
+use std::cell::RefCell;
+
+/// Most runs of one node kept for a strided segment. A segment cut into many runs is counted
+/// by sweeps (numalab_workload::sweep), whose cost grows with the runs only once per runs
+/// remade; the bound keeps a run index within a crossing's packing (2^24) and the runs' memory
+/// (9 bytes each) within 9 MiB per segment.
+pub(super) const MAX_RUNS: usize = 1 << 20;
+
+/// The counts of one segment, or of an even mixture of segments (a reference that escapes to
+/// a uniformly chosen other block).
+pub(super) struct SegShare {
+    pub(super) seg: Seg,
+    /// The segment's first line and the end of its last chunk: a quick test for changes.
+    pub(super) span: (u64, u64),
+    /// A mixture: the segments it averages (then `seg` is unused).
+    pub(super) parts: Option<Vec<usize>>,
+    /// The segment follows the journal: it is listed in the page buckets of its span
+    /// (`SegShares::buckets`) under `listing`, and its counts are valid at
+    /// `SegShares::cursor`. Otherwise they are valid at `valid_at`.
+    pub(super) synced: bool,
+    pub(super) valid_at: u64,
+    /// Changes of the segment's pages were applied since its shares were last derived.
+    pub(super) dirty: bool,
+    /// Bumped whenever the segment leaves the buckets: an entry of an older listing is stale
+    /// and is dropped where it is met.
+    pub(super) listing: u32,
+    /// Lines on each node (armed ones included), lines on armed pages per node, lines on
+    /// blocking pages. Valid at `SegShares::cursor` while `synced`.
+    pub(super) lines_on: Vec<u64>,
+    pub(super) armed_on: Vec<u64>,
+    pub(super) blocked_lines: u64,
+    pub(super) armed: ArmedPages,
+    /// No blocking page at the last count or catch-up.
+    pub(super) settled: bool,
+    /// Derived when settled: each node's share of the lines, its share of the unarmed lines
+    /// (over all lines: it sums to `1 - armed_frac`), and the armed share.
+    pub(super) share: Vec<f64>,
+    pub(super) unarmed: Vec<f64>,
+    pub(super) armed_frac: f64,
+    /// Start of the epoch of the last full count: at most one per epoch.
+    pub(super) counted_at: f64,
+    /// A strided entry ranges over the segment: keep its runs of one node.
+    pub(super) runs_wanted: bool,
+    /// Runs of consecutive positions of the segment on one node (valid when `runs_ok`):
+    /// `run_ends[r]` ends run `r` (exclusive), `run_nodes[r]` is its node.
+    pub(super) run_ends: Vec<u64>,
+    pub(super) run_nodes: Vec<u8>,
+    pub(super) runs_ok: bool,
+    /// The runs' boundaries ordered for each stride an entry sweeps the segment with, made at
+    /// the first sweep after the runs were made (every thread striding over the segment
+    /// shares them).
+    pub(super) crossings: RefCell<Vec<StrideCrossings>>,
+    /// Full counts so far: the runs are remade only by a full count, so this names them.
+    pub(super) counts: u64,
+    /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
+    /// its last averaging (`parts_version`) and averages again only when that sum moves.
+    pub(super) version: u64,
+    pub(super) parts_version: u64,
+    /// A change moved a page of the segment to another node (or in or out of blocking) since
+    /// the runs were made: the next epoch counts the segment again to remake them.
+    pub(super) runs_stale: bool,
+    /// The armed pages overflowed their set and fewer than half of its size remain: the next
+    /// epoch counts the segment again to name them.
+    pub(super) rename_armed: bool,
+    /// A segment with blocking pages is counted again in full only from `retry_at` on,
+    /// waiting twice as many epochs after each count that found some (at most
+    /// `MAX_BACKOFF_EPOCHS`). Only when the journal cannot bring it up to date.
+    pub(super) backoff_epochs: u32,
+    pub(super) retry_at: f64,
+}
+
+impl SegShare {
+    pub(super) fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
+        let end = if seg.chunks == 0 { seg.start } else { seg.start + (seg.chunks - 1) * seg.step + seg.chunk };
+        SegShare {
+            seg,
+            span: (seg.start, end),
+            parts,
+            synced: false,
+            valid_at: 0,
+            dirty: false,
+            listing: 0,
+            lines_on: vec![0; n],
+            armed_on: vec![0; n],
+            blocked_lines: 0,
+            armed: ArmedPages::default(),
+            settled: false,
+            share: vec![0.0; n],
+            unarmed: vec![0.0; n],
+            armed_frac: 0.0,
+            counted_at: f64::NEG_INFINITY,
+            runs_wanted: false,
+            run_ends: Vec::new(),
+            run_nodes: Vec::new(),
+            runs_ok: false,
+            crossings: RefCell::new(Vec::new()),
+            counts: 0,
+            version: 0,
+            parts_version: u64::MAX,
+            runs_stale: false,
+            rename_armed: false,
+            backoff_epochs: 0,
+            retry_at: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Count every page of the segment (and its runs, if wanted and nothing blocks).
+    pub(super) fn count(&mut self, home: &[u8], shift: u32) {
+        self.dirty = false;
+        self.lines_on.iter_mut().for_each(|x| *x = 0);
+        self.armed_on.iter_mut().for_each(|x| *x = 0);
+        self.blocked_lines = 0;
+        self.armed.clear();
+        self.run_ends.clear();
+        self.run_nodes.clear();
+        self.crossings.get_mut().clear();
+        let mut runs_ok = self.runs_wanted;
+        let mut pos = 0u64;
+        for (page, lines) in pages_of(self.seg, shift) {
+            pos += lines;
+            match class(home[page as usize]) {
+                None => {
+                    self.blocked_lines += lines;
+                    runs_ok = false;
+                }
+                Some((node, armed)) => {
+                    self.lines_on[node] += lines;
+                    if armed {
+                        self.armed_on[node] += lines;
+                        // A page split over two chunks of the segment is one slot with
+                        // the lines of both.
+                        self.armed.insert_or_add(page, lines);
+                    }
+                    runs_ok = runs_ok && self.extend_runs(pos, node as u8);
+                }
+            }
+        }
+        self.runs_ok = runs_ok;
+        self.runs_stale = false;
+        self.rename_armed = false;
+        self.counts += 1;
+        self.derive();
+    }
+
+    /// The runs of one node extended by the positions up to `pos`, on node `node`: the last
+    /// run grows or a new one starts; false when a new one would pass `MAX_RUNS`.
+    fn extend_runs(&mut self, pos: u64, node: u8) -> bool {
+        if self.run_nodes.last() == Some(&node) {
+            *self.run_ends.last_mut().expect("a run per node") = pos;
+        } else if self.run_nodes.len() < MAX_RUNS {
+            self.run_ends.push(pos);
+            self.run_nodes.push(node);
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Remake only the runs of one node, from the page bytes: the counts and the armed pages'
+    /// names follow the journal already, and a count of everything cost a name lookup per
+    /// armed page (under autonuma sp-like's strided segments have their runs remade in most
+    /// epochs, since pages keep moving; docs/benchmarks.md). The same runs `count` makes.
+    pub(super) fn remake_runs(&mut self, home: &[u8], shift: u32) {
+        self.run_ends.clear();
+        self.run_nodes.clear();
+        self.crossings.get_mut().clear();
+        let mut runs_ok = true;
+        let mut pos = 0u64;
+        for (page, lines) in pages_of(self.seg, shift) {
+            pos += lines;
+            if !class(home[page as usize]).is_some_and(|(node, _)| self.extend_runs(pos, node as u8)) {
+                runs_ok = false;
+                break;
+            }
+        }
+        self.runs_ok = runs_ok;
+        self.runs_stale = false;
+        self.counts += 1;
+    }
+
+    /// Follow one change of a page byte; false if it is not a page of the segment.
+    pub(super) fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) -> bool {
+        let (a, b) = (page << shift, (page + 1) << shift);
+        if b <= self.span.0 || a >= self.span.1 {
+            return false;
+        }
+        let lines = lines_in(&self.seg, a, b);
+        if lines == 0 {
+            return false;
+        }
+        let (was, is) = (class(old), class(new));
+        match was {
+            None => self.blocked_lines -= lines,
+            Some((node, armed)) => {
+                self.lines_on[node] -= lines;
+                if armed {
+                    self.armed_on[node] -= lines;
+                    self.armed.remove(page);
+                }
+            }
+        }
+        match is {
+            None => self.blocked_lines += lines,
+            Some((node, armed)) => {
+                self.lines_on[node] += lines;
+                if armed {
+                    self.armed_on[node] += lines;
+                    self.armed.insert(page, lines);
+                }
+            }
+        }
+        if self.runs_wanted && was.map(|w| w.0) != is.map(|i| i.0) {
+            self.runs_ok = false;
+            self.runs_stale = true;
+        }
+        if self.armed.overflowed && self.armed_on.iter().sum::<u64>() < (MAX_ARMED_SET as u64 / 2) << shift {
+            self.rename_armed = true;
+        }
+        true
+    }
+
+    /// An armed page, as a uniformly random reference that lands on one would reach it: from
+    /// the named pages, or, when they overflowed, by drawing lines until one is armed.
+    pub(super) fn draw_armed(&self, rng: &mut StreamRng, home: &[u8], shift: u32) -> u64 {
+        if !self.armed.overflowed {
+            return self.armed.draw(rng, 1 << shift);
+        }
+        loop {
+            let page = self.seg.line_at(rng.random_range(0..self.seg.lines())) >> shift;
+            if matches!(class(home[page as usize]), Some((_, true))) {
+                return page;
+            }
+        }
+    }
+
+    /// Stop following the journal, with the counts valid at generation `valid_at`: out of
+    /// the buckets (its entries there become stale).
+    pub(super) fn unlist(&mut self, valid_at: u64) {
+        self.synced = false;
+        self.valid_at = valid_at;
+        self.listing = self.listing.wrapping_add(1);
+    }
+
+    /// Shares from the counts.
+    pub(super) fn derive(&mut self) {
+        self.version += 1;
+        self.settled = self.blocked_lines == 0;
+        let total = self.seg.lines().max(1) as f64;
+        let mut armed_lines = 0;
+        for j in 0..self.share.len() {
+            self.share[j] = self.lines_on[j] as f64 / total;
+            self.unarmed[j] = (self.lines_on[j] - self.armed_on[j]) as f64 / total;
+            armed_lines += self.armed_on[j];
+        }
+        self.armed_frac = armed_lines as f64 / total;
+    }
+}
