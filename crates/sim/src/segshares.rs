@@ -66,17 +66,26 @@ pub(crate) struct SegShares {
     /// simulated page at worst.
     wide: Vec<(u32, u32)>,
     wide_from: usize,
+    /// Indices of segments a sweep dropped (`sweep`), taken again by the next ones interned.
+    free: Vec<usize>,
+    /// Segments kept by the last sweep: the next one is due when the table holds twice as
+    /// many (at least `MIN_SWEEP_SEGMENTS`), so sweeping costs a constant share of interning.
+    kept: usize,
 }
+
+/// No sweep before the table holds this many segments and mixtures: a run whose steps keep
+/// ranging over the same blocks never sweeps.
+const MIN_SWEEP_SEGMENTS: usize = if cfg!(test) { 4 } else { 4096 };
 
 impl SegShares {
     pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
         let key = (seg.start, seg.chunk, seg.step, seg.chunks);
-        let (segs, quick) = (&mut self.segs, &mut self.quick);
-        *self.index.entry(key).or_insert_with(|| {
-            segs.push(SegShare::new(seg, None, n));
-            quick.push(NEVER_COUNTED);
-            segs.len() - 1
-        })
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let i = self.place(SegShare::new(seg, None, n));
+        self.index.insert(key, i);
+        i
     }
 
     /// An even mixture of interned segments.
@@ -85,10 +94,78 @@ impl SegShares {
         if let Some(&i) = self.mixes.get(&parts) {
             return i;
         }
-        self.segs.push(SegShare::new(Seg::contiguous(0, 0), Some(parts.clone()), n));
-        self.quick.push(NEVER_COUNTED);
-        self.mixes.insert(parts, self.segs.len() - 1);
-        self.segs.len() - 1
+        let i = self.place(SegShare::new(Seg::contiguous(0, 0), Some(parts.clone()), n));
+        self.mixes.insert(parts, i);
+        i
+    }
+
+    /// A new segment, never counted, at a dropped segment's index if there is one. Its
+    /// listing continues the dropped one's, so no entry of the buckets can name it by mistake.
+    fn place(&mut self, mut seg: SegShare) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                seg.listing = self.segs[i].listing.wrapping_add(1);
+                self.segs[i] = seg;
+                self.quick[i] = NEVER_COUNTED;
+                i
+            }
+            None => {
+                self.segs.push(seg);
+                self.quick.push(NEVER_COUNTED);
+                self.segs.len() - 1
+            }
+        }
+    }
+
+    /// Whether the table has grown enough since the last sweep for the next one.
+    pub fn sweep_due(&self) -> bool {
+        self.segs.len() - self.free.len() >= 2 * self.kept.max(MIN_SWEEP_SEGMENTS / 2)
+    }
+
+    /// Drop every segment and mixture but those of `live` (and the parts of live mixtures):
+    /// a workload that repartitions its regions ranges over new blocks at every step, and
+    /// the table would otherwise grow with the run (ua-like: 32 blocks and 16 mixtures of 80
+    /// parts per iteration). The caller must hold no other index: a dropped index is given to
+    /// the next segment interned. A segment interned again later is counted afresh, to the
+    /// same counts.
+    pub fn sweep(&mut self, live: impl IntoIterator<Item = usize>) {
+        let mut keep = vec![false; self.segs.len()];
+        for i in live {
+            keep[i] = true;
+            if let Some(parts) = &self.segs[i].parts {
+                parts.iter().for_each(|&p| keep[p] = true);
+            }
+        }
+        let dropped: Vec<bool> = {
+            let mut d = vec![false; self.segs.len()];
+            self.free.iter().for_each(|&i| d[i] = true);
+            d
+        };
+        for i in 0..self.segs.len() {
+            if keep[i] || dropped[i] {
+                continue;
+            }
+            let s = &self.segs[i];
+            match &s.parts {
+                Some(parts) => {
+                    self.mixes.remove(parts);
+                }
+                None => {
+                    self.index.remove(&(s.seg.start, s.seg.chunk, s.seg.step, s.seg.chunks));
+                }
+            }
+            let mut gone = SegShare::new(Seg::contiguous(0, 0), None, 0);
+            gone.listing = s.listing.wrapping_add(1);
+            self.segs[i] = gone;
+            self.quick[i] = NEVER_COUNTED;
+            self.free.push(i);
+        }
+        // Entries of dropped (and of earlier unlisted) segments leave the buckets now.
+        let segs = &self.segs;
+        for list in self.buckets.iter_mut().chain(std::iter::once(&mut self.wide)) {
+            list.retain(|&(i, listing)| segs[i as usize].listing == listing);
+        }
+        self.kept = keep.iter().filter(|&&k| k).count();
     }
 
     /// A strided entry ranges over segment `i`: keep its runs of one node.
@@ -364,6 +441,50 @@ mod tests {
         let i = shares.intern(Seg::contiguous(2, 12), 2);
         assert!(!shares.ready(i, &mem, 2, 0.0, 1.0), "an unplaced page blocks");
         assert!(!shares.ready(i, &mem, 2, 0.5, 1.0), "and the back-off waits an epoch before counting again");
+    }
+
+    #[test]
+    fn a_sweep_drops_what_no_thread_holds_and_its_index_goes_to_the_next_segment() {
+        // Pages of 4 lines on nodes 0, 1, 0, 1, ...; blocks a, b, c of two pages each, and two
+        // mixtures, of which only `m` is still held.
+        let mut mem = memory(&(0..8).map(|p| Some((p % 2) as NodeId)).collect::<Vec<_>>());
+        let mut shares = SegShares::default();
+        let (a, b, c) =
+            (shares.intern(Seg::contiguous(0, 8), 2), shares.intern(Seg::contiguous(8, 8), 2), shares.intern(Seg::contiguous(16, 8), 2));
+        let m = shares.intern_mix(vec![a, b], 2);
+        let old = shares.intern_mix(vec![b, c], 2);
+        for i in [a, b, c, m, old] {
+            assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        }
+        assert!(shares.sweep_due(), "5 segments, at least twice the minimum kept");
+        shares.sweep([m]);
+        assert!(!shares.sweep_due(), "3 kept: the next sweep waits for 6");
+        // The mixture held and its parts keep their indices; c and the other mixture left
+        // the table and the buckets.
+        assert_eq!((shares.intern(Seg::contiguous(0, 8), 2), shares.intern(Seg::contiguous(8, 8), 2)), (a, b));
+        assert_eq!(shares.intern_mix(vec![a, b], 2), m);
+        let mut freed = shares.free.clone();
+        freed.sort_unstable();
+        assert_eq!(freed, vec![c.min(old), c.max(old)]);
+        assert!(shares.buckets.iter().chain([&shares.wide]).flatten().all(|&(i, _)| ![c, old].contains(&(i as usize))));
+        // A page of c moves while it is out of the table; a new block takes a dropped index,
+        // and c interned again counts afresh, to the counts of a full count.
+        assert!(mem.migrate(4, 1));
+        let d = shares.intern(Seg::contiguous(24, 8), 2);
+        assert!([c, old].contains(&d));
+        let c2 = shares.intern(Seg::contiguous(16, 8), 2);
+        assert!([c, old].contains(&c2) && c2 != d);
+        for i in [a, m, c2, d] {
+            assert!(shares.ready(i, &mem, 2, 0.0, 1.0));
+        }
+        assert_eq!(shares.share(c2), [0.0, 1.0]);
+        for i in [a, b, c2, d] {
+            assert_same_as_recount(&shares, i, &mem, 2);
+        }
+        // The mixture held through the sweep follows its parts as before.
+        assert!(mem.migrate(0, 1));
+        assert!(shares.ready(m, &mem, 2, 0.0, 1.0));
+        assert_eq!(shares.share(m), [0.25, 0.75]);
     }
 
     #[test]

@@ -16,6 +16,14 @@ const MAX_BULK_PERIOD: u64 = 64;
 impl World<'_> {
     pub(super) fn load_step(&mut self, t: usize) {
         self.steps_begun += 1;
+        if self.cfg.engine == EngineKind::Fast && self.shares.sweep_due() {
+            // The table of segments keeps what some thread's entries range over; the memos
+            // of mixtures are emptied, since a dropped index goes to the next one interned.
+            let live: Vec<usize> =
+                self.threads.iter().flat_map(|th| th.fast_kinds.iter().flat_map(|k| k.needs().map(|(i, _)| i))).collect();
+            self.shares.sweep(live);
+            self.threads.iter_mut().for_each(|th| th.escape_memo.clear());
+        }
         let th = &mut self.threads[t];
         th.work = self.p.work_with(th.step, t as u32, &mut th.rng, &mut th.escape_lists);
         th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.refs));

@@ -82,6 +82,11 @@ pub(crate) struct EscapeMemo {
 const ESCAPE_MEMO_ENTRIES: usize = 4;
 
 impl EscapeMemo {
+    /// Forget every mixture (their indices may be dropped by `SegShares::sweep`).
+    pub fn clear(&mut self) {
+        self.recent.clear();
+    }
+
     /// The [`SegShares`] index of the even mixture of `others`.
     pub fn mix(&mut self, others: &Arc<[Seg]>, shares: &mut SegShares, n: usize) -> usize {
         // The workload shares one list between the steps that escape to the same blocks
