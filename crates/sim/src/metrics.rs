@@ -191,6 +191,11 @@ pub struct RunMetrics {
     /// part of the JSON.
     #[serde(skip)]
     pub loop_steps: u64,
+    /// Slots of the fast engine's table of segments and escape mixtures at the end of the run,
+    /// the most it held at once (docs/simulator.md, "The fast engine": a sweep frees slots for
+    /// reuse). Bookkeeping, not part of the JSON.
+    #[serde(skip)]
+    pub segment_slots: u64,
 }
 
 /// One program of a mix: when its last thread finished.

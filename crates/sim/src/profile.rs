@@ -119,6 +119,7 @@ mod tests {
             access_samples: 0,
             policy_counters: Default::default(),
             loop_steps: 0,
+            segment_slots: 0,
             apps: Vec::new(),
             app_moves: Vec::new(),
             timeline: Vec::new(),

@@ -117,6 +117,11 @@ impl SegShares {
         }
     }
 
+    /// Slots of the table: every segment and mixture it holds or a sweep freed for reuse.
+    pub fn slots(&self) -> usize {
+        self.segs.len()
+    }
+
     /// Whether the table has grown enough since the last sweep for the next one.
     pub fn sweep_due(&self) -> bool {
         self.segs.len() - self.free.len() >= 2 * self.kept.max(MIN_SWEEP_SEGMENTS / 2)

@@ -307,3 +307,28 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
     close("hint faults", lockstep_faults as f64, ordered_faults as f64, 0.02);
     close("time", lockstep_s, ordered_s, 0.01);
 }
+
+/// ua-like repartitions its regions: its steps range over about 16 new blocks and 16 new escape
+/// mixtures per iteration (docs/simulator.md, "The fast engine"). The fast engine's table of
+/// them is swept when it has doubled, so it stays the same size however long the run; without
+/// the sweep it held about 32 slots per iteration.
+#[test]
+fn the_table_of_segments_stays_bounded_when_regions_are_repartitioned() {
+    let slots = |iterations: u32| {
+        let s = Setup {
+            machine: "server-b-8n",
+            workload: "ua-like",
+            threads: 80,
+            scale: 1.0,
+            policy: "linux",
+            iterations: Some(iterations),
+            policy_config: &[],
+            noise: false,
+        };
+        runs(&s, EngineKind::Fast, 2000.0, 0.01, &[1])[0].segment_slots
+    };
+    let (short, long) = (slots(400), slots(1200));
+    eprintln!("slots: {short} at 400 iterations, {long} at 1200");
+    assert!(short > 4096, "400 iterations should fill the table past its first sweep: {short} slots");
+    assert!(long <= short + short / 4, "the table grew with the run: {short} slots at 400 iterations, {long} at 1200");
+}

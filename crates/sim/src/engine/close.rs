@@ -179,6 +179,7 @@ impl World<'_> {
             refused_decisions: c.refused_decisions,
             policy_counters: Default::default(),
             loop_steps: self.loop_steps,
+            segment_slots: self.shares.slots() as u64,
             apps: Vec::new(),
             app_moves: Vec::new(),
             timeline: std::mem::take(&mut self.timeline),
