@@ -130,9 +130,9 @@ impl SegShares {
     /// Drop every segment and mixture but those of `live` (and the parts of live mixtures):
     /// a workload that repartitions its regions ranges over new blocks at every step, and
     /// the table would otherwise grow with the run (ua-like: about 16 new blocks and 16 new
-    /// mixtures of about 80 parts per iteration; docs/simulator.md, "The fast engine"). The caller must hold no other index: a dropped index is given to
-    /// the next segment interned. A segment interned again later is counted afresh, to the
-    /// same counts.
+    /// mixtures of about 80 parts per iteration; docs/simulator.md, "The fast engine"). The
+    /// caller must hold no other index: a dropped index is given to the next segment
+    /// interned. A segment interned again later is counted afresh, to the same counts.
     pub fn sweep(&mut self, live: impl IntoIterator<Item = usize>) {
         let mut keep = vec![false; self.segs.len()];
         for i in live {
