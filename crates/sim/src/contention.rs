@@ -109,23 +109,24 @@ pub struct Contention {
     /// flight), kept to avoid allocating at every epoch.
     z: Vec<f64>,
     pop: Vec<f64>,
-    /// Per thread: the stations it loads (service demand above zero), in station order. A
-    /// thread reaches few of them (its node's controller, the controllers it reads remotely
-    /// and the links on the way), so iterating only these is most of the solve's saving.
-    /// Kept for the leaders of the last solve's classes only: the solve reads a class's
-    /// stations from its leader, and a thread that leads a class later lists its own again
-    /// (no member ever read the copy it used to get).
-    used_t: Vec<Vec<u32>>,
     /// Classes of a solve (docs/simulator.md, "Contention"): threads whose demands are within
     /// the merge tolerance of a class's first thread share one customer class. `class_of[t]`
     /// is thread t's class (`NO_CLASS` when it is not running), `leader[c]` the thread whose
     /// demand stands for class c.
     class_of: Vec<u32>,
     leader: Vec<usize>,
-    /// Per class: population (sum of its threads'), throughput, and queue length at each
-    /// station (`q_c[c * k + s]`).
+    /// Per class: population (sum of its threads') and throughput.
     pop_c: Vec<f64>,
     x_c: Vec<f64>,
+    /// Per class: the stations it loads (its leader's service demand above zero), in station
+    /// order, with its service demand and queue length at each, class c's at
+    /// `class_at[c]..class_at[c + 1]`. A class reaches few stations (its node's controller,
+    /// the controllers it reads remotely and the links on the way), so iterating only these
+    /// is most of the solve's saving, and keeping them contiguous lets the steps run over
+    /// slices without looking a station up in a per-station table but for the totals `q`.
+    class_at: Vec<usize>,
+    station_c: Vec<u32>,
+    d_c: Vec<f64>,
     q_c: Vec<f64>,
     /// Scratch of a solve's step: the station queues being summed for the next step.
     q_next: Vec<f64>,
@@ -175,11 +176,13 @@ impl Contention {
             x_t: vec![0.0; threads],
             z: Vec::with_capacity(threads),
             pop: Vec::with_capacity(threads),
-            used_t: vec![Vec::new(); threads],
             class_of: Vec::with_capacity(threads),
             leader: Vec::with_capacity(threads),
             pop_c: Vec::with_capacity(threads),
             x_c: Vec::with_capacity(threads),
+            class_at: Vec::with_capacity(threads + 1),
+            station_c: Vec::with_capacity(threads * k),
+            d_c: Vec::with_capacity(threads * k),
             q_c: Vec::with_capacity(threads * k),
             q_next: vec![0.0; k],
             stretch: vec![0.0; k],
@@ -244,13 +247,16 @@ impl Contention {
             if d.share <= 0.0 {
                 self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
                 self.d_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
-                self.used_t[t].clear();
                 continue;
             }
             pop[t] = (1.0 / d.inv_mlp.max(1e-9)) * d.share;
         }
         self.group(demands, &pop, merge_tolerance);
         // Service demands of each class, from its leader's demand.
+        self.class_at.clear();
+        self.class_at.push(0);
+        self.station_c.clear();
+        self.d_c.clear();
         for &t in &self.leader {
             let d = &demands[t];
             let dt = &mut self.d_t[t * k..(t + 1) * k];
@@ -277,13 +283,13 @@ impl Contention {
                 delay += f * (self.l0[i * n + j] - served).max(0.0);
             }
             z[t] = delay;
-            let used = &mut self.used_t[t];
-            used.clear();
             for (s, &ds) in dt.iter().enumerate() {
                 if ds > 0.0 {
-                    used.push(s as u32);
+                    self.station_c.push(s as u32);
+                    self.d_c.push(ds);
                 }
             }
+            self.class_at.push(self.station_c.len());
         }
         // A class's queues start from the sum of its threads' last queues (the warm start), on
         // the stations it loads: one it no longer loads holds none of its queue at the fixed
@@ -294,7 +300,7 @@ impl Contention {
         self.x_c.clear();
         self.x_c.resize(classes, 0.0);
         self.q_c.clear();
-        self.q_c.resize(classes * k, 0.0);
+        self.q_c.resize(self.station_c.len(), 0.0);
         for (t, &pop_t) in pop.iter().enumerate() {
             let c = self.class_of[t];
             if c == NO_CLASS {
@@ -303,17 +309,15 @@ impl Contention {
             let c = c as usize;
             self.pop_c[c] += pop_t;
             self.x_c[c] += self.x_t[t];
-            let lead = self.leader[c];
-            for &s in &self.used_t[lead] {
-                let s = s as usize;
-                self.q_c[c * k + s] += self.q_t[t * k + s];
+            let at = self.class_at[c]..self.class_at[c + 1];
+            let q_t = &self.q_t[t * k..(t + 1) * k];
+            for (q, &s) in self.q_c[at.clone()].iter_mut().zip(&self.station_c[at]) {
+                *q += q_t[s as usize];
             }
         }
         self.q.iter_mut().for_each(|x| *x = 0.0);
-        for c in 0..classes {
-            for &s in &self.used_t[self.leader[c]] {
-                self.q[s as usize] += self.q_c[c * k + s as usize];
-            }
+        for (&s, &q) in self.station_c.iter().zip(&self.q_c) {
+            self.q[s as usize] += q;
         }
         let mut used = 0;
         let mut q_next = std::mem::take(&mut self.q_next);
@@ -332,11 +336,13 @@ impl Contention {
             // would converge; the next two steps are plain again.
             let ratio_1 = change_1 / change_2;
             let extrapolate_by = (extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98).then(|| 1.0 / (1.0 - ratio_1));
+            let q = &self.q[..];
             for c in 0..classes {
                 let lead = self.leader[c];
-                let stations = &self.used_t[lead];
-                let dt = &self.d_t[lead * k..(lead + 1) * k];
-                let qc = &mut self.q_c[c * k..(c + 1) * k];
+                let at = self.class_at[c]..self.class_at[c + 1];
+                let stations = &self.station_c[at.clone()];
+                let dc = &self.d_c[at.clone()];
+                let qc = &mut self.q_c[at];
                 // Multiplying by the reciprocal: a division per station and iteration was
                 // most of an iteration's cost.
                 let inv_pop = 1.0 / self.pop_c[c];
@@ -345,10 +351,9 @@ impl Contention {
                 // below.
                 let stretch = &mut stretch[..stations.len()];
                 let mut r_sum = 0.0;
-                for (w, &s) in stretch.iter_mut().zip(stations) {
-                    let s = s as usize;
-                    *w = 1.0 + (self.q[s] - qc[s] * inv_pop).max(0.0);
-                    r_sum += dt[s] * *w;
+                for ((w, &s), (&d, &q_cs)) in stretch.iter_mut().zip(stations).zip(dc.iter().zip(qc.iter())) {
+                    *w = 1.0 + (q[s as usize] - q_cs * inv_pop).max(0.0);
+                    r_sum += d * *w;
                 }
                 let x = self.pop_c[c] / (z[lead] + r_sum).max(1e-12);
                 change = change.max((x - self.x_c[c]).abs() / x);
@@ -356,15 +361,14 @@ impl Contention {
                 // New queue lengths, damped (an undamped Jacobi step makes many symmetric
                 // classes overshoot together and oscillate), summed into the next step's
                 // station totals as they are made: per station, the classes in the same order
-                // as a separate sum. Stations a class does not load keep a zero queue (set up
-                // above).
-                for (&w, &s) in stretch.iter().zip(stations) {
-                    let s = s as usize;
-                    let cur = qc[s];
-                    let damped = 0.5 * cur + 0.5 * (x * dt[s] * w);
+                // as a separate sum. A class holds no queue at the stations it does not load
+                // (the warm start above).
+                for ((&w, &s), (&d, q)) in stretch.iter().zip(stations).zip(dc.iter().zip(qc.iter_mut())) {
+                    let cur = *q;
+                    let damped = 0.5 * cur + 0.5 * (x * d * w);
                     let updated = extrapolate_by.map_or(damped, |by| (cur + (damped - cur) * by).max(0.0));
-                    qc[s] = updated;
-                    q_next[s] += updated;
+                    *q = updated;
+                    q_next[s as usize] += updated;
                 }
             }
             std::mem::swap(&mut self.q, &mut q_next);
@@ -390,9 +394,10 @@ impl Contention {
             if lead != t {
                 self.d_t.copy_within(lead * k..(lead + 1) * k, t * k);
             }
-            for &s in &self.used_t[lead] {
-                let s = s as usize;
-                self.q_t[t * k + s] = self.q_c[c * k + s] * part;
+            let at = self.class_at[c]..self.class_at[c + 1];
+            let q_t = &mut self.q_t[t * k..(t + 1) * k];
+            for (&q, &s) in self.q_c[at.clone()].iter().zip(&self.station_c[at]) {
+                q_t[s as usize] = q * part;
             }
         }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
