@@ -132,6 +132,8 @@ pub struct Contention {
     q_next: Vec<f64>,
     /// Scratch of a solve's step: one class's stretch at each station it loads.
     stretch: Vec<f64>,
+    /// Scratch of a solve's latencies: per node, the first thread on it without population.
+    idle_of_node: Vec<usize>,
 }
 
 /// `class_of` of a thread that is not running this epoch.
@@ -186,6 +188,7 @@ impl Contention {
             q_c: Vec::with_capacity(threads * k),
             q_next: vec![0.0; k],
             stretch: vec![0.0; k],
+            idle_of_node: Vec::with_capacity(n),
         }
     }
 
@@ -401,7 +404,12 @@ impl Contention {
             }
         }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
-        // A class's threads see the same queues: they take the leader's latencies.
+        // A class's threads see the same queues: they take the leader's latencies. A thread
+        // without population sees all of every queue, so the threads of one node that do not
+        // run have the same latencies: the first computes them, the others take its.
+        let mut idle_of_node = std::mem::take(&mut self.idle_of_node);
+        idle_of_node.clear();
+        idle_of_node.resize(n, usize::MAX);
         for (t, d) in demands.iter().enumerate() {
             let c = self.class_of[t];
             if c != NO_CLASS && self.leader[c as usize] != t {
@@ -410,24 +418,35 @@ impl Contention {
                 continue;
             }
             let i = d.node;
-            for j in 0..n {
-                let mut w = 0.0;
-                if pop[t] > 0.0 {
+            if pop[t] > 0.0 {
+                for j in 0..n {
+                    let mut w = 0.0;
                     let own = |s: usize| self.q_t[t * k + s] / pop[t];
                     w += self.svc[j] * d.svc_mult * (self.q[j] - own(j)).max(0.0);
                     for &l in &self.routes_rd[i * n + j] {
                         let s = n + l as usize;
                         w += self.svc[s] * (self.q[s] - own(s)).max(0.0);
                     }
-                } else {
-                    w += self.svc[j] * self.q[j];
-                    for &l in &self.routes_rd[i * n + j] {
-                        w += self.svc[n + l as usize] * self.q[n + l as usize];
-                    }
+                    self.lat_t[t * n + j] = self.l0[i * n + j] + w;
+                }
+                continue;
+            }
+            let first = idle_of_node[i];
+            if first != usize::MAX {
+                self.lat_t.copy_within(first * n..(first + 1) * n, t * n);
+                continue;
+            }
+            idle_of_node[i] = t;
+            for j in 0..n {
+                let mut w = 0.0;
+                w += self.svc[j] * self.q[j];
+                for &l in &self.routes_rd[i * n + j] {
+                    w += self.svc[n + l as usize] * self.q[n + l as usize];
                 }
                 self.lat_t[t * n + j] = self.l0[i * n + j] + w;
             }
         }
+        self.idle_of_node = idle_of_node;
         (self.z, self.pop) = (z, pop);
         used
     }
@@ -442,7 +461,14 @@ impl Contention {
                 self.class_of.push(NO_CLASS);
                 continue;
             }
-            let found = merge_tolerance.and_then(|tol| self.leader.iter().position(|&l| demands[l].close_to(d, tol)));
+            // The node and CPU share first: most leaders differ in them, and comparing them here
+            // is cheaper than a call of `close_to`, which requires both equal anyway.
+            let found = merge_tolerance.and_then(|tol| {
+                self.leader.iter().position(|&l| {
+                    let e = &demands[l];
+                    e.node == d.node && e.share == d.share && e.close_to(d, tol)
+                })
+            });
             let c = found.unwrap_or_else(|| {
                 self.leader.push(t);
                 self.leader.len() - 1
