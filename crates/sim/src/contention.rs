@@ -95,11 +95,25 @@ pub struct Contention {
     routes_rd: Vec<Vec<LinkId>>,
     /// Links crossed by data from CPU node i to memory node j (writes).
     routes_wr: Vec<Vec<LinkId>>,
-    /// Per thread and station: queue length contributed (warm start across epochs).
+    /// Per thread: where its queue lengths of the last solve are (the warm start of the next
+    /// one and its own latencies). A thread takes its population's part `warm_part[t]` of its
+    /// class's queues, so most keep only that: `warm_class[t]` is its class in the last solve
+    /// and its queue at station s is `q_ck[c * k + s] · warm_part[t]`, made when read rather
+    /// than copied out for every thread. `NO_CLASS`: it did not run, its queues are zero;
+    /// `OWN_QUEUES`: they are in `q_t` (a thread that runs without population keeps the
+    /// queues it had, and a part that is not finite would not give a zero queue at the
+    /// stations its class does not load).
+    warm_class: Vec<u32>,
+    warm_part: Vec<f64>,
+    /// Per thread and station: queue length contributed, of the threads with `OWN_QUEUES`.
     q_t: Vec<f64>,
+    /// Per class of the last solve and station: its queue length (`q_ck[c * k + s]`, zero at
+    /// the stations the class does not load).
+    q_ck: Vec<f64>,
     /// Per station: total queue length.
     q: Vec<f64>,
-    /// Per thread and station: service demand per access (scratch).
+    /// Per thread and station: service demand per access (scratch), of the last solve's
+    /// leaders only; a class's other threads have their leader's.
     d_t: Vec<f64>,
     /// Per thread: loaded latency to each memory node, ns.
     lat_t: Vec<f64>,
@@ -138,6 +152,8 @@ pub struct Contention {
 
 /// `class_of` of a thread that is not running this epoch.
 const NO_CLASS: u32 = u32::MAX;
+/// `warm_class` of a thread whose queues are in `q_t`.
+const OWN_QUEUES: u32 = u32::MAX - 1;
 
 impl Contention {
     pub fn new(m: &Machine, ic: &Interconnect, access_bytes: u64, threads: usize) -> Contention {
@@ -171,7 +187,10 @@ impl Contention {
             svc,
             routes_rd,
             routes_wr,
+            warm_class: vec![NO_CLASS; threads],
+            warm_part: vec![0.0; threads],
             q_t: vec![0.0; threads * k],
+            q_ck: Vec::with_capacity(threads * k),
             q: vec![0.0; k],
             d_t: vec![0.0; threads * k],
             lat_t,
@@ -221,7 +240,11 @@ impl Contention {
 
     /// Utilisation of station k (controller j = station j) implied by the last solve.
     pub fn utilisation(&self, station: usize) -> f64 {
-        (0..self.x_t.len()).map(|t| self.x_t[t] * self.d_t[t * self.k + station]).sum()
+        let demand = |t: usize| match self.class_of.get(t) {
+            Some(&c) if c != NO_CLASS => self.d_t[self.leader[c as usize] * self.k + station],
+            _ => 0.0,
+        };
+        (0..self.x_t.len()).map(|t| self.x_t[t] * demand(t)).sum()
     }
 
     /// Schweitzer steps for these demands, warm-started from the last solve, until no class's
@@ -248,11 +271,20 @@ impl Contention {
         pop.resize(demands.len(), 0.0);
         for (t, d) in demands.iter().enumerate() {
             if d.share <= 0.0 {
-                self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
-                self.d_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
+                self.warm_class[t] = NO_CLASS;
                 continue;
             }
             pop[t] = (1.0 / d.inv_mlp.max(1e-9)) * d.share;
+            let c = self.warm_class[t];
+            if pop[t] == 0.0 && c < OWN_QUEUES {
+                // It runs in no class this time and keeps its queues: copy them out before
+                // this solve's classes replace the last one's.
+                let (part, last) = (self.warm_part[t], &self.q_ck[c as usize * k..(c as usize + 1) * k]);
+                for (q, &q_c) in self.q_t[t * k..(t + 1) * k].iter_mut().zip(last) {
+                    *q = q_c * part;
+                }
+                self.warm_class[t] = OWN_QUEUES;
+            }
         }
         self.group(demands, &pop, merge_tolerance);
         // Service demands of each class, from its leader's demand.
@@ -313,9 +345,23 @@ impl Contention {
             self.pop_c[c] += pop_t;
             self.x_c[c] += self.x_t[t];
             let at = self.class_at[c]..self.class_at[c + 1];
-            let q_t = &self.q_t[t * k..(t + 1) * k];
-            for (q, &s) in self.q_c[at.clone()].iter_mut().zip(&self.station_c[at]) {
-                *q += q_t[s as usize];
+            let (queues, stations) = (&mut self.q_c[at.clone()], &self.station_c[at]);
+            match self.warm_class[t] {
+                // Its queues are zero: the sums start at +0.0 and add no -0.0, so adding a zero
+                // changes none of them.
+                NO_CLASS => {}
+                OWN_QUEUES => {
+                    let q_t = &self.q_t[t * k..(t + 1) * k];
+                    for (q, &s) in queues.iter_mut().zip(stations) {
+                        *q += q_t[s as usize];
+                    }
+                }
+                last_c => {
+                    let (part, last) = (self.warm_part[t], &self.q_ck[last_c as usize * k..(last_c as usize + 1) * k]);
+                    for (q, &s) in queues.iter_mut().zip(stations) {
+                        *q += last[s as usize] * part;
+                    }
+                }
             }
         }
         self.q.iter_mut().for_each(|x| *x = 0.0);
@@ -381,26 +427,38 @@ impl Contention {
             (change_2, change_1) = if extrapolate_by.is_none() { (change_1, change) } else { (f64::NAN, f64::NAN) };
         }
         (self.q_next, self.stretch) = (q_next, stretch);
-        // Each thread takes its population's part of its class's throughput and queues, and
-        // loads the stations of its class's demand.
+        // The classes' queues at every station, zero where they load none, for the threads'
+        // parts.
+        self.q_ck.clear();
+        self.q_ck.resize(classes * k, 0.0);
+        for c in 0..classes {
+            let at = self.class_at[c]..self.class_at[c + 1];
+            let q_ck = &mut self.q_ck[c * k..(c + 1) * k];
+            for (&q, &s) in self.q_c[at.clone()].iter().zip(&self.station_c[at]) {
+                q_ck[s as usize] = q;
+            }
+        }
+        // Each thread takes its population's part of its class's throughput and queues.
         for (t, &pop_t) in pop.iter().enumerate() {
             let c = self.class_of[t];
             if c == NO_CLASS {
                 self.x_t[t] = 0.0;
                 continue;
             }
-            let c = c as usize;
-            let part = pop_t / self.pop_c[c];
-            self.x_t[t] = self.x_c[c] * part;
-            let lead = self.leader[c];
-            self.q_t[t * k..(t + 1) * k].iter_mut().for_each(|x| *x = 0.0);
-            if lead != t {
-                self.d_t.copy_within(lead * k..(lead + 1) * k, t * k);
-            }
-            let at = self.class_at[c]..self.class_at[c + 1];
-            let q_t = &mut self.q_t[t * k..(t + 1) * k];
-            for (&q, &s) in self.q_c[at.clone()].iter().zip(&self.station_c[at]) {
-                q_t[s as usize] = q * part;
+            let part = pop_t / self.pop_c[c as usize];
+            self.x_t[t] = self.x_c[c as usize] * part;
+            if part.is_finite() {
+                // A zero queue times a finite part (never negative) is zero, as it should.
+                (self.warm_class[t], self.warm_part[t]) = (c, part);
+            } else {
+                let c = c as usize;
+                let q_t = &mut self.q_t[t * k..(t + 1) * k];
+                q_t.iter_mut().for_each(|x| *x = 0.0);
+                let at = self.class_at[c]..self.class_at[c + 1];
+                for (&q, &s) in self.q_c[at.clone()].iter().zip(&self.station_c[at]) {
+                    q_t[s as usize] = q * part;
+                }
+                self.warm_class[t] = OWN_QUEUES;
             }
         }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
@@ -419,9 +477,14 @@ impl Contention {
             }
             let i = d.node;
             if pop[t] > 0.0 {
+                // Its queues, where the distribution above left them (times 1.0 is exact).
+                let (queues, part) = match self.warm_class[t] {
+                    OWN_QUEUES => (&self.q_t[t * k..(t + 1) * k], 1.0),
+                    c => (&self.q_ck[c as usize * k..(c as usize + 1) * k], self.warm_part[t]),
+                };
                 for j in 0..n {
                     let mut w = 0.0;
-                    let own = |s: usize| self.q_t[t * k + s] / pop[t];
+                    let own = |s: usize| queues[s] * part / pop[t];
                     w += self.svc[j] * d.svc_mult * (self.q[j] - own(j)).max(0.0);
                     for &l in &self.routes_rd[i * n + j] {
                         let s = n + l as usize;
