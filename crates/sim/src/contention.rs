@@ -119,9 +119,8 @@ pub struct Contention {
     lat_t: Vec<f64>,
     /// Per thread: throughput, accesses per ns.
     x_t: Vec<f64>,
-    /// Per thread scratch of a solve: pure delay per access and population (misses in
-    /// flight), kept to avoid allocating at every epoch.
-    z: Vec<f64>,
+    /// Per thread scratch of a solve: population (misses in flight), kept to avoid
+    /// allocating at every epoch.
     pop: Vec<f64>,
     /// Classes of a solve (docs/simulator.md, "Contention"): threads whose demands are within
     /// the merge tolerance of a class's first thread share one customer class. `class_of[t]`
@@ -129,9 +128,11 @@ pub struct Contention {
     /// demand stands for class c.
     class_of: Vec<u32>,
     leader: Vec<usize>,
-    /// Per class: population (sum of its threads') and throughput.
+    /// Per class: population (sum of its threads'), throughput, and pure delay per access
+    /// (its leader's).
     pop_c: Vec<f64>,
     x_c: Vec<f64>,
+    z_c: Vec<f64>,
     /// Per class: the stations it loads (its leader's service demand above zero), in station
     /// order, with its service demand and queue length at each, class c's at
     /// `class_at[c]..class_at[c + 1]`. A class reaches few stations (its node's controller,
@@ -195,12 +196,12 @@ impl Contention {
             d_t: vec![0.0; threads * k],
             lat_t,
             x_t: vec![0.0; threads],
-            z: Vec::with_capacity(threads),
             pop: Vec::with_capacity(threads),
             class_of: Vec::with_capacity(threads),
             leader: Vec::with_capacity(threads),
             pop_c: Vec::with_capacity(threads),
             x_c: Vec::with_capacity(threads),
+            z_c: Vec::with_capacity(threads),
             class_at: Vec::with_capacity(threads + 1),
             station_c: Vec::with_capacity(threads * k),
             d_c: Vec::with_capacity(threads * k),
@@ -263,10 +264,8 @@ impl Contention {
         extrapolate: bool,
     ) -> u32 {
         let (n, k) = (self.n, self.k);
-        // Service demand per access at every station, and the pure delay per access.
-        let (mut z, mut pop) = (std::mem::take(&mut self.z), std::mem::take(&mut self.pop));
-        z.clear();
-        z.resize(demands.len(), 0.0);
+        // Each running thread's population (misses in flight).
+        let mut pop = std::mem::take(&mut self.pop);
         pop.clear();
         pop.resize(demands.len(), 0.0);
         for (t, d) in demands.iter().enumerate() {
@@ -287,11 +286,13 @@ impl Contention {
             }
         }
         self.group(demands, &pop, merge_tolerance);
-        // Service demands of each class, from its leader's demand.
+        // Service demands of each class at every station, and its pure delay per access, from
+        // its leader's demand.
         self.class_at.clear();
         self.class_at.push(0);
         self.station_c.clear();
         self.d_c.clear();
+        self.z_c.clear();
         for &t in &self.leader {
             let d = &demands[t];
             let dt = &mut self.d_t[t * k..(t + 1) * k];
@@ -317,7 +318,7 @@ impl Contention {
                 }
                 delay += f * (self.l0[i * n + j] - served).max(0.0);
             }
-            z[t] = delay;
+            self.z_c.push(delay);
             for (s, &ds) in dt.iter().enumerate() {
                 if ds > 0.0 {
                     self.station_c.push(s as u32);
@@ -386,15 +387,15 @@ impl Contention {
             let ratio_1 = change_1 / change_2;
             let extrapolate_by = (extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98).then(|| 1.0 / (1.0 - ratio_1));
             let q = &self.q[..];
-            for c in 0..classes {
-                let lead = self.leader[c];
-                let at = self.class_at[c]..self.class_at[c + 1];
-                let stations = &self.station_c[at.clone()];
-                let dc = &self.d_c[at.clone()];
-                let qc = &mut self.q_c[at];
+            let mut start = 0;
+            for (((&end, &pop_c), &z_c), x_c) in self.class_at[1..].iter().zip(&self.pop_c).zip(&self.z_c).zip(self.x_c.iter_mut()) {
+                let stations = &self.station_c[start..end];
+                let dc = &self.d_c[start..end];
+                let qc = &mut self.q_c[start..end];
+                start = end;
                 // Multiplying by the reciprocal: a division per station and iteration was
                 // most of an iteration's cost.
-                let inv_pop = 1.0 / self.pop_c[c];
+                let inv_pop = 1.0 / pop_c;
                 // Schweitzer's stretch `1 + Q_k − Q_ck/N_c` of each station the class loads,
                 // from the last step's queues: the class's response time now, its new queues
                 // below.
@@ -404,9 +405,9 @@ impl Contention {
                     *w = 1.0 + (q[s as usize] - q_cs * inv_pop).max(0.0);
                     r_sum += d * *w;
                 }
-                let x = self.pop_c[c] / (z[lead] + r_sum).max(1e-12);
-                change = change.max((x - self.x_c[c]).abs() / x);
-                self.x_c[c] = x;
+                let x = pop_c / (z_c + r_sum).max(1e-12);
+                change = change.max((x - *x_c).abs() / x);
+                *x_c = x;
                 // New queue lengths, damped (an undamped Jacobi step makes many symmetric
                 // classes overshoot together and oscillate), summed into the next step's
                 // station totals as they are made: per station, the classes in the same order
@@ -510,7 +511,7 @@ impl Contention {
             }
         }
         self.idle_of_node = idle_of_node;
-        (self.z, self.pop) = (z, pop);
+        self.pop = pop;
         used
     }
 
