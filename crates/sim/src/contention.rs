@@ -464,8 +464,8 @@ impl Contention {
         }
         // Loaded latency per thread: idle latency plus queueing waits on the way.
         // A class's threads see the same queues: they take the leader's latencies. A thread
-        // without population sees all of every queue, so the threads of one node that do not
-        // run have the same latencies: the first computes them, the others take its.
+        // without population sees all of every queue, so its latencies depend on its node
+        // only: the first such thread of a node computes them, the others take its.
         let mut idle_of_node = std::mem::take(&mut self.idle_of_node);
         idle_of_node.clear();
         idle_of_node.resize(n, usize::MAX);
