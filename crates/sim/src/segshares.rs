@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 mod armed;
 mod journal;
+mod mixture;
 mod pages;
 mod segment;
 
@@ -71,6 +72,9 @@ pub(crate) struct SegShares {
     /// Segments kept by the last sweep: the next one is due when the table holds twice as
     /// many (at least `MIN_SWEEP_SEGMENTS`), so sweeping costs a constant share of interning.
     kept: usize,
+    /// The last plain mixtures interned (with their parts sorted): the bases a new mixture
+    /// that differs from one of them by a few parts is kept as (`mixture::MixBase`).
+    bases: Vec<(usize, Vec<usize>)>,
 }
 
 /// No sweep before the table holds this many segments and mixtures: a run whose steps keep
@@ -94,7 +98,7 @@ impl SegShares {
         if let Some(&i) = self.mixes.get(&parts) {
             return i;
         }
-        let i = self.place(SegShare::new(Seg::contiguous(0, 0), Some(parts.clone()), n));
+        let i = self.new_mix(parts.clone(), n);
         self.mixes.insert(parts, i);
         i
     }
@@ -136,11 +140,13 @@ impl SegShares {
     pub fn sweep(&mut self, live: impl IntoIterator<Item = usize>) {
         let mut keep = vec![false; self.segs.len()];
         for i in live {
-            keep[i] = true;
-            if let Some(parts) = &self.segs[i].parts {
-                parts.iter().for_each(|&p| keep[p] = true);
+            self.keep_with_parts(i, &mut keep);
+            // A mixture kept as its base plus and minus a few parts keeps the base too.
+            if let Some(base) = &self.segs[i].base {
+                self.keep_with_parts(base.of, &mut keep);
             }
         }
+        self.bases.retain(|(b, _)| keep[*b]);
         let dropped: Vec<bool> = {
             let mut d = vec![false; self.segs.len()];
             self.free.iter().for_each(|&i| d[i] = true);
@@ -171,6 +177,13 @@ impl SegShares {
             list.retain(|&(i, listing)| segs[i as usize].listing == listing);
         }
         self.kept = keep.iter().filter(|&&k| k).count();
+    }
+
+    fn keep_with_parts(&self, i: usize, keep: &mut [bool]) {
+        keep[i] = true;
+        if let Some(parts) = &self.segs[i].parts {
+            parts.iter().for_each(|&p| keep[p] = true);
+        }
     }
 
     /// A strided entry ranges over segment `i`: keep its runs of one node.
@@ -207,39 +220,8 @@ impl SegShares {
         if self.quick[i].generation == generation && !((s.runs_stale || s.rename_armed) && s.counted_at != epoch_start) {
             return s.settled;
         }
-        if let Some(parts) = self.segs[i].parts.take() {
-            let (mut settled, mut parts_version) = (true, 0u64);
-            for &p in &parts {
-                settled &= self.ready(p, mem, shift, epoch_start, epoch_ns);
-                parts_version += self.quick[p].version;
-            }
-            if settled && parts_version == self.segs[i].parts_version {
-                self.quick[i].generation = generation;
-            } else if settled {
-                let [mut share, mut unarmed] = [std::mem::take(&mut self.segs[i].share), std::mem::take(&mut self.segs[i].unarmed)];
-                share.iter_mut().chain(unarmed.iter_mut()).for_each(|x| *x = 0.0);
-                let mut armed_frac = 0.0;
-                let w = 1.0 / parts.len() as f64;
-                for &p in &parts {
-                    let part = &self.segs[p];
-                    // Over zipped slices: no bounds checks, so the nodes' sums vectorise.
-                    for (x, y) in share.iter_mut().zip(&part.share) {
-                        *x += y * w;
-                    }
-                    for (x, y) in unarmed.iter_mut().zip(&part.unarmed) {
-                        *x += y * w;
-                    }
-                    armed_frac += part.armed_frac * w;
-                }
-                let s = &mut self.segs[i];
-                (s.share, s.unarmed, s.armed_frac) = (share, unarmed, armed_frac);
-                s.parts_version = parts_version;
-                self.quick[i].generation = generation;
-            }
-            let s = &mut self.segs[i];
-            s.settled = settled;
-            s.parts = Some(parts);
-            return settled;
+        if self.segs[i].parts.is_some() {
+            return self.ready_mix(i, mem, shift, epoch_start, epoch_ns);
         }
         // `ready` has brought the cursor up to date already.
         let last = self.quick[i].generation;

@@ -1,6 +1,7 @@
 //! One segment's counts: lines per node, armed and blocked lines, runs of one node, shares (docs/simulator.md, "The fast engine").
 
 use super::armed::{ArmedPages, MAX_ARMED_SET};
+use super::mixture::MixBase;
 use super::pages::{class, lines_in, pages_of};
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
@@ -13,6 +14,20 @@ use std::cell::RefCell;
 /// remade; the bound keeps a run index within a crossing's packing (2^24) and the runs' memory
 /// (9 bytes each) within 9 MiB per segment.
 pub(super) const MAX_RUNS: usize = 1 << 20;
+
+/// Fixed-point unit of the shares a mixture sums (`SegShare::fixed`): 2^48, so that the sums
+/// of up to 2^15 parts fit a u64 and a share is kept to about 4e-15.
+pub(super) const FIXED_ONE: f64 = (1u64 << 48) as f64;
+
+/// Versions of its fixed-point shares a segment keeps (`SegShare::fixed_at`).
+const HISTORY: usize = 4;
+
+/// A share in `[0, 1]` in fixed point, rounded to the nearest unit: the same value for the
+/// same share on every machine (a correctly rounded product by a power of two, then a
+/// rounding).
+fn to_fixed(share: f64) -> u64 {
+    (share * FIXED_ONE).round() as u64
+}
 
 /// The counts of one segment, or of an even mixture of segments (a reference that escapes to
 /// a uniformly chosen other block).
@@ -60,10 +75,25 @@ pub(super) struct SegShare {
     pub(super) crossings: RefCell<Vec<StrideCrossings>>,
     /// Full counts so far: the runs are remade only by a full count, so this names them.
     pub(super) counts: u64,
-    /// Bumped whenever the shares change; a mixture keeps the sum of its parts' versions at
-    /// its last averaging (`parts_version`) and averages again only when that sum moves.
+    /// Bumped whenever the shares change (a mixture's: whenever they are derived again).
     pub(super) version: u64,
-    pub(super) parts_version: u64,
+    /// The shares in fixed point (`FIXED_ONE` is 1): each node's share, each node's unarmed
+    /// share, then the armed share (`2n + 1` values). A segment's are its shares rounded; a
+    /// mixture's are the exact sums of its parts' (docs/simulator.md, "The fast engine").
+    pub(super) fixed: Vec<u64>,
+    /// A segment's `fixed` at its last `HISTORY` versions, version `v` in slot `v % HISTORY`
+    /// (`history_versions`): a mixture that last saw a part at one of them adds the change
+    /// since then to its sums instead of summing every part again.
+    history: Vec<u64>,
+    history_versions: [u64; HISTORY],
+    /// A mixture: the version of each part (by position) its sums hold, and whether the sums
+    /// moved since its shares were last derived from them.
+    pub(super) seen: Vec<u64>,
+    pub(super) mix_stale: bool,
+    /// A mixture: the parts that were not settled at its last poll of them.
+    pub(super) unsettled: Vec<usize>,
+    /// A mixture kept as another one plus and minus a few parts.
+    pub(super) base: Option<MixBase>,
     /// A change moved a page of the segment to another node (or in or out of blocking) since
     /// the runs were made: the next epoch counts the segment again to remake them.
     pub(super) runs_stale: bool,
@@ -80,6 +110,7 @@ pub(super) struct SegShare {
 impl SegShare {
     pub(super) fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
         let end = if seg.chunks == 0 { seg.start } else { seg.start + (seg.chunks - 1) * seg.step + seg.chunk };
+        let seen = vec![0; parts.as_ref().map_or(0, Vec::len)];
         SegShare {
             seg,
             span: (seg.start, end),
@@ -104,7 +135,13 @@ impl SegShare {
             crossings: RefCell::new(Vec::new()),
             counts: 0,
             version: 0,
-            parts_version: u64::MAX,
+            fixed: vec![0; 2 * n + 1],
+            history: vec![0; HISTORY * (2 * n + 1)],
+            history_versions: [u64::MAX; HISTORY],
+            seen,
+            mix_stale: true,
+            unsettled: Vec::new(),
+            base: None,
             runs_stale: false,
             rename_armed: false,
             backoff_epochs: 0,
@@ -261,5 +298,25 @@ impl SegShare {
             armed_lines += self.armed_on[j];
         }
         self.armed_frac = armed_lines as f64 / total;
+        let values = self.share.iter().chain(&self.unarmed).chain(std::iter::once(&self.armed_frac));
+        for (f, &x) in self.fixed.iter_mut().zip(values) {
+            *f = to_fixed(x);
+        }
+        let slot = (self.version % HISTORY as u64) as usize;
+        let width = self.fixed.len();
+        self.history[slot * width..(slot + 1) * width].copy_from_slice(&self.fixed);
+        self.history_versions[slot] = self.version;
+    }
+
+    /// `fixed` as it was at `version`, if that is one of the last `HISTORY` versions (version
+    /// 0, never derived, is all zeros).
+    pub(super) fn fixed_at(&self, version: u64) -> Option<&[u64]> {
+        const NEVER: &[u64] = &[0; 64];
+        let width = self.fixed.len();
+        if version == 0 && width <= NEVER.len() {
+            return Some(&NEVER[..width]);
+        }
+        let slot = (version % HISTORY as u64) as usize;
+        (self.history_versions[slot] == version).then(|| &self.history[slot * width..(slot + 1) * width])
     }
 }

@@ -306,6 +306,87 @@ proptest::proptest! {
     }
 }
 
+/// A mixture's shares against a full count of each of its parts: exactly the sum of the
+/// parts' fixed-point shares over their number, and within the rounding of that fixed point
+/// of the average of their shares.
+fn assert_mixture_as_recounted_parts(shares: &SegShares, m: usize, mem: &Memory, shift: u32) {
+    let parts = shares.segs[m].parts.clone().expect("a mixture");
+    let n = shares.segs[m].share.len();
+    let mut sums = vec![0u64; 2 * n + 1];
+    let mut average = vec![0.0; 2 * n + 1];
+    for &p in &parts {
+        let mut fresh = SegShare::new(shares.segs[p].seg, None, n);
+        fresh.count(mem.home(), shift);
+        for (k, (sum, &x)) in sums.iter_mut().zip(&fresh.fixed).enumerate() {
+            *sum += x;
+            let value = fresh.share.iter().chain(&fresh.unarmed).chain([&fresh.armed_frac]).nth(k).unwrap();
+            average[k] += value / parts.len() as f64;
+        }
+    }
+    let scale = 1.0 / (segment::FIXED_ONE * parts.len() as f64);
+    let got: Vec<f64> = shares.share(m).iter().chain(shares.unarmed(m)).chain([&shares.armed_frac(m)]).copied().collect();
+    let want: Vec<f64> = sums.iter().map(|&x| x as f64 * scale).collect();
+    assert_eq!(got, want, "the sums of the parts' fixed-point shares");
+    for (g, a) in got.iter().zip(&average) {
+        assert!((g - a).abs() < 1e-13, "{got:?} against the average {average:?}");
+    }
+}
+
+/// The mixtures of the proptest below: of every segment, of all but the first, of all but the
+/// last (the last two kept on the first as their base).
+fn three_mixtures(shares: &mut SegShares, segs: &[(u64, u64, u64, u64)]) -> Vec<usize> {
+    let ids: Vec<usize> =
+        segs.iter().map(|&(start, chunk, gap, chunks)| shares.intern(Seg { start, chunk, step: chunk + gap, chunks }, 3)).collect();
+    let k = ids.len();
+    vec![shares.intern_mix(ids.clone(), 3), shares.intern_mix(ids[1..].to_vec(), 3), shares.intern_mix(ids[..k - 1].to_vec(), 3)]
+}
+
+proptest::proptest! {
+    /// Mixtures (of all the segments, and of all but one, as a thread's escapes mix every
+    /// block but its own) follow their parts through any changes of the memory and sweeps
+    /// that keep one of them: whenever they are needed, their shares are those of their parts
+    /// counted afresh, whether a mixture is plain or kept on another as its base.
+    #[test]
+    fn mixtures_equal_their_parts_counted_afresh(
+        ops in proptest::collection::vec((0u8..5, 0u64..12, 0 as NodeId..3), 1..80),
+        segs in proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 5..9),
+        needed in proptest::collection::vec(0u8..16, 80),
+    ) {
+        let shift = 2;
+        let mut mem = Memory::new(16, vec![64; 3]);
+        for p in 0..16 {
+            mem.place(p, (p % 3) as NodeId);
+        }
+        let mut shares = SegShares::default();
+        let mut mixes = three_mixtures(&mut shares, &segs);
+        proptest::prop_assert!(shares.segs[mixes[0]].base.is_none());
+        proptest::prop_assert!(shares.segs[mixes[1]].base.is_some() && shares.segs[mixes[2]].base.is_some());
+        for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
+            let h = mem.home()[page as usize];
+            match op {
+                0 if h & NODE_MASK != UNPLACED => mem.arm(page),
+                1 => mem.disarm(page),
+                2 => { mem.migrate(page, node); }
+                3 => { mem.replicate(page, node); }
+                _ => { mem.collapse(page, node); }
+            }
+            if needed[epoch] & 8 != 0 {
+                // A sweep keeps one mixture; the others are interned again (from their parts
+                // as they stand) when next needed.
+                let keep = mixes[epoch % 3];
+                shares.sweep([keep]);
+                mixes = three_mixtures(&mut shares, &segs);
+                proptest::prop_assert_eq!(mixes[epoch % 3], keep);
+            }
+            for (k, &m) in mixes.iter().enumerate() {
+                if needed[epoch] & (1 << k) != 0 && shares.ready(m, &mem, shift, epoch as f64 + 1.0, 1.0) {
+                    assert_mixture_as_recounted_parts(&shares, m, &mem, shift);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn runs_are_dropped_past_the_limit() {
     // Pages of one line alternating nodes: one run per page.
