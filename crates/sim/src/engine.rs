@@ -139,6 +139,9 @@ pub(crate) struct World<'a> {
     access_matrix: Vec<u64>,
     write_matrix: Vec<u64>,
     link_bytes_interval: Vec<f64>,
+    /// Scratch of `settle_carried`: one thread's carried counts made integer.
+    settled_acc: Vec<u64>,
+    settled_wr: Vec<u64>,
     interval_start: f64,
     interval_maxima: Vec<(f64, f64)>,
     /// The timeline so far, and what the counters and the access matrix held when the current
@@ -304,6 +307,8 @@ impl World<'_> {
     fn service(&mut self, drv: &mut Driver, end: f64) {
         self.run_page_scanners(drv, end);
         if end >= self.tick_next_ns {
+            // The tick's matrices count every reference up to now.
+            self.settle_carried();
             let n = self.n;
             let tick = Tick {
                 time_ns: end as u64,

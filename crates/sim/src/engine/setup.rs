@@ -194,6 +194,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             access_matrix: vec![0; n * n],
             write_matrix: vec![0; n * n],
             link_bytes_interval: vec![0.0; links],
+            settled_acc: vec![0; n],
+            settled_wr: vec![0; n],
             interval_start: 0.0,
             interval_maxima: Vec::new(),
             timeline: Vec::new(),

@@ -16,6 +16,15 @@ pub(crate) struct FastState {
     /// References and writes behind `pending_*` (integers: what the flush must hand out).
     pending_refs: u64,
     pending_writes: u64,
+    /// Per node: the expected accesses and writes of past epochs not yet made integer, and
+    /// the references and writes behind them (`carry`, `settle`).
+    carry_acc: Vec<f64>,
+    carry_wr: Vec<f64>,
+    carry_refs: u64,
+    carry_writes: u64,
+    /// The node the carried counts are charged from (the thread's CPU's node when they were
+    /// carried): a thread that moves has them made integer first.
+    carry_node: usize,
     /// Per node: rounding carried from one flush to the next, for accesses then writes.
     resid: Vec<f64>,
     /// Per node scratch of a flush.
@@ -60,7 +69,8 @@ impl FastState {
     }
 
     /// Size the state for `n` nodes. Pending counts and rounding carry over from step to
-    /// step: they are made integer once per epoch (`flush`, from `close_epoch`).
+    /// step: they are carried at every epoch's close and made integer when the counts are
+    /// read (`carry`, `settle`).
     pub(super) fn reset(&mut self, n: usize) {
         if self.counts.len() == n {
             return;
@@ -68,6 +78,9 @@ impl FastState {
         self.pending_acc = vec![0.0; n];
         self.pending_wr = vec![0.0; n];
         (self.pending_refs, self.pending_writes) = (0, 0);
+        self.carry_acc = vec![0.0; n];
+        self.carry_wr = vec![0.0; n];
+        (self.carry_refs, self.carry_writes) = (0, 0);
         self.resid = vec![0.0; 2 * n];
         self.counts = vec![0; n];
         self.writes = vec![0; n];
@@ -91,22 +104,62 @@ impl FastState {
         Some(writes / total)
     }
 
-    /// Turn the expected counts charged since the last flush into integer accesses and
-    /// writes per node (every reference exactly once, writes within accesses), carrying the
-    /// rounding to the next flush.
-    pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+    /// The references pending since the last `carry` and the writes among them.
+    pub fn pending(&self) -> (u64, u64) {
+        (self.pending_refs, self.pending_writes)
+    }
+
+    /// Whether expected counts wait to be made integer (`settle`).
+    pub fn has_carry(&self) -> bool {
+        self.carry_refs > 0
+    }
+
+    /// The node the carried counts are charged from.
+    pub fn carry_node(&self) -> usize {
+        self.carry_node
+    }
+
+    /// Move the expected counts pending since the last `carry` (an epoch's, on CPU node
+    /// `node`) to those that wait to be made integer: the next epoch's demand starts afresh,
+    /// and the rounding waits until the counts are read (docs/simulator.md, "The fast
+    /// engine"). Counts carried from another node must be settled first.
+    pub fn carry(&mut self, node: usize) {
         if self.pending_refs == 0 {
+            return;
+        }
+        assert!(
+            self.carry_refs == 0 || self.carry_node == node,
+            "counts carried from node {} settled before carrying from node {node}",
+            self.carry_node
+        );
+        self.carry_node = node;
+        for (c, p) in self.carry_acc.iter_mut().zip(self.pending_acc.iter_mut()) {
+            *c += std::mem::take(p);
+        }
+        for (c, p) in self.carry_wr.iter_mut().zip(self.pending_wr.iter_mut()) {
+            *c += std::mem::take(p);
+        }
+        self.carry_refs += self.pending_refs;
+        self.carry_writes += self.pending_writes;
+        (self.pending_refs, self.pending_writes) = (0, 0);
+    }
+
+    /// Turn the carried expected counts into integer accesses and writes per node, added to
+    /// `acc` and `wr` (every reference exactly once, writes within accesses), carrying the
+    /// rounding to the next settlement.
+    pub fn settle(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+        if self.carry_refs == 0 {
             return;
         }
         let n = self.counts.len();
         let (ra, rw) = self.resid.split_at_mut(n);
-        let inv = 1.0 / self.pending_refs as f64;
-        self.share.iter_mut().zip(&self.pending_acc).for_each(|(s, p)| *s = p * inv);
-        apportion(self.pending_refs, &self.share, &self.caps_max, ra, &mut self.counts);
-        if self.pending_writes > 0 {
-            let inv = 1.0 / self.pending_writes as f64;
-            self.share.iter_mut().zip(&self.pending_wr).for_each(|(s, p)| *s = p * inv);
-            apportion(self.pending_writes, &self.share, &self.counts, rw, &mut self.writes);
+        let inv = 1.0 / self.carry_refs as f64;
+        self.share.iter_mut().zip(&self.carry_acc).for_each(|(s, p)| *s = p * inv);
+        apportion(self.carry_refs, &self.share, &self.caps_max, ra, &mut self.counts);
+        if self.carry_writes > 0 {
+            let inv = 1.0 / self.carry_writes as f64;
+            self.share.iter_mut().zip(&self.carry_wr).for_each(|(s, p)| *s = p * inv);
+            apportion(self.carry_writes, &self.share, &self.counts, rw, &mut self.writes);
         } else {
             self.writes.iter_mut().for_each(|w| *w = 0);
         }
@@ -114,15 +167,54 @@ impl FastState {
             acc[j] += self.counts[j];
             wr[j] += self.writes[j];
         }
-        self.pending_acc.iter_mut().for_each(|x| *x = 0.0);
-        self.pending_wr.iter_mut().for_each(|x| *x = 0.0);
-        (self.pending_refs, self.pending_writes) = (0, 0);
+        self.carry_acc.iter_mut().for_each(|x| *x = 0.0);
+        self.carry_wr.iter_mut().for_each(|x| *x = 0.0);
+        (self.carry_refs, self.carry_writes) = (0, 0);
+    }
+
+    /// `carry` then `settle`: the pending expected counts made integer now.
+    #[cfg(test)]
+    pub fn flush(&mut self, acc: &mut [u64], wr: &mut [u64]) {
+        self.carry(self.carry_node);
+        self.settle(acc, wr);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carried_epochs_are_made_integer_once_with_every_reference() {
+        let mut fs = FastState::default();
+        fs.reset(2);
+        // Two epochs on node 1: 5 references (2 writes) split 0.3 : 0.7, then 7 split evenly.
+        fs.add_pending(5, 2, &[0.3, 0.7]);
+        fs.carry(1);
+        fs.add_pending(7, 0, &[0.5, 0.5]);
+        assert_eq!(fs.pending(), (7, 0));
+        fs.carry(1);
+        assert_eq!((fs.pending(), fs.has_carry(), fs.carry_node()), ((0, 0), true, 1));
+        // 1.5 + 3.5 and 3.5 + 3.5 accesses; 0.6 and 1.4 writes, the unit left over to the
+        // larger remainder.
+        let (mut acc, mut wr) = ([0u64; 2], [0u64; 2]);
+        fs.settle(&mut acc, &mut wr);
+        assert_eq!((acc, wr), ([5, 7], [1, 1]));
+        assert!(!fs.has_carry());
+        fs.settle(&mut acc, &mut wr);
+        assert_eq!(acc, [5, 7], "nothing is made integer twice");
+    }
+
+    #[test]
+    #[should_panic(expected = "settled before carrying from node 0")]
+    fn counts_carried_from_one_node_are_not_mixed_with_another_s() {
+        let mut fs = FastState::default();
+        fs.reset(2);
+        fs.add_pending(4, 0, &[0.5, 0.5]);
+        fs.carry(1);
+        fs.add_pending(4, 0, &[0.5, 0.5]);
+        fs.carry(0);
+    }
 
     #[test]
     fn expected_shares_count_what_is_pending_before_rounding() {
