@@ -22,7 +22,7 @@ use numalab_core::machine::{Interconnect, LinkId};
 use numalab_core::Machine;
 
 /// One thread's demand for the next epoch.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Demand {
     pub node: usize,
     /// CPU share this epoch (0 = not running).
@@ -37,6 +37,24 @@ pub struct Demand {
     pub frac: Vec<f64>,
     /// Fraction of accesses that are writes.
     pub write_frac: f64,
+}
+
+impl Clone for Demand {
+    fn clone(&self) -> Demand {
+        let mut d = Demand::default();
+        d.clone_from(self);
+        d
+    }
+
+    /// Field by field, so the access mix reuses its buffer: the engine keeps the demands of
+    /// the last solve (docs/simulator.md, "Contention") by copying every thread's at each
+    /// solve, and a derived `clone_from` would allocate a new mix for each.
+    fn clone_from(&mut self, source: &Demand) {
+        let Demand { node, share, compute_ns, inv_mlp, svc_mult, frac, write_frac } = source;
+        (self.node, self.share, self.compute_ns, self.inv_mlp, self.svc_mult) = (*node, *share, *compute_ns, *inv_mlp, *svc_mult);
+        self.frac.clone_from(frac);
+        self.write_frac = *write_frac;
+    }
 }
 
 impl Demand {
