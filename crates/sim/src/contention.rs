@@ -247,6 +247,19 @@ impl Contention {
         &self.lat_t[t * self.n..(t + 1) * self.n]
     }
 
+    /// The thread whose latencies thread t, on memory node `node` in the demands of the last
+    /// solve, took in that solve: its class's leader (a class's threads see the same queues,
+    /// docs/simulator.md "Contention"), or for a thread without population the first such
+    /// thread of its node (it sees all of every queue). Threads with the same source have
+    /// bitwise the same [`Contention::latency`].
+    pub fn latency_source(&self, t: usize, node: usize) -> usize {
+        match self.class_of.get(t) {
+            Some(&c) if c != NO_CLASS => self.leader[c as usize],
+            Some(_) => self.idle_of_node[node],
+            None => t,
+        }
+    }
+
     /// Throughput of thread t in the last solve, accesses per ns.
     pub fn rate(&self, t: usize) -> f64 {
         self.x_t[t]

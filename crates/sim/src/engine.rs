@@ -173,6 +173,9 @@ pub(crate) struct World<'a> {
     solved_share: Vec<f64>,
     /// Contention solves so far (names the latencies the cost tables use).
     solves: u64,
+    /// Per thread whose latencies others take (`Contention::latency_source`): the thread whose
+    /// cost table was last built from them, for the others to copy when it still holds.
+    cost_built: Vec<usize>,
     /// Steps begun by any thread so far, and that count when the loop's last step began: a
     /// window follows only a step of the loop in which no thread began a step, so the demand
     /// it was solved for is the traffic of the steps the threads are in (docs/simulator.md,

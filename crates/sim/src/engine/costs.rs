@@ -72,6 +72,28 @@ impl World<'_> {
                 continue;
             }
             th.cost_from = (share, compute, self.solves);
+            // The threads of a class of the last solve take their leader's latencies, those
+            // without population the first such thread's of their node (docs/simulator.md,
+            // "Contention"), and most of them have the same share and compute: the same
+            // operands give bitwise the same table, so the first such thread's is copied
+            // rather than divided out again (the divisions are most of this function's time).
+            let source = self.cont.latency_source(t, self.solved_for[t].node);
+            let built = self.cost_built[source];
+            if built != t && built < self.threads.len() {
+                let from = &self.threads[built];
+                if from.cost_from.2 == self.solves
+                    && from.cost_from.0.to_bits() == share.to_bits()
+                    && from.cost_from.1.to_bits() == compute.to_bits()
+                    && self.cont.latency_source(built, self.solved_for[built].node) == source
+                {
+                    let (lo, hi) = self.threads.split_at_mut(t.max(built));
+                    let (to, from) = if t < built { (&mut lo[t], &hi[0]) } else { (&mut hi[0], &lo[built]) };
+                    to.cost.copy_from_slice(&from.cost);
+                    continue;
+                }
+            }
+            self.cost_built[source] = t;
+            let th = &mut self.threads[t];
             // Row by row over slices: the divisions of a row are independent, and without
             // bounds checks they run two or more to an instruction.
             let latency_ns = self.cont.latency(t);

@@ -219,6 +219,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             solved_for: Vec::new(),
             solved_share: Vec::new(),
             solves: 0,
+            cost_built: vec![usize::MAX; p.threads as usize],
             steps_begun: 0,
             steps_begun_at_last: 0,
             loop_steps: 0,
