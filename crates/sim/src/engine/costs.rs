@@ -64,7 +64,9 @@ impl World<'_> {
         let n = self.n;
         for t in 0..self.threads.len() {
             let share = self.share[t].max(1e-3);
-            let compute = self.compute_ns(t, &self.threads[t]);
+            // Only `update_costs` builds the tables, after the demands: this call's demand has
+            // the compute (`compute_ns`), and nothing it depends on has changed since.
+            let compute = self.demands[t].compute_ns;
             let th = &mut self.threads[t];
             // A background task or a neighbour changes a few threads' shares: only their
             // tables change (3 · nodes divisions each).
