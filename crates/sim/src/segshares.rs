@@ -75,6 +75,8 @@ pub(crate) struct SegShares {
     /// The last plain mixtures interned (with their parts sorted): the bases a new mixture
     /// that differs from one of them by a few parts is kept as (`mixture::MixBase`).
     bases: Vec<(usize, Vec<usize>)>,
+    /// Scratch of a mixture kept on a base: its new sums (`mixture`).
+    mix_scratch: Vec<u64>,
 }
 
 /// No sweep before the table holds this many segments and mixtures: a run whose steps keep

@@ -63,24 +63,20 @@ impl SegShares {
         }
         let parts = self.segs[i].parts.take().expect("a mixture");
         let (mut seen, mut sums) = (std::mem::take(&mut self.segs[i].seen), std::mem::take(&mut self.segs[i].fixed));
-        let mut unsettled = std::mem::take(&mut self.segs[i].unsettled);
-        unsettled.clear();
-        let (mut moved, mut sum_again) = (false, false);
+        let (mut settled, mut moved, mut sum_again) = (true, false, false);
         let (generation, journal_from) = (mem.generation(), mem.journal_from());
         for (&p, seen) in parts.iter().zip(seen.iter_mut()) {
             // `ready`'s quick path for a part nothing changed (the journal is synced
             // already), inline: a mixture of 80 parts asks every part after each change of
             // the memory, and most are clean.
             let q = &mut self.quick[p];
-            let settled = if q.clean && q.generation >= journal_from {
+            let part_settled = if q.clean && q.generation >= journal_from {
                 q.generation = generation;
                 q.settled
             } else {
                 self.ready(p, mem, shift, epoch_start, epoch_ns)
             };
-            if !settled {
-                unsettled.push(p);
-            }
+            settled &= part_settled;
             // `Quick::version` is the part's version as of this `ready` (a dense array).
             if self.quick[p].version == *seen {
                 continue;
@@ -105,7 +101,6 @@ impl SegShares {
                 }
             }
         }
-        let settled = unsettled.is_empty();
         let s = &mut self.segs[i];
         s.mix_stale |= moved;
         if settled && s.mix_stale {
@@ -115,7 +110,7 @@ impl SegShares {
             self.quick[i].generation = mem.generation();
         }
         let s = &mut self.segs[i];
-        (s.settled, s.parts, s.seen, s.fixed, s.unsettled) = (settled, Some(parts), seen, sums, unsettled);
+        (s.settled, s.parts, s.seen, s.fixed) = (settled, Some(parts), seen, sums);
         settled
     }
 
@@ -136,9 +131,10 @@ impl SegShares {
             }
             self.segs[i].parts = Some(parts);
         }
-        let mut sums = std::mem::take(&mut self.segs[i].fixed);
-        let before = sums.clone();
-        sums.copy_from_slice(&self.segs[base.of].fixed);
+        // The new sums are made in a scratch buffer and compared with the kept ones.
+        let mut sums = std::mem::take(&mut self.mix_scratch);
+        sums.clear();
+        sums.extend_from_slice(&self.segs[base.of].fixed);
         for &p in &base.plus {
             for (sum, &x) in sums.iter_mut().zip(&self.segs[p].fixed) {
                 *sum = sum.wrapping_add(x);
@@ -151,7 +147,7 @@ impl SegShares {
         }
         let count = self.segs[i].parts.as_ref().map_or(1, Vec::len);
         let s = &mut self.segs[i];
-        s.mix_stale |= sums != before;
+        s.mix_stale |= sums != s.fixed;
         if settled && s.mix_stale {
             shares_from_sums(s, &sums, count);
         }
@@ -159,7 +155,9 @@ impl SegShares {
             self.quick[i].generation = mem.generation();
         }
         let s = &mut self.segs[i];
-        (s.settled, s.fixed) = (settled, sums);
+        s.settled = settled;
+        std::mem::swap(&mut s.fixed, &mut sums);
+        self.mix_scratch = sums;
         settled
     }
 }

@@ -90,8 +90,6 @@ pub(super) struct SegShare {
     /// moved since its shares were last derived from them.
     pub(super) seen: Vec<u64>,
     pub(super) mix_stale: bool,
-    /// A mixture: the parts that were not settled at its last poll of them.
-    pub(super) unsettled: Vec<usize>,
     /// A mixture kept as another one plus and minus a few parts.
     pub(super) base: Option<MixBase>,
     /// A change moved a page of the segment to another node (or in or out of blocking) since
@@ -111,6 +109,8 @@ impl SegShare {
     pub(super) fn new(seg: Seg, parts: Option<Vec<usize>>, n: usize) -> SegShare {
         let end = if seg.chunks == 0 { seg.start } else { seg.start + (seg.chunks - 1) * seg.step + seg.chunk };
         let seen = vec![0; parts.as_ref().map_or(0, Vec::len)];
+        // Only a segment's history is asked for: a mixture is never a part.
+        let history = if parts.is_none() { vec![0; HISTORY * (2 * n + 1)] } else { Vec::new() };
         SegShare {
             seg,
             span: (seg.start, end),
@@ -136,11 +136,10 @@ impl SegShare {
             counts: 0,
             version: 0,
             fixed: vec![0; 2 * n + 1],
-            history: vec![0; HISTORY * (2 * n + 1)],
+            history,
             history_versions: [u64::MAX; HISTORY],
             seen,
             mix_stale: true,
-            unsettled: Vec::new(),
             base: None,
             runs_stale: false,
             rename_armed: false,
