@@ -20,15 +20,24 @@ const BY_RUNS_MAX: usize = 4096;
 /// Longest pass a sweep keeps the labels of (one byte per reference, per thread and entry).
 const SWEEP_MAX_PASS: u64 = 1 << 16;
 
+/// How many times a sweep's pass must be cheaper than counting by runs before a stride is
+/// swept (see `sweeps`). Measured, not derived (docs/benchmarks.md, "Strided passes: parts of
+/// a pass by masks"): bt-like and sp-like under autonuma on server-b-8n took 9.1 and 8.6 CPU s
+/// at 8, 6.1 and 7.8 s at 256, and the same within noise up to 4,096; `linux`'s few runs
+/// never reach it.
+const SWEEP_FACTOR: u64 = 256;
+
 /// Whether a stride over a segment of `lines` positions cut into `runs` runs is counted by a
 /// sweep (docs/simulator.md, "Strided passes over many runs"). Counting by runs recounts
 /// every run whenever a run boundary falls between two starts: about `min(runs, stride)`
-/// recounts of `runs` runs per sweep of `stride` starts, `runs · min(runs, stride) / stride`
-/// per pass. A sweep's pass costs about one word per label for every 64 references (its
-/// writes), `lines / stride / 64 · 8` on eight nodes. So a sweep once
-/// `8 · runs · min(runs, stride) > lines`, if its pass is short enough to keep.
+/// recounts per sweep of `stride` starts, `runs · min(runs, stride) / stride` run steps per
+/// pass for the recounts alone; each recount is also followed by passes counted run by run
+/// until the write table is built, and by the table's sort. A sweep's pass costs about one
+/// word per label for every 64 references, `lines / stride / 64 · 8` on eight nodes. So a
+/// sweep once `SWEEP_FACTOR · runs · min(runs, stride) > lines`, if its pass is short enough
+/// to keep.
 pub(super) fn sweeps(runs: u64, lines: u64, stride: u64) -> bool {
-    8u64.saturating_mul(runs).saturating_mul(runs.min(stride)) > lines && lines.div_ceil(stride.max(1)) <= SWEEP_MAX_PASS
+    SWEEP_FACTOR.saturating_mul(runs).saturating_mul(runs.min(stride)) > lines && lines.div_ceil(stride.max(1)) <= SWEEP_MAX_PASS
 }
 
 /// Most pages a walk is followed over by one block (`WalkRuns::scan`): a bound on what one
@@ -458,9 +467,12 @@ mod tests {
         // first touch, up to one per page under AutoNUMA.
         assert!(!sweeps(80, 6_500_000, 16_402));
         assert!(sweeps(100_000, 6_500_000, 16_402));
+        // ... and from 160 runs (256 · 160² = 6.55 M).
+        assert!(!sweeps(159, 6_500_000, 16_402));
+        assert!(sweeps(160, 6_500_000, 16_402));
         // A y sweep over one thread's block: 82 k lines, stride 101.
-        assert!(!sweeps(100, 82_000, 101));
-        assert!(sweeps(300, 82_000, 101));
+        assert!(!sweeps(17, 82_000, 101));
+        assert!(sweeps(18, 82_000, 101));
         // A pass longer than a sweep keeps is not swept.
         assert!(!sweeps(1 << 20, 1 << 30, 2));
     }
