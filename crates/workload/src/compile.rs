@@ -107,31 +107,37 @@ impl Geo {
     }
     /// Segments of thread b's block; `off` is the repartition offset (block partitions only).
     fn block_segs(&self, b: u32, threads: u32, off: u64) -> Vec<Seg> {
+        let mut segs = Vec::new();
+        self.push_block_segs(b, threads, off, &mut segs);
+        segs
+    }
+
+    /// `block_segs` appended to `out`: an escape list of every other thread's block is one
+    /// allocation rather than one per block (79 per list on 80 threads, made again at every
+    /// repartition).
+    fn push_block_segs(&self, b: u32, threads: u32, off: u64, out: &mut Vec<Seg>) {
         match self.partition {
             Partition::Cyclic => {
                 let count = (self.pages + threads as u64 - 1 - b as u64) / threads as u64;
-                if count == 0 {
-                    return vec![];
+                if count > 0 {
+                    out.push(Seg { start: self.first_line + b as u64 * self.lpp, chunk: self.lpp, step: threads as u64 * self.lpp, chunks: count });
                 }
-                vec![Seg { start: self.first_line + b as u64 * self.lpp, chunk: self.lpp, step: threads as u64 * self.lpp, chunks: count }]
             }
             _ => {
                 let (lo, hi) = self.block_pages(b, threads);
                 if hi == lo {
-                    return vec![];
+                    return;
                 }
                 // Pages q with (q + off) mod P in [lo, hi): the range shifted back by off.
                 let p = self.pages;
                 let start = (lo + p - off % p) % p;
                 let len = hi - lo;
                 if start + len <= p {
-                    vec![Seg::contiguous(self.first_line + start * self.lpp, len * self.lpp)]
+                    out.push(Seg::contiguous(self.first_line + start * self.lpp, len * self.lpp));
                 } else {
                     let first = p - start;
-                    vec![
-                        Seg::contiguous(self.first_line + start * self.lpp, first * self.lpp),
-                        Seg::contiguous(self.first_line, (len - first) * self.lpp),
-                    ]
+                    out.push(Seg::contiguous(self.first_line + start * self.lpp, first * self.lpp));
+                    out.push(Seg::contiguous(self.first_line, (len - first) * self.lpp));
                 }
             }
         }
@@ -928,7 +934,11 @@ impl Program {
                 let key = EscapeKey { member, region: ce.region, offset_pages: off, thread: t, threads: tt };
                 Escape {
                     threshold: ((1.0 - ce.owner_share) * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64,
-                    others: lists.get(key, || (0..tt).filter(|&b| b != t).flat_map(|b| g.block_segs(b, tt, off)).collect()),
+                    others: lists.get(key, || {
+                        let mut others = Vec::with_capacity(2 * tt as usize);
+                        (0..tt).filter(|&b| b != t).for_each(|b| g.push_block_segs(b, tt, off, &mut others));
+                        others
+                    }),
                 }
             });
             let escape = escape.filter(|e| !e.others.is_empty());
