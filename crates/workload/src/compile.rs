@@ -120,7 +120,12 @@ impl Geo {
             Partition::Cyclic => {
                 let count = (self.pages + threads as u64 - 1 - b as u64) / threads as u64;
                 if count > 0 {
-                    out.push(Seg { start: self.first_line + b as u64 * self.lpp, chunk: self.lpp, step: threads as u64 * self.lpp, chunks: count });
+                    out.push(Seg {
+                        start: self.first_line + b as u64 * self.lpp,
+                        chunk: self.lpp,
+                        step: threads as u64 * self.lpp,
+                        chunks: count,
+                    });
                 }
             }
             _ => {

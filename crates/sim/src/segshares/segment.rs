@@ -2,7 +2,7 @@
 
 use super::armed::{ArmedPages, MAX_ARMED_SET};
 use super::mixture::MixBase;
-use super::pages::{class, lines_in, pages_of};
+use super::pages::{byte_runs, class, lines_in, lines_on_page};
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
@@ -160,9 +160,13 @@ impl SegShare {
         self.crossings.get_mut().clear();
         let mut runs_ok = self.runs_wanted;
         let mut pos = 0u64;
-        for (page, lines) in pages_of(self.seg, shift) {
+        let seg = self.seg;
+        let (start, end) = (seg.start, seg.start + seg.lines());
+        // By runs of pages with one byte: the same counts, runs and armed pages as page by
+        // page (`byte_runs`).
+        byte_runs(seg, shift, home, |first, past, lines, byte| {
             pos += lines;
-            match class(home[page as usize]) {
+            match class(byte) {
                 None => {
                     self.blocked_lines += lines;
                     runs_ok = false;
@@ -171,14 +175,22 @@ impl SegShare {
                     self.lines_on[node] += lines;
                     if armed {
                         self.armed_on[node] += lines;
-                        // A page split over two chunks of the segment is one slot with
-                        // the lines of both.
-                        self.armed.insert_or_add(page, lines);
+                        if past == first + 1 {
+                            // A page split over two chunks of the segment is one slot with
+                            // the lines of both.
+                            self.armed.insert_or_add(first, lines);
+                        } else {
+                            // Several pages of a contiguous segment, each with its own lines.
+                            for page in first..past {
+                                self.armed.insert_or_add(page, lines_on_page(start, end, page, shift));
+                            }
+                        }
                     }
                     runs_ok = runs_ok && self.extend_runs(pos, node as u8);
                 }
             }
-        }
+            true
+        });
         self.runs_ok = runs_ok;
         self.runs_stale = false;
         self.rename_armed = false;
@@ -210,13 +222,11 @@ impl SegShare {
         self.crossings.get_mut().clear();
         let mut runs_ok = true;
         let mut pos = 0u64;
-        for (page, lines) in pages_of(self.seg, shift) {
+        byte_runs(self.seg, shift, home, |_, _, lines, byte| {
             pos += lines;
-            if !class(home[page as usize]).is_some_and(|(node, _)| self.extend_runs(pos, node as u8)) {
-                runs_ok = false;
-                break;
-            }
-        }
+            runs_ok = class(byte).is_some_and(|(node, _)| self.extend_runs(pos, node as u8));
+            runs_ok
+        });
         self.runs_ok = runs_ok;
         self.runs_stale = false;
         self.counts += 1;
