@@ -101,9 +101,13 @@ impl Geo {
     /// Page range [lo, hi) of thread b's block (block partition, before repartition):
     /// the pages p with floor(p*T/P) = b.
     fn block_pages(&self, b: u32, threads: u32) -> (u64, u64) {
-        let p = self.pages as u128;
-        let t = threads as u128;
-        ((b as u128 * p).div_ceil(t) as u64, ((b as u128 + 1) * p).div_ceil(t) as u64)
+        // In 64 bits when the products fit (any real region): a 128-bit division is a
+        // library call, and escape lists make two per block.
+        let edge = |b: u64| match b.checked_mul(self.pages) {
+            Some(product) => product.div_ceil(u64::from(threads)),
+            None => (u128::from(b) * u128::from(self.pages)).div_ceil(u128::from(threads)) as u64,
+        };
+        (edge(u64::from(b)), edge(u64::from(b) + 1))
     }
     /// Segments of thread b's block; `off` is the repartition offset (block partitions only).
     fn block_segs(&self, b: u32, threads: u32, off: u64) -> Vec<Seg> {
