@@ -231,9 +231,9 @@ impl StrideSweep {
     /// Adds to `counts[label]` and `writes[label]` what references `q0 .. q1` of the pass
     /// (`q0 < q1`; reference `q0` is the entry's reference `i`) issue on each label, from the
     /// masks: per word of 64 references, the bits of the range each label's mask holds, and
-    /// of those the bits the floor rule writes. A part of a pass cost one step per reference
-    /// before (a sixth of bt-like's and sp-like's time under autonuma, where every call of
-    /// the engine starts and ends in the middle of a pass).
+    /// of those the bits the floor rule writes, instead of one step per reference: the
+    /// engine's calls start and end inside passes, and under autonuma bt-like's parts of
+    /// passes held 1.13 G of its 8.08 G swept references (docs/benchmarks.md, stop 40).
     fn count_part(&self, q0: usize, q1: usize, i: u64, write_fp: u64, counts: &mut [u64], writes: &mut [u64]) {
         debug_assert!(q0 < q1 && q1 <= self.labels.len());
         let label_count = self.label_count;
