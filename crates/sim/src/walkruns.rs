@@ -148,7 +148,7 @@ impl WalkRuns {
 
 /// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
 /// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
-fn leading_equal(bytes: &[u8], b: u8) -> usize {
+pub(crate) fn leading_equal(bytes: &[u8], b: u8) -> usize {
     let pattern = u64::from_le_bytes([b; 8]);
     let mut chunks = bytes.chunks_exact(8);
     let mut equal = 0;

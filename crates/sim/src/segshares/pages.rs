@@ -83,7 +83,7 @@ pub(super) fn byte_runs(seg: Seg, shift: u32, home: &[u8], mut f: impl FnMut(u64
         let (mut page, last) = (start >> shift, (end - 1) >> shift);
         while page <= last {
             let byte = home[page as usize];
-            let same = home[page as usize + 1..=last as usize].iter().position(|&b| b != byte).map_or(last + 1, |k| page + 1 + k as u64);
+            let same = page + 1 + crate::walkruns::leading_equal(&home[page as usize + 1..=last as usize], byte) as u64;
             let lines = end.min(same << shift) - start.max(page << shift);
             if !f(page, same, lines, byte) {
                 return;
