@@ -19,6 +19,7 @@ pub mod sweep;
 pub mod synth;
 
 mod compile;
+mod work;
 
 pub use compile::{compile, limits, CompileOptions};
 pub use error::WorkloadError;
