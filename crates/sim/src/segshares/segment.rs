@@ -162,6 +162,7 @@ impl SegShare {
         let mut pos = 0u64;
         let seg = self.seg;
         let (start, end) = (seg.start, seg.start + seg.lines());
+        let span_pages = self.span_pages(shift);
         // By runs of pages with one byte: the same counts, runs and armed pages as page by
         // page (`byte_runs`).
         byte_runs(seg, shift, home, |first, past, lines, byte| {
@@ -178,11 +179,11 @@ impl SegShare {
                         if past == first + 1 {
                             // A page split over two chunks of the segment is one slot with
                             // the lines of both.
-                            self.armed.insert_or_add(first, lines);
+                            self.armed.insert_or_add(first, lines, span_pages);
                         } else {
                             // Several pages of a contiguous segment, each with its own lines.
                             for page in first..past {
-                                self.armed.insert_or_add(page, lines_on_page(start, end, page, shift));
+                                self.armed.insert_or_add(page, lines_on_page(start, end, page, shift), span_pages);
                             }
                         }
                     }
@@ -232,6 +233,11 @@ impl SegShare {
         self.counts += 1;
     }
 
+    /// The pages of the segment's span, `first..end`.
+    fn span_pages(&self, shift: u32) -> (u64, u64) {
+        (self.span.0 >> shift, (self.span.1.saturating_sub(1) >> shift) + 1)
+    }
+
     /// Follow one change of a page byte; false if it is not a page of the segment.
     pub(super) fn apply(&mut self, page: u64, old: u8, new: u8, shift: u32) -> bool {
         let (a, b) = (page << shift, (page + 1) << shift);
@@ -259,7 +265,7 @@ impl SegShare {
                 self.lines_on[node] += lines;
                 if armed {
                     self.armed_on[node] += lines;
-                    self.armed.insert(page, lines);
+                    self.armed.insert(page, lines, self.span_pages(shift));
                 }
             }
         }
