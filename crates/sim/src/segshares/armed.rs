@@ -28,6 +28,11 @@ pub(super) struct ArmedPages {
 /// A page of the span that is not armed.
 const NONE: u32 = u32::MAX;
 
+/// Longest span whose pages a segment names (a 16 MiB table, a 16 GiB span of 4 KiB pages;
+/// the largest preset spans 1.75 M pages). A longer segment keeps only the count of its armed
+/// pages, as one past `MAX_ARMED_SET` does, and never names them.
+const MAX_TABLE_PAGES: u64 = 1 << 22;
+
 impl ArmedPages {
     /// The table for the span `first_page..end_page` (the segment's), made on first use.
     #[inline]
@@ -40,9 +45,18 @@ impl ArmedPages {
         &mut self.slot
     }
 
+    /// Whether a segment of this span names its armed pages (`MAX_TABLE_PAGES`).
+    pub(super) fn can_name((first_page, end_page): (u64, u64)) -> bool {
+        end_page - first_page <= MAX_TABLE_PAGES
+    }
+
     /// Name `page` (in `span`) with `lines` of the segment's lines, unless it is named.
     pub(super) fn insert(&mut self, page: u64, lines: u64, span: (u64, u64)) {
         if self.overflowed {
+            return;
+        }
+        if !Self::can_name(span) {
+            self.overflowed = true;
             return;
         }
         let at = (page - span.0) as usize;
@@ -60,7 +74,7 @@ impl ArmedPages {
 
     /// More lines of a page already named (a page split over two chunks of the segment).
     pub(super) fn insert_or_add(&mut self, page: u64, lines: u64, span: (u64, u64)) {
-        if !self.overflowed {
+        if !self.overflowed && Self::can_name(span) {
             match self.slots(span)[(page - span.0) as usize] {
                 NONE => {}
                 i => {
@@ -111,6 +125,18 @@ impl ArmedPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A segment longer than a table covers keeps a count only: no table, no names.
+    #[test]
+    fn a_span_past_the_table_names_no_page() {
+        let span = (10, 10 + MAX_TABLE_PAGES + 1);
+        assert!(!ArmedPages::can_name(span) && ArmedPages::can_name((10, 10 + MAX_TABLE_PAGES)));
+        let mut armed = ArmedPages::default();
+        armed.insert_or_add(12, 4, span);
+        armed.insert(13, 4, span);
+        armed.remove(12);
+        assert!(armed.overflowed && armed.pages.is_empty() && armed.slot.is_empty());
+    }
 
     proptest::proptest! {
         /// The named pages, in their drawing order, are those of a list kept by searching it:

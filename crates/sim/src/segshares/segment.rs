@@ -273,7 +273,10 @@ impl SegShare {
             self.runs_ok = false;
             self.runs_stale = true;
         }
-        if self.armed.overflowed && self.armed_on.iter().sum::<u64>() < (MAX_ARMED_SET as u64 / 2) << shift {
+        if self.armed.overflowed
+            && ArmedPages::can_name(self.span_pages(shift))
+            && self.armed_on.iter().sum::<u64>() < (MAX_ARMED_SET as u64 / 2) << shift
+        {
             self.rename_armed = true;
         }
         true
