@@ -30,6 +30,8 @@ use std::collections::BTreeMap;
 
 /// `last` of a page that has had no hinting fault yet.
 const NO_LAST: (ThreadId, CpuId) = (ThreadId::MAX, CpuId::MAX);
+/// A page not counted as SS.
+const NO_HOME: NodeId = NodeId::MAX;
 
 /// Counters for tests and reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,12 +66,18 @@ struct Group {
     members: Vec<Membership>,
 }
 
-/// Per address space: one metadata byte and one `last` record per page (9 bytes a page),
-/// the scan sequence in progress, the scanner clock and the root group.
+/// Per address space: one metadata byte, one `last` record and the home an SS page is
+/// counted at, per page (11 bytes a page), the scan sequence in progress, the scanner clock
+/// and the root group.
 #[derive(Clone, Debug, Default)]
 struct SpaceState {
     meta: Vec<u8>,
     last: Vec<(ThreadId, CpuId)>,
+    /// Per page: the node an SS page is counted at in `ss_count`, or `NO_HOME`. A table like
+    /// `meta` rather than a map of SS pages: the map's searches at every fault were most of
+    /// the policy's own time in the simulator (docs/policies/stable-numa.md, "Memory per
+    /// page").
+    ss_home: Vec<NodeId>,
     seq: u64,
     next_scan_ns: Option<u64>,
     group: Option<Group>,
@@ -81,7 +89,19 @@ impl SpaceState {
         if self.meta.len() < need {
             self.meta.resize(need, Meta::FRESH.pack());
             self.last.resize(need, NO_LAST);
+            self.ss_home.resize(need, NO_HOME);
         }
+    }
+
+    /// The node an SS page is counted at.
+    fn ss_home(&self, page: PageIdx) -> Option<NodeId> {
+        self.ss_home.get(page as usize).copied().filter(|&h| h != NO_HOME)
+    }
+
+    /// Forget where an SS page is counted; returns where it was.
+    fn take_ss_home(&mut self, page: PageIdx) -> Option<NodeId> {
+        let h = std::mem::replace(self.ss_home.get_mut(page as usize)?, NO_HOME);
+        (h != NO_HOME).then_some(h)
     }
 
     fn meta(&self, page: PageIdx) -> Meta {
@@ -103,8 +123,6 @@ pub struct StableNuma {
     spaces: BTreeMap<SpaceId, SpaceState>,
     /// SS pages per node, keyed by space (`None` when the scope is global).
     ss_count: BTreeMap<Option<SpaceId>, Vec<u64>>,
-    /// Home of each SS page as counted in `ss_count`.
-    ss_home: BTreeMap<(SpaceId, PageIdx), NodeId>,
     stats: StableNumaStats,
 }
 
@@ -155,13 +173,13 @@ impl StableNuma {
         let old = sp.meta(page);
         sp.meta[page as usize] = meta.pack();
         if old.state == State::SS {
-            if let Some(h) = self.ss_home.remove(&(space, page)) {
+            if let Some(h) = sp.take_ss_home(page) {
                 self.ss_add(space, h, -1);
             }
         }
         if meta.state == State::SS {
             self.ss_add(space, home, 1);
-            self.ss_home.insert((space, page), home);
+            self.space(space).ss_home[page as usize] = home;
         }
     }
 
@@ -340,7 +358,6 @@ impl Policy for StableNuma {
             first_touch,
             spaces: BTreeMap::new(),
             ss_count: BTreeMap::new(),
-            ss_home: BTreeMap::new(),
             stats: StableNumaStats::default(),
         })
     }
@@ -356,7 +373,7 @@ impl Policy for StableNuma {
             sp.meta[req.page as usize] = Meta::FRESH.pack();
             sp.last[req.page as usize] = NO_LAST;
         }
-        if let Some(h) = self.ss_home.remove(&(req.space, req.page)) {
+        if let Some(h) = sp.take_ss_home(req.page) {
             self.ss_add(req.space, h, -1);
         }
         self.first_touch.place(req, mem)
@@ -401,20 +418,20 @@ impl Policy for StableNuma {
         sp.meta[page as usize] = tr.next.pack();
         // SS bookkeeping: the counts follow the page's real home.
         if old.state == State::SS {
-            if let Some(&counted) = self.ss_home.get(&(space, page)) {
+            if let Some(counted) = sp.ss_home(page) {
                 if counted != h {
+                    sp.ss_home[page as usize] = h;
                     self.ss_add(space, counted, -1);
                     self.ss_add(space, h, 1);
-                    self.ss_home.insert((space, page), h);
                 }
             }
             if tr.next.state != State::SS {
+                self.space(space).take_ss_home(page);
                 self.ss_add(space, h, -1);
-                self.ss_home.remove(&(space, page));
             }
         } else if tr.next.state == State::SS {
+            sp.ss_home[page as usize] = h;
             self.ss_add(space, h, 1);
-            self.ss_home.insert((space, page), h);
         }
         // (5) placement of the state reached.
         match tr.placement {
@@ -429,7 +446,7 @@ impl Policy for StableNuma {
                     if self.migrate(space, page, to, view, out) {
                         self.ss_add(space, h, -1);
                         self.ss_add(space, to, 1);
-                        self.ss_home.insert((space, page), to);
+                        self.space(space).ss_home[page as usize] = to;
                         self.stats.ss_balance_migrations += 1;
                     }
                 }
