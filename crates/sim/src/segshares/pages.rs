@@ -99,12 +99,6 @@ pub(super) fn byte_runs(seg: Seg, shift: u32, home: &[u8], mut f: impl FnMut(u64
     }
 }
 
-/// Lines of the contiguous segment `[start, end)` on `page`.
-#[inline]
-pub(super) fn lines_on_page(start: u64, end: u64, page: u64, shift: u32) -> u64 {
-    end.min((page + 1) << shift) - start.max(page << shift)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,8 +129,7 @@ mod tests {
                     // Contiguous: the runs follow each other, page after page.
                     assert!(next.is_none_or(|n| n == lo));
                     next = Some(hi);
-                    let end = seg.start + seg.lines();
-                    assert_eq!((lo..hi).map(|p| lines_on_page(seg.start, end, p, shift)).sum::<u64>(), lines);
+                    assert_eq!((lo..hi).map(|p| lines_in(&seg, p << shift, (p + 1) << shift)).sum::<u64>(), lines);
                 }
                 merge(&mut got, byte, lines);
                 true

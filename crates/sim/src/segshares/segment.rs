@@ -2,7 +2,7 @@
 
 use super::armed::{ArmedPages, MAX_ARMED_SET};
 use super::mixture::MixBase;
-use super::pages::{byte_runs, class, lines_in, lines_on_page};
+use super::pages::{byte_runs, class, lines_in};
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
@@ -161,7 +161,6 @@ impl SegShare {
         let mut runs_ok = self.runs_wanted;
         let mut pos = 0u64;
         let seg = self.seg;
-        let (start, end) = (seg.start, seg.start + seg.lines());
         let span_pages = self.span_pages(shift);
         // By runs of pages with one byte: the same counts, runs and armed pages as page by
         // page (`byte_runs`).
@@ -183,7 +182,7 @@ impl SegShare {
                         } else {
                             // Several pages of a contiguous segment, each with its own lines.
                             for page in first..past {
-                                self.armed.insert_or_add(page, lines_on_page(start, end, page, shift), span_pages);
+                                self.armed.insert_or_add(page, lines_in(&seg, page << shift, (page + 1) << shift), span_pages);
                             }
                         }
                     }
