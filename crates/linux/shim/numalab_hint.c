@@ -53,6 +53,7 @@ enum {
     H_MAGIC = 0, H_CAPACITY, H_RESERVE, H_TAIL, H_DROPPED, H_PROTECT_ROUNDS, H_PAGES_PROTECTED,
     H_RESTORED_UNTOUCHED, H_MAP_LIMIT, H_SYSCALL_SAVES, H_CHAINED, H_STATUS, H_SKIPPED_INFLIGHT,
     H_HELPER_TID, H_FAULTS, H_ARMED_PAGES, H_ARM_REJECTED, H_ARM_SEEN, H_MPROTECT_RUNS,
+    H_EXCL_LEN, H_EXCL_FULL,
     /* written by the agent */
     H_PERIOD_NS = 64, H_MAX_PAGES, H_MIN_MAPPING_BYTES, H_ARM_GEN, H_ARM_LEN,
 };
@@ -60,6 +61,11 @@ enum {
 /* The agent's request area (H_ARM_LEN page addresses, ascending) follows the header; the
  * record ring follows it. The agent writes a new set only once H_ARM_SEEN == H_ARM_GEN. */
 #define REQUEST_BYTES (MAX_SLOTS * 8)
+/* The excluded ranges (below), published for the agent after the request area: H_EXCL_LEN
+ * pairs (lo, hi) of u64, each written before the count that covers it (release), never
+ * changed after; H_EXCL_FULL = 1 once one could not be recorded. The record ring follows. */
+#define MAX_EXCL 1024
+#define EXCL_BYTES (MAX_EXCL * 16)
 #define REASON_OFF 1024 /* status 2: a NUL-terminated reason */
 
 struct rec { uint64_t seq, addr, time_ns; uint32_t tid; uint16_t cpu; uint16_t write; };
@@ -86,15 +92,27 @@ static char mapsbuf[1 << 20];
  * through pthread_create and the library's own helper's, and the library's own data. A
  * thread stack cannot be told from a data mapping in /proc/self/maps (the kernel merges a
  * stack with an adjacent anonymous mapping), so the library records them as they are made. */
-#define MAX_EXCL 1024
 static struct { uint64_t lo, hi; } excl[MAX_EXCL];
+static volatile uint64_t *excl_shared;
 static int nexcl, excl_full, excl_lock;
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+static void mark_excl_full(void);
+
 static void exclude(uint64_t lo, uint64_t hi) {
     while (__atomic_exchange_n(&excl_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
-    if (nexcl < MAX_EXCL) { excl[nexcl].lo = lo & ~(PAGE - 1); excl[nexcl].hi = hi; __atomic_store_n(&nexcl, nexcl + 1, __ATOMIC_RELEASE); }
-    else excl_full = 1;
+    if (nexcl < MAX_EXCL) {
+        excl[nexcl].lo = lo & ~(PAGE - 1);
+        excl[nexcl].hi = hi;
+        /* The agent leaves these pages out of its sets (docs/live.md, "The agent chooses the
+         * protected pages"). */
+        if (excl_shared) {
+            excl_shared[2 * nexcl] = excl[nexcl].lo;
+            excl_shared[2 * nexcl + 1] = hi;
+            __atomic_store_n(&hdr[H_EXCL_LEN], (uint64_t)nexcl + 1, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&nexcl, nexcl + 1, __ATOMIC_RELEASE);
+    } else mark_excl_full();
     __atomic_store_n(&excl_lock, 0, __ATOMIC_RELEASE);
 }
 
@@ -105,15 +123,20 @@ static int excluded(uint64_t page) {
 }
 
 /* The stack of a thread just created, guard included, joins the excluded ranges. */
+static void mark_excl_full(void) {
+    excl_full = 1;
+    if (excl_shared) __atomic_store_n(&hdr[H_EXCL_FULL], 1, __ATOMIC_RELEASE);
+}
+
 static void exclude_stack(pthread_t t) {
     pthread_attr_t a;
     void *addr;
     size_t size, guard = 0;
-    if (pthread_getattr_np(t, &a) != 0) { excl_full = 1; return; }
+    if (pthread_getattr_np(t, &a) != 0) { mark_excl_full(); return; }
     if (pthread_attr_getstack(&a, &addr, &size) == 0) {
         pthread_attr_getguardsize(&a, &guard);
         exclude((uint64_t)addr - guard, (uint64_t)addr + size);
-    } else excl_full = 1;
+    } else mark_excl_full();
     pthread_attr_destroy(&a);
 }
 
@@ -455,11 +478,12 @@ __attribute__((constructor)) static void numalab_hint_init(void) {
     if (hdr[H_MAGIC] != MAGIC) { munmap(m, HEADER_BYTES); hdr = NULL; return; }
     capacity = hdr[H_CAPACITY];
     munmap(m, HEADER_BYTES);
-    m = mmap(NULL, HEADER_BYTES + REQUEST_BYTES + capacity * sizeof(struct rec), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    m = mmap(NULL, HEADER_BYTES + REQUEST_BYTES + EXCL_BYTES + capacity * sizeof(struct rec), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) { hdr = NULL; return; }
     hdr = m;
     request = (uint64_t *)((char *)m + HEADER_BYTES);
-    ring = (struct rec *)((char *)m + HEADER_BYTES + REQUEST_BYTES);
+    excl_shared = (uint64_t *)((char *)m + HEADER_BYTES + REQUEST_BYTES);
+    ring = (struct rec *)((char *)m + HEADER_BYTES + REQUEST_BYTES + EXCL_BYTES);
     if (!real_sigaction || !real_mprotect || !real_read) { refuse("the C library does not export sigaction/mprotect/read to dlsym"); return; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -104,6 +104,20 @@ fn the_library_protects_the_pages_the_agent_asks_for_and_no_others() {
         }
     }
     let (buf, stack) = (buf.expect("the 4 MiB buffer in the program's maps"), stack.unwrap());
+    // The library publishes the ranges it never protects: its helper thread's stack (the
+    // stack pointer /proc shows while it sleeps) is one, the buffer is in none.
+    let mut unwatchable = Vec::new();
+    obs.unwatchable(&mut unwatchable);
+    assert!(unwatchable.len() >= 2 && unwatchable.iter().all(|&(lo, hi)| lo < hi && lo % 4096 == 0), "{unwatchable:x?}");
+    assert!(unwatchable.iter().all(|&(lo, hi)| hi <= buf || lo >= buf + (4 << 20)), "{unwatchable:x?}");
+    let helper = obs.helper_tid().expect("the library's helper started");
+    match std::fs::read_to_string(format!("/proc/{pid}/task/{helper}/syscall")) {
+        Ok(text) if text.split_whitespace().count() >= 9 => {
+            let sp = u64::from_str_radix(text.split_whitespace().nth(7).unwrap().trim_start_matches("0x"), 16).unwrap();
+            assert!(unwatchable.iter().any(|&(lo, hi)| (lo..hi).contains(&sp)), "helper sp {sp:#x} in {unwatchable:x?}");
+        }
+        other => eprintln!("not checked: the helper's stack pointer ({other:?})"),
+    }
     let mut set: Vec<u64> = (0..256).map(|p| buf + p * 4096).collect();
     set.push(stack);
     let counter = |o: &HintObserver, name: &str| o.counters().into_iter().find(|c| c.0 == name).unwrap().1;

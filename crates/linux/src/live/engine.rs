@@ -531,12 +531,22 @@ impl LiveEngine {
     /// is handed the marked pages after marks changed (docs/live.md, "The agent chooses the
     /// protected pages"): up to its capacity, from `arm_cursor` on, wrapping, as addresses in
     /// ascending order. An observation of one of them is then the hinting fault the mark
-    /// stands for, as Linux's scanner makes a marked page fault.
+    /// stands for, as Linux's scanner makes a marked page fault. Pages in ranges the observer
+    /// says it can never watch (the library's thread stacks) are left out: a set of them
+    /// would be refused whole.
     fn arm_marked(&mut self, io: &mut LiveIo) {
         let cap = io.observer.arm_capacity();
         if !self.arm_dirty || cap == 0 {
             return;
         }
+        let mut unwatchable = Vec::new();
+        io.observer.unwatchable(&mut unwatchable);
+        let unwatchable = merged_ranges(unwatchable);
+        let watchable = |a: u64| {
+            // The last range starting at or before `a`: merged ranges are disjoint.
+            let i = unwatchable.partition_point(|&(lo, _)| lo <= a);
+            i == 0 || unwatchable[i - 1].1 <= a
+        };
         let pages = self.st.space.pages();
         let mut chosen = Vec::new();
         let mut last = None;
@@ -550,7 +560,7 @@ impl LiveEngine {
             }
             k += 1;
             if self.st.is_marked(p) {
-                if let Some(a) = self.st.space.addr_of(p) {
+                if let Some(a) = self.st.space.addr_of(p).filter(|&a| watchable(a)) {
                     chosen.push(a);
                     last = Some(p);
                     if chosen.len() == cap {
@@ -1140,4 +1150,18 @@ fn kind_name(d: &Decision) -> &'static str {
         Decision::MoveSpace { .. } => "move_space",
         Decision::DropMappings { .. } => "drop_mappings",
     }
+}
+
+/// Ranges `[lo, hi)` sorted by start with overlapping and touching ones joined.
+fn merged_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.retain(|&(lo, hi)| lo < hi);
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
 }

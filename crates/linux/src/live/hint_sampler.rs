@@ -8,8 +8,10 @@
 //!
 //! Ring layout (must match the C file): a 4096-byte header of u64 words (`H_*` below; the
 //! agent writes the settings at words 64..68), then the request area (4096 page addresses:
-//! the set the agent asks the library to protect, [`AccessObserver::arm`]), then `capacity`
-//! records of 32 bytes:
+//! the set the agent asks the library to protect, [`AccessObserver::arm`]), then the excluded
+//! area (1024 pairs `lo, hi` of u64: the ranges the library never protects, thread stacks and
+//! its own data, each written before `H_EXCL_LEN` is raised past it, never changed after;
+//! [`AccessObserver::unwatchable`]), then `capacity` records of 32 bytes:
 //! `seq` (index + 1 once written), `addr`, `time_ns` (CLOCK_MONOTONIC), `tid` u32, `cpu` u16,
 //! `write` u16. Writers reserve a slot with a compare-and-swap on `reserve` that never runs
 //! more than `capacity` ahead of `tail` (a full ring drops and counts); the agent consumes in
@@ -47,6 +49,7 @@ const H_ARMED_PAGES: usize = 15;
 const H_ARM_REJECTED: usize = 16;
 const H_ARM_SEEN: usize = 17;
 const H_MPROTECT_RUNS: usize = 18;
+const H_EXCL_LEN: usize = 19;
 const H_PERIOD_NS: usize = 64;
 const H_MAX_PAGES: usize = 65;
 const H_MIN_MAPPING_BYTES: usize = 66;
@@ -55,6 +58,11 @@ const H_ARM_LEN: usize = 68;
 /// Page addresses the request area holds (the library's `MAX_SLOTS`).
 const REQUEST_PAGES: usize = 4096;
 const REQUEST_BYTES: usize = REQUEST_PAGES * 8;
+/// Excluded ranges the library publishes (its `MAX_EXCL`).
+const EXCL_RANGES: usize = 1024;
+const EXCL_BYTES: usize = EXCL_RANGES * 16;
+/// Where the record ring starts.
+const RING_OFF: usize = HEADER_BYTES + REQUEST_BYTES + EXCL_BYTES;
 const REASON_OFF: usize = 1024;
 
 /// Environment variables the program is started with.
@@ -121,7 +129,7 @@ impl HintObserver {
         if !cfg.capacity.is_power_of_two() || cfg.max_pages == 0 || cfg.period_ns == 0 {
             return Err(fail("capacity must be a power of two, pages and period > 0".into()));
         }
-        let map_bytes = HEADER_BYTES + REQUEST_BYTES + cfg.capacity as usize * RECORD_BYTES;
+        let map_bytes = RING_OFF + cfg.capacity as usize * RECORD_BYTES;
         let handover = handover(LIBRARY, c"numalab-hint.so", c"numalab-hint-ring", map_bytes).map_err(|e| match e {
             HandoverError::Memfd(_) => fail(e.to_string()),
             HandoverError::Setup(e) => fail(format!("cannot set up the shared ring: {e}")),
@@ -203,7 +211,7 @@ impl AccessObserver for HintObserver {
         let mut tail = tail_w.load(Ordering::Relaxed);
         loop {
             // SAFETY: the record of index `tail` inside the ring of `capacity` records.
-            let rec = unsafe { self.base.add(HEADER_BYTES + REQUEST_BYTES + (tail & (self.capacity - 1)) as usize * RECORD_BYTES) };
+            let rec = unsafe { self.base.add(RING_OFF + (tail & (self.capacity - 1)) as usize * RECORD_BYTES) };
             // SAFETY: u64-aligned words of the record; seq is read with acquire ordering
             // before the fields the writer stored before releasing it.
             let (addr, time_ns, tid, cpu, write) = unsafe {
@@ -257,6 +265,21 @@ impl AccessObserver for HintObserver {
     }
     fn arm_capacity(&self) -> usize {
         self.max_pages as usize
+    }
+    /// The library's excluded ranges: the stacks of the threads it saw created (guards
+    /// included) and its own data. It refuses their pages, so a set holding them would be
+    /// wasted (docs/live.md, "The agent chooses the protected pages").
+    fn unwatchable(&mut self, out: &mut Vec<(u64, u64)>) {
+        let n = (self.word(H_EXCL_LEN).load(Ordering::Acquire) as usize).min(EXCL_RANGES);
+        for i in 0..n {
+            // SAFETY: pair i < 1024 of the excluded area, inside the live mapping; written
+            // before the release store of H_EXCL_LEN that covers it, never changed after.
+            let (lo, hi) = unsafe {
+                let at = self.base.add(HEADER_BYTES + REQUEST_BYTES + i * 16);
+                (std::ptr::read_volatile(at as *const u64), std::ptr::read_volatile(at.add(8) as *const u64))
+            };
+            out.push((lo, hi));
+        }
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let w = |i| self.word(i).load(Ordering::Relaxed);

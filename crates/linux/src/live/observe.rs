@@ -83,6 +83,10 @@ pub trait AccessObserver {
     fn arm(&mut self, _addrs: &[u64]) -> bool {
         false
     }
+    /// Append address ranges `[lo, hi)` whose pages it can never watch (any order, may
+    /// overlap): the engine leaves them out of what it hands [`AccessObserver::arm`]. None by
+    /// default.
+    fn unwatchable(&mut self, _out: &mut Vec<(u64, u64)>) {}
     /// The regions of an update the last poll made, once each (DAMON: every non-empty
     /// update); none by default.
     fn take_regions(&mut self, _out: &mut Vec<RegionAccess>) {}
@@ -96,6 +100,8 @@ pub struct ScriptedObserver {
     /// sets it was asked to watch, in order (tests).
     pub arm_capacity: usize,
     pub armed: Vec<Vec<u64>>,
+    /// Ranges it says it cannot watch ([`AccessObserver::unwatchable`]).
+    pub unwatchable: Vec<(u64, u64)>,
     /// Regions to hand out, one batch per poll (tests of region heat).
     pub region_rounds: std::collections::VecDeque<Vec<RegionAccess>>,
     regions_due: Vec<RegionAccess>,
@@ -144,6 +150,9 @@ impl AccessObserver for ScriptedObserver {
         }
         self.armed.push(addrs.to_vec());
         true
+    }
+    fn unwatchable(&mut self, out: &mut Vec<(u64, u64)>) {
+        out.extend_from_slice(&self.unwatchable);
     }
 }
 

@@ -386,6 +386,24 @@ fn the_observer_is_asked_to_watch_the_marked_pages_in_turns() {
     assert_eq!(w.observer.armed, vec![addrs(0..40), second]);
 }
 
+/// Pages in ranges the observer says it can never watch (the library's thread stacks) are
+/// left out of the sets: with pages 8-15 and 30-31 unwatchable (two ranges overlapping and
+/// one touching them), the first set of 40 is pages 0-7, 16-29 and 32-49.
+#[test]
+fn pages_the_observer_cannot_watch_are_not_handed_to_it() {
+    let mut w = world(&[(100, 0)], 1, 2);
+    w.placer.affinity.insert(100, vec![0]);
+    w.observer.arm_capacity = 40;
+    let page = |p: u64| addrs(p..p + 1)[0];
+    w.observer.unwatchable = vec![(page(30), page(32)), (page(8), page(12)), (page(10), page(14)), (page(14), page(16))];
+    let e = engine("stable-numa", "scan_delay_ms = 1\nscan_interval_ms = 10\nscan_chunk_mb = 0", LiveConfig::default());
+    run(e, &mut w, 2);
+    let mut want = addrs(0..8);
+    want.extend(addrs(16..30));
+    want.extend(addrs(32..50));
+    assert_eq!(w.observer.armed, vec![want]);
+}
+
 /// Without an observer that takes requests (a perf or replay sampler), nothing is asked.
 #[test]
 fn an_observer_of_its_own_choosing_is_not_asked() {
