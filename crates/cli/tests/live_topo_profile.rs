@@ -205,7 +205,9 @@ fn profile_phases_total_what_ran_between_start_and_stop() {
     // The sleeps around the loop (no CPU time) give the profiler 200 ms to read each control
     // line before the loop's time would fall on the wrong side of it: on a busy host (CI
     // sharing its two cores) it once read them late and the phase held 6 of 15 ms.
-    let script = format!("echo 'start solve' > {f}; sleep 0.2; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.2; echo stop > {f}; sleep 0.05");
+    let script = format!(
+        "echo 'start solve' > {f}; sleep 0.2; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.2; echo stop > {f}; sleep 0.05"
+    );
     // One interval is longer than the whole run: before the fix, the only sample came after
     // the stop and carried the phase's counts without its label.
     let v = json_of(&[

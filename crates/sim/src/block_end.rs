@@ -58,7 +58,11 @@ pub(crate) fn target(p: u128, refs: u64, total: u128, ratio: f64) -> u64 {
     if product >> 52 != 0 {
         return (product / u128::from(total)) as u64;
     }
-    let mut t = (p as f64 * ratio) as u64;
+    // Below 2^52 both conversions go through i64: one instruction each way on the baseline
+    // target, where u64 ones take a branch-free sequence each (no unsigned conversions
+    // before AVX-512), and the same values (`p · ratio ≤ p · refs / total < 2^52`; with no
+    // references the product is zero whatever `p` reads as).
+    let mut t = (p as i64 as f64 * ratio) as i64 as u64;
     if u128::from(t) * u128::from(total) > product {
         t -= 1;
     } else if (u128::from(t) + 1) * u128::from(total) <= product {

@@ -149,6 +149,8 @@ pub struct Contention {
     /// Per class: population (sum of its threads'), throughput, and pure delay per access
     /// (its leader's).
     pop_c: Vec<f64>,
+    /// `1 / pop_c`, made once per solve.
+    inv_pop_c: Vec<f64>,
     x_c: Vec<f64>,
     z_c: Vec<f64>,
     /// Per class: the stations it loads (its leader's service demand above zero), in station
@@ -218,6 +220,7 @@ impl Contention {
             class_of: Vec::with_capacity(threads),
             leader: Vec::with_capacity(threads),
             pop_c: Vec::with_capacity(threads),
+            inv_pop_c: Vec::with_capacity(threads),
             x_c: Vec::with_capacity(threads),
             z_c: Vec::with_capacity(threads),
             class_at: Vec::with_capacity(threads + 1),
@@ -396,6 +399,10 @@ impl Contention {
                 }
             }
         }
+        // Multiplying by the reciprocal in the steps: a division per station and step was
+        // most of a step's cost, and one per class and step still a tenth of a solve.
+        self.inv_pop_c.clear();
+        self.inv_pop_c.extend(self.pop_c.iter().map(|&pop_c| 1.0 / pop_c));
         self.q.iter_mut().for_each(|x| *x = 0.0);
         for (&s, &q) in self.station_c.iter().zip(&self.q_c) {
             self.q[s as usize] += q;
@@ -419,14 +426,12 @@ impl Contention {
             let extrapolate_by = (extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98).then(|| 1.0 / (1.0 - ratio_1));
             let q = &self.q[..];
             let mut start = 0;
-            for (((&end, &pop_c), &z_c), x_c) in self.class_at[1..].iter().zip(&self.pop_c).zip(&self.z_c).zip(self.x_c.iter_mut()) {
+            let classes = self.class_at[1..].iter().zip(&self.pop_c).zip(&self.inv_pop_c).zip(&self.z_c).zip(self.x_c.iter_mut());
+            for ((((&end, &pop_c), &inv_pop), &z_c), x_c) in classes {
                 let stations = &self.station_c[start..end];
                 let dc = &self.d_c[start..end];
                 let qc = &mut self.q_c[start..end];
                 start = end;
-                // Multiplying by the reciprocal: a division per station and iteration was
-                // most of an iteration's cost.
-                let inv_pop = 1.0 / pop_c;
                 // Schweitzer's stretch `1 + Q_k − Q_ck/N_c` of each station the class loads,
                 // from the last step's queues: the class's response time now, its new queues
                 // below.

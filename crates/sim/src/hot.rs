@@ -19,7 +19,8 @@ pub(crate) fn ceil_at_least_one(x: f64) -> f64 {
     if x >= INTEGRAL_FROM {
         return x;
     }
-    let t = x as u64 as f64;
+    // Below 2^52: through i64, one instruction each way (see `block_end::target`).
+    let t = x as i64 as f64;
     if t < x {
         t + 1.0
     } else {

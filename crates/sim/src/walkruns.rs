@@ -148,18 +148,26 @@ impl WalkRuns {
 
 /// How many bytes at the start of `bytes` equal `b`: eight at a time, the first differing
 /// byte found from the lowest set bit of the XOR (little-endian, so byte order is kept).
+#[inline]
 pub(crate) fn leading_equal(bytes: &[u8], b: u8) -> usize {
-    let pattern = u64::from_le_bytes([b; 8]);
-    let mut chunks = bytes.chunks_exact(8);
+    leading_equal_in(bytes, b, u8::MAX)
+}
+
+/// [`leading_equal`] comparing only the bits of `mask`.
+#[inline]
+pub(crate) fn leading_equal_in(bytes: &[u8], b: u8, mask: u8) -> usize {
+    let (pattern, mask_word) = (u64::from_le_bytes([b & mask; 8]), u64::from_le_bytes([mask; 8]));
+    let word = |w: &[u8]| (u64::from_le_bytes(w.try_into().expect("eight bytes")) & mask_word) ^ pattern;
     let mut equal = 0;
+    let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
-        let diff = u64::from_le_bytes(chunk.try_into().expect("chunks_exact gives 8 bytes")) ^ pattern;
+        let diff = word(chunk);
         if diff != 0 {
             return equal + (diff.trailing_zeros() / 8) as usize;
         }
         equal += 8;
     }
-    equal + chunks.remainder().iter().take_while(|&&x| x == b).count()
+    equal + chunks.remainder().iter().take_while(|&&x| x & mask == b & mask).count()
 }
 
 #[cfg(test)]
@@ -184,10 +192,17 @@ mod tests {
         /// Eight at a time gives the byte-by-byte count, wherever the first other byte sits
         /// and whatever follows it.
         #[test]
-        fn leading_equal_matches_byte_by_byte(same in 0usize..40, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
+        fn leading_equal_matches_byte_by_byte(same in 0usize..100, tail in proptest::collection::vec(0u8..3, 0..40), b in 0u8..3) {
             let bytes: Vec<u8> = std::iter::repeat_n(b, same).chain(tail).collect();
             let expected = bytes.iter().take_while(|&&x| x == b).count();
             proptest::prop_assert_eq!(leading_equal(&bytes, b), expected);
+        }
+
+        /// In the bits of a mask, the same count over the masked bytes.
+        #[test]
+        fn leading_equal_in_compares_the_masked_bits(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..100), b: u8, mask: u8) {
+            let expected = bytes.iter().take_while(|&&x| x & mask == b & mask).count();
+            proptest::prop_assert_eq!(leading_equal_in(&bytes, b, mask), expected);
         }
     }
 

@@ -3,6 +3,7 @@
 use super::armed::{ArmedPages, MAX_ARMED_SET};
 use super::mixture::MixBase;
 use super::pages::{byte_runs, class, lines_in};
+use crate::memory::ARMED;
 use numalab_core::rng::StreamRng;
 use numalab_workload::stream::Seg;
 use numalab_workload::sweep::StrideCrossings;
@@ -164,7 +165,7 @@ impl SegShare {
         let span_pages = self.span_pages(shift);
         // By runs of pages with one byte: the same counts, runs and armed pages as page by
         // page (`byte_runs`).
-        byte_runs(seg, shift, home, |first, past, lines, byte| {
+        byte_runs(seg, shift, home, u8::MAX, |first, past, lines, byte| {
             pos += lines;
             match class(byte) {
                 None => {
@@ -222,7 +223,9 @@ impl SegShare {
         self.crossings.get_mut().clear();
         let mut runs_ok = true;
         let mut pos = 0u64;
-        byte_runs(self.seg, shift, home, |_, _, lines, byte| {
+        // Runs of one node: armed pages need not split them (`class` reads the node and
+        // whether the page blocks, not whether it is armed).
+        byte_runs(self.seg, shift, home, !ARMED, |_, _, lines, byte| {
             pos += lines;
             runs_ok = class(byte).is_some_and(|(node, _)| self.extend_runs(pos, node as u8));
             runs_ok
