@@ -2,9 +2,11 @@
 //! "Generator semantics").
 
 use crate::error::WorkloadError;
-use crate::program::{HomeRule, OwnerMap, P2p, Program, RegionLayout, Step};
+use crate::layout::{first_touches, lay_out, Layout, RegionNames};
+use crate::program::Program;
+use crate::schedule::{self, Schedule};
 use crate::schema::*;
-use crate::stream::{Compute, Seg};
+use crate::stream::Compute;
 use crate::synth::{RunsRegion, Synth};
 use crate::work::Geo;
 use numalab_core::{CpuId, Machine, NodeId};
@@ -90,15 +92,6 @@ pub(crate) struct Internals {
     pub(crate) synth_k: Vec<Option<u64>>,
 }
 
-/// Lines of one plane at this scale: a grid scaled by `s` in volume has planes scaled by
-/// `s^(2/3)` (at least one line when the region has planes at all).
-fn plane_lines(plane_bytes: u64, scale: f64, ab: u64) -> u64 {
-    if plane_bytes == 0 {
-        return 0;
-    }
-    ((plane_bytes as f64 * scale.powf(2.0 / 3.0) / ab as f64).ceil() as u64).max(1)
-}
-
 pub(crate) fn split_even(total: u64, k: u64, i: u64) -> u64 {
     total / k + u64::from(i < total % k)
 }
@@ -118,19 +111,6 @@ fn apportion(total: u64, shares: &[f64]) -> Vec<u64> {
         left -= 1;
     }
     out
-}
-
-fn parse_init_by(s: &str, threads: u32) -> Result<Option<u32>, String> {
-    match s {
-        "owner" => Ok(None),
-        "master" => Ok(Some(0)),
-        "none" => Ok(Some(u32::MAX)),
-        _ => match s.strip_prefix("thread:").and_then(|k| k.parse::<u32>().ok()) {
-            Some(k) if k < threads => Ok(Some(k)),
-            Some(k) => Err(format!("init_by = 'thread:{k}' but the workload has {threads} threads")),
-            None => Err(format!("init_by = '{s}': expected owner, master, thread:K or none")),
-        },
-    }
 }
 
 /// Initial CPU of every thread (docs/workloads.md, "Threads").
@@ -327,160 +307,44 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         return Err(bad("the workload has no [[phase]]".into()));
     }
 
-    // Regions: sizes, layout, ownership, first touches.
-    let mut regions = Vec::new();
-    let mut geos = Vec::new();
-    let mut init_by = Vec::new();
-    let mut next_page = 0u64;
-    let cpu_nodes = machine.cpu_nodes();
-    for (i, r) in file.region.iter().enumerate() {
-        let rb = |m: String| bad(format!("region '{}': {m}", r.name));
-        if file.region[..i].iter().any(|o| o.name == r.name) {
-            return Err(rb("the name is used twice".into()));
-        }
-        let given = [r.bytes.is_some(), r.frac.is_some(), r.pages.is_some()].iter().filter(|&&g| g).count();
-        if given != 1 {
-            return Err(rb(format!("give exactly one of bytes, frac and pages (got {given})")));
-        }
-        let per_thread = r.dunx_class == "PR";
-        let mut pages = if let Some(b) = r.bytes {
-            ((b as f64 * opts.scale) / page_bytes as f64).ceil() as u64
-        } else if let Some(f) = r.frac {
-            if h.footprint == 0 {
-                return Err(rb("frac needs workload.footprint".into()));
-            }
-            if !(f > 0.0 && f <= 1.0) {
-                return Err(rb(format!("frac = {f} must lie in (0, 1]")));
-            }
-            ((h.footprint as f64 * f * opts.scale) / page_bytes as f64).ceil() as u64
-        } else {
-            (r.pages.unwrap_or(0) as f64 * opts.scale).ceil() as u64
-        };
-        pages = pages.max(1);
-        if per_thread {
-            pages *= threads as u64;
-        }
-        let partition = r.partition.unwrap_or(match r.sharing {
-            Sharing::Private | Sharing::Partitioned => Partition::Block,
-            _ => Partition::None,
-        });
-        if !(0.0..=1.0).contains(&r.owner_share) {
-            return Err(rb(format!("owner_share = {} must lie in [0, 1]", r.owner_share)));
-        }
-        let default_init = match h.init {
-            InitStyle::ParallelFt => "owner",
-            InitStyle::Master => "master",
-            InitStyle::OwnerExplicit | InitStyle::Interleave => "none",
-        };
-        let ib = parse_init_by(r.init_by.as_deref().unwrap_or(default_init), threads).map_err(rb)?;
-        if ib.is_none() && partition == Partition::None {
-            return Err(rb("init_by = \"owner\" needs a partition (block or cyclic)".into()));
-        }
-        let home = match (&r.home, h.init) {
-            (Some(Home::Node(n)), _) => {
-                if *n as usize >= machine.node_count() || machine.nodes[*n as usize].mem_bytes == 0 {
-                    return Err(rb(format!("home = {n} is not a node with memory")));
-                }
-                Some(HomeRule::Node(*n))
-            }
-            (Some(Home::Named(s)), _) if s == "owner" => {
-                if partition == Partition::None {
-                    return Err(rb("home = \"owner\" needs a partition".into()));
-                }
-                Some(HomeRule::Owner)
-            }
-            (Some(Home::Named(s)), _) if s == "interleave" => Some(HomeRule::Interleave),
-            (Some(Home::Named(s)), _) => return Err(rb(format!("home = '{s}': expected a node id, \"owner\" or \"interleave\""))),
-            (None, InitStyle::Interleave) => Some(HomeRule::Interleave),
-            (None, InitStyle::OwnerExplicit) => return Err(rb("workload.init = \"owner_explicit\" needs a home on every region".into())),
-            (None, _) => None,
-        };
-        let owner_of = match partition {
-            Partition::Block => OwnerMap::Block { threads },
-            Partition::Cyclic => OwnerMap::Cyclic { threads },
-            Partition::None => OwnerMap::None,
-        };
-        if r.sharing == Sharing::Replicated {
-            // One copy per CPU node, each homed on its node; threads read their node's copy.
-            for &n in &cpu_nodes {
-                regions.push(RegionLayout {
-                    thread_base: 0,
-                    name: format!("{}@{n}", r.name),
-                    first_page: next_page,
-                    pages,
-                    home: Some(HomeRule::Node(n)),
-                    owner_of,
-                });
-                geos.push(Geo {
-                    first_line: next_page * lpp,
-                    pages,
-                    lpp,
-                    partition,
-                    plane_lines: plane_lines(r.plane_bytes, opts.scale, ab),
-                });
-                init_by.push(Some(u32::MAX));
-                next_page += pages;
-            }
-            continue;
-        }
-        regions.push(RegionLayout { name: r.name.clone(), thread_base: 0, first_page: next_page, pages, home, owner_of });
-        geos.push(Geo { first_line: next_page * lpp, pages, lpp, partition, plane_lines: plane_lines(r.plane_bytes, opts.scale, ab) });
-        init_by.push(ib);
-        next_page += pages;
-    }
-    let total_pages = next_page;
-    let need = total_pages * page_bytes;
-    let have = machine.total_mem_bytes();
-    if need > have {
-        return Err(WorkloadError::too_large(origin, need, have, opts.scale));
-    }
-    // Map file region index -> first layout index (replicated regions expand to several).
-    let region_index = |name: &str| -> Option<usize> {
-        let mut li = 0;
-        for r in &file.region {
-            if r.name == name {
-                return Some(li);
-            }
-            li += if r.sharing == Sharing::Replicated { cpu_nodes.len() } else { 1 };
-        }
-        None
-    };
-    let file_region = |name: &str| file.region.iter().find(|r| r.name == name);
+    let Layout { regions, geos, init_by, total_pages } = lay_out(file, origin, machine, opts, threads, lpp)?;
+    let names = RegionNames::new(file, machine);
+    let init = first_touches(&geos, &init_by, threads, lpp);
+    let phases = compile_phases(file, origin, opts, &geos, &names, threads, lpp)?;
+    schedule::check_size(file, origin, &phases, geos.len())?;
+    let Schedule { steps, offsets, synth_k } = schedule::schedule(file, origin, &phases, &geos, &names, threads)?;
+    let initial_cpus = place_threads(machine, threads, h.placement, h.seed);
+    Ok(Program {
+        name: h.name.clone(),
+        threads,
+        access_bytes: ab,
+        page_bytes,
+        lines_per_page: lpp,
+        total_pages,
+        regions,
+        initial_cpus,
+        pinned: h.pinned,
+        steps,
+        init,
+        phases,
+        internals: Internals { geos, offsets, synth_k },
+        members: Vec::new(),
+    })
+}
 
-    // First touches: in parallel, ascending page order, regions in file order.
-    let mut init: Vec<Vec<Seg>> = vec![Vec::new(); threads as usize];
-    for (li, g) in geos.iter().enumerate() {
-        let touch = |pages_lo: u64, count: u64, step_pages: u64| Seg {
-            start: g.first_line + pages_lo * lpp,
-            chunk: 1,
-            step: step_pages * lpp,
-            chunks: count,
-        };
-        match init_by[li] {
-            Some(u32::MAX) => {}
-            Some(k) => init[k as usize].push(touch(0, g.pages, 1)),
-            None => {
-                for t in 0..threads {
-                    match g.partition {
-                        Partition::Cyclic => {
-                            let count = (g.pages + threads as u64 - 1 - t as u64) / threads as u64;
-                            if count > 0 {
-                                init[t as usize].push(touch(t as u64, count, threads as u64));
-                            }
-                        }
-                        _ => {
-                            let (lo, hi) = g.block_pages(t, threads);
-                            if hi > lo {
-                                init[t as usize].push(touch(lo, hi - lo, 1));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    // Phases.
+/// Compile the file's phases: each access's entry and references per repeat, or a `runs`
+/// phase's synthesis; errors name the phase and the access.
+fn compile_phases(
+    file: &WorkloadFile,
+    origin: &str,
+    opts: &CompileOptions,
+    geos: &[Geo],
+    names: &RegionNames,
+    threads: u32,
+    lpp: u64,
+) -> Result<Vec<CompiledPhase>, WorkloadError> {
+    let bad = |m: String| WorkloadError::invalid(origin, m);
+    let h = &file.workload;
     let mut phases = Vec::new();
     for ph in &file.phase {
         let pb = |m: String| bad(format!("phase '{}': {m}", ph.name));
@@ -531,8 +395,8 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
                 if ph.accesses[..i].iter().any(|o| o.region == a.region) {
                     return Err(pb(format!("access to '{}': the region is named twice", a.region)));
                 }
-                let fr = file_region(&a.region).ok_or_else(|| pb(format!("access to '{}': no region has this name", a.region)))?;
-                let li = region_index(&a.region).expect("found above");
+                let fr = names.region(&a.region).ok_or_else(|| pb(format!("access to '{}': no region has this name", a.region)))?;
+                let li = names.index(&a.region).expect("found above");
                 rrs.push(RunsRegion { region: fr, first_line: geos[li].first_line, pages: geos[li].pages });
             }
             let synth = Synth::build(&ph.accesses, &patterns, &rrs, threads, lpp).map_err(&pb)?;
@@ -550,17 +414,17 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         let refs = if ph.refs > 0 {
             ((ph.refs as f64 * opts.scale).round() as u64).max(1)
         } else {
-            let mut names: Vec<&str> = ph.accesses.iter().map(|a| a.region.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            names.iter().filter_map(|n| region_index(n)).map(|li| geos[li].lines()).sum()
+            let mut named: Vec<&str> = ph.accesses.iter().map(|a| a.region.as_str()).collect();
+            named.sort_unstable();
+            named.dedup();
+            named.iter().filter_map(|n| names.index(n)).map(|li| geos[li].lines()).sum()
         };
         let counts = apportion(refs, &ph.accesses.iter().map(|a| a.share).collect::<Vec<_>>());
         let mut entries = Vec::new();
         for ((a, pat), count) in ph.accesses.iter().zip(&patterns).zip(counts) {
             let eb = |m: String| pb(format!("access to '{}': {m}", a.region));
-            let fr = file_region(&a.region).ok_or_else(|| eb("no region has this name".into()))?;
-            let li = region_index(&a.region).expect("found above");
+            let fr = names.region(&a.region).ok_or_else(|| eb("no region has this name".into()))?;
+            let li = names.index(&a.region).expect("found above");
             if !(0.0..=1.0).contains(&a.read_frac) {
                 return Err(eb(format!("read_frac = {} must lie in [0, 1]", a.read_frac)));
             }
@@ -601,127 +465,5 @@ pub fn compile(file: &WorkloadFile, origin: &str, machine: &Machine, opts: &Comp
         }
         phases.push(CompiledPhase { name: ph.name.clone(), parallel: ph.parallel, entries, compute, passes, synth: None });
     }
-
-    // Bound the schedule before building it: a `runs` phase makes K steps per repeat, and
-    // repartition keeps one offset per region per step.
-    let mut total_steps: u64 = 1;
-    for (ph, cp) in file.phase.iter().zip(&phases) {
-        let per_repeat = cp.synth.as_ref().map_or(1, |sy| sy.k);
-        let passes = ph.repeat as u64 * if ph.once { 1 } else { h.run.iterations as u64 };
-        total_steps = total_steps.saturating_add(passes.saturating_mul(per_repeat));
-    }
-    if total_steps > limits::MAX_STEPS {
-        return Err(bad(format!(
-            "the run has {total_steps} steps (phases × repeat × iterations, × synth phases of a `runs` phase): at most {}",
-            limits::MAX_STEPS
-        )));
-    }
-    let repartitions = file.phase.iter().any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
-    if repartitions && total_steps.saturating_mul(geos.len() as u64) > limits::MAX_STEPS * 8 {
-        return Err(bad(format!(
-            "repartition over {total_steps} steps and {} regions: at most {} step-regions",
-            geos.len(),
-            limits::MAX_STEPS * 8
-        )));
-    }
-
-    // Schedule: first touches, once phases, then iterations over the others.
-    let mut steps = vec![Step { phase: None, phase_name: "init".into(), iteration: 0, repeat: 0, barrier_after: true, p2p: None }];
-    let order: Vec<(usize, u32)> = file
-        .phase
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.once)
-        .map(|(i, _)| (i, 0))
-        .chain((0..h.run.iterations).flat_map(|it| file.phase.iter().enumerate().filter(|(_, p)| !p.once).map(move |(i, _)| (i, it))))
-        .collect();
-    let mut repeats_done = vec![0u64; file.phase.len()];
-    let any_repartition = file.phase.iter().any(|p| p.repartition.as_ref().is_some_and(|r| r.every > 0));
-    let mut offsets_now = vec![0u64; geos.len()];
-    let mut offsets = Vec::new();
-    if any_repartition {
-        offsets.push(offsets_now.clone());
-    }
-    let mut repart: Vec<Option<(usize, u64, u64)>> = Vec::new();
-    for ph in &file.phase {
-        repart.push(match &ph.repartition {
-            Some(r) if r.every > 0 => {
-                let li = region_index(&r.region)
-                    .ok_or_else(|| bad(format!("phase '{}': repartition names unknown region '{}'", ph.name, r.region)))?;
-                if geos[li].partition != Partition::Block {
-                    return Err(bad(format!("phase '{}': repartition needs a block-partitioned region", ph.name)));
-                }
-                let s = (r.frac * geos[li].pages as f64 / threads as f64 + 0.5).floor() as u64;
-                Some((li, r.every as u64, s))
-            }
-            _ => None,
-        });
-    }
-    let mut synth_k: Vec<Option<u64>> = vec![None];
-    for (pi, it) in order {
-        let ph = &file.phase[pi];
-        if let Some(sy) = &phases[pi].synth {
-            // One step per synth phase; `repeat` counts synth phases across the phase's repeats.
-            for r in 0..ph.repeat {
-                for k in 0..sy.k {
-                    let last = k + 1 == sy.k;
-                    let barrier_after = match ph.barrier {
-                        Barrier::EachRun => true,
-                        Barrier::EachRepeat => last,
-                        Barrier::End => last && r + 1 == ph.repeat,
-                        _ => false,
-                    };
-                    let repeat = (r as u64 * sy.k + k).min(u32::MAX as u64) as u32;
-                    steps.push(Step { phase: Some(pi), phase_name: ph.name.clone(), iteration: it, repeat, barrier_after, p2p: None });
-                    synth_k.push(Some(k));
-                    if any_repartition {
-                        offsets.push(offsets_now.clone());
-                    }
-                }
-            }
-            continue;
-        }
-        for k in 0..ph.repeat {
-            let last = k + 1 == ph.repeat;
-            let barrier_after = match ph.barrier {
-                Barrier::None => !ph.parallel && last,
-                Barrier::End | Barrier::P2pNeighbours | Barrier::P2pNeighboursRev => last,
-                Barrier::EachRepeat | Barrier::EachRun => true,
-            };
-            let p2p = match ph.barrier {
-                Barrier::P2pNeighbours => Some(P2p { chunks: ph.chunks.max(1), reverse: false }),
-                Barrier::P2pNeighboursRev => Some(P2p { chunks: ph.chunks.max(1), reverse: true }),
-                _ => None,
-            };
-            steps.push(Step { phase: Some(pi), phase_name: ph.name.clone(), iteration: it, repeat: k, barrier_after, p2p });
-            synth_k.push(None);
-            if any_repartition {
-                offsets.push(offsets_now.clone());
-            }
-            repeats_done[pi] += 1;
-            if let Some((li, every, s)) = repart[pi] {
-                if repeats_done[pi].is_multiple_of(every) {
-                    offsets_now[li] += s;
-                }
-            }
-        }
-    }
-
-    let initial_cpus = place_threads(machine, threads, h.placement, h.seed);
-    Ok(Program {
-        name: h.name.clone(),
-        threads,
-        access_bytes: ab,
-        page_bytes,
-        lines_per_page: lpp,
-        total_pages,
-        regions,
-        initial_cpus,
-        pinned: h.pinned,
-        steps,
-        init,
-        phases,
-        internals: Internals { geos, offsets, synth_k },
-        members: Vec::new(),
-    })
+    Ok(phases)
 }

@@ -19,6 +19,8 @@ pub mod sweep;
 pub mod synth;
 
 mod compile;
+mod layout;
+mod schedule;
 mod work;
 
 pub use compile::{compile, limits, CompileOptions};
