@@ -85,6 +85,59 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 }
 
 impl Hot<'_> {
+    /// Whether the next block would charge nothing, found without planning it (docs/simulator.md,
+    /// "Blocks that charge nothing"): `p_lin`, where the entries' mean cost puts the epoch's
+    /// end, formed as the block forms it, from the last block's plans (in one call a random or
+    /// strided entry costs the same at every block, and a walk or fixed entry the same but for
+    /// its page's node, read here), bounds the block's `P`; if no entry's target passes what it
+    /// issued there, the block would charge nothing and the caller goes on to the exact
+    /// stretch, as it would after that block. False whenever it cannot tell.
+    pub(super) fn charges_nothing(&self, entries: &[Entry], step: &FastStep, fs: &FastState, cost: &[f64], max: u64, clock: f64) -> bool {
+        if !fs.plans_of_call {
+            return false;
+        }
+        let n = self.n;
+        let total_refs = step.total_refs.max(1);
+        let issued_before: u64 = entries.iter().map(|e| e.issued).sum();
+        let mut mean_ns = 0.0;
+        for (i, e) in entries.iter().enumerate() {
+            // An inactive entry adds `ratio · 0`, which leaves the sum as it is.
+            if e.remaining() == 0 || e.refs == 0 {
+                continue;
+            }
+            let (fe, plan) = (&step.kinds[i], &fs.plans[i]);
+            let ns = match (fe.kind, &e.cursor) {
+                (FastKind::Walk, _) | (FastKind::Fixed, Cursor::Fixed { .. }) => {
+                    let line = match &e.cursor {
+                        Cursor::Fixed { line } => *line,
+                        _ => match e.peek_run_and_chunk(step.lpp, e.remaining()) {
+                            Some((line, _, _)) => line,
+                            None => return false,
+                        },
+                    };
+                    let h = self.home[(line >> self.shift) as usize];
+                    if h >= SLOW {
+                        return false;
+                    }
+                    let row = &cost[kind_index(e.kind) * n..(kind_index(e.kind) + 1) * n];
+                    match fe.escape {
+                        None => row[h as usize],
+                        // `shares_of` gives the same escape shares and own weight on any node.
+                        Some(_) => plan.base_ns + plan.own * row[h as usize],
+                    }
+                }
+                (FastKind::Fixed, _) => return false,
+                _ => plan.ns,
+            };
+            mean_ns += e.refs as f64 / total_refs as f64 * ns;
+        }
+        let x = (self.end - clock) / mean_ns.max(1e-9);
+        let p_lin = issued_before as u128 + if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
+        let total = total_refs as u128;
+        let p = total.min(issued_before as u128 + max as u128).min(p_lin);
+        entries.iter().all(|e| e.remaining() == 0 || target(p, e.refs, total, e.refs as f64 / total_refs as f64) <= e.issued)
+    }
+
     /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the
     /// largest `P` that keeps each walk on pages the fast path may charge (of any node), stays
     /// within `max` and ends at most one reference past the epoch end. `None` if a walk or
@@ -166,6 +219,7 @@ impl Hot<'_> {
             fs.plans[i] = Plan { home_node, ns, armed, own, line: line.unwrap_or(0), reach, base_ns, ratio, stop: u64::MAX };
             mean_ns += ratio * ns;
         }
+        fs.plans_of_call = true;
         // Where the epoch ends if every walk stays on its current node: `ceil` of the room
         // (the block may end a reference past the end), as `x.ceil().clamp(1.0, 1e18) as
         // u128` without the library calls for `ceil` and for a cast to u128 (NaN gives 0, as
@@ -386,6 +440,7 @@ impl Hot<'_> {
 impl FastState {
     /// Empty the per-entry scratch of a block of `entries` entries on `n` nodes.
     fn begin_block(&mut self, entries: usize, n: usize) {
+        self.plans_of_call = false;
         self.plans.resize(entries, Plan::default());
         self.entry_share.resize(entries * n, 0.0);
         self.walks.begin(entries);

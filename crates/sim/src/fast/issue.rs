@@ -55,8 +55,17 @@ impl Hot<'_> {
         mut clock: f64,
     ) -> (u64, f64, Option<SlowRef>) {
         let mut issued = 0;
+        // Plans of an earlier call were made with other shares and costs.
+        fs.plans_of_call = false;
         while issued < max {
-            if let Some((k, c, slow)) = self.block(entries, step, fs, max - issued, t, clock) {
+            let nothing = self.charges_nothing(entries, step, fs, t.cost, max - issued, clock);
+            if cfg!(debug_assertions) && nothing {
+                // The block it skips would have charged nothing (and so changed nothing).
+                let planned = self.block(entries, step, fs, max - issued, t, clock);
+                assert!(matches!(planned, None | Some((0, _, None))), "a skipped block charges {planned:?}");
+            }
+            let block = if nothing { None } else { self.block(entries, step, fs, max - issued, t, clock) };
+            if let Some((k, c, slow)) = block {
                 if slow.is_some() {
                     return (issued + k, c, slow);
                 }

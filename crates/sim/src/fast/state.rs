@@ -34,6 +34,9 @@ pub(crate) struct FastState {
     caps_max: Vec<u64>,
     /// Per entry of the block being charged: what the block found out about it.
     pub(super) plans: Vec<Plan>,
+    /// `plans` hold every entry's plan from a block of the current `issue_fast` call (whose
+    /// shares and costs they were made with): `Hot::charges_nothing` may use them.
+    pub(super) plans_of_call: bool,
     /// Per entry of the block (`n` each): its `shares_of`, where the block needed them.
     pub(super) entry_share: Vec<f64>,
     /// Per entry: what a whole pass of its stride puts in each run of one node.
