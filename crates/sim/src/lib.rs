@@ -31,6 +31,7 @@ mod stridereach;
 mod view;
 pub mod vm;
 pub mod vmlive;
+pub mod vmplace;
 pub mod vmrun;
 mod walkruns;
 mod windows;
