@@ -53,7 +53,7 @@ enum {
     H_MAGIC = 0, H_CAPACITY, H_RESERVE, H_TAIL, H_DROPPED, H_PROTECT_ROUNDS, H_PAGES_PROTECTED,
     H_RESTORED_UNTOUCHED, H_MAP_LIMIT, H_SYSCALL_SAVES, H_CHAINED, H_STATUS, H_SKIPPED_INFLIGHT,
     H_HELPER_TID, H_FAULTS, H_ARMED_PAGES, H_ARM_REJECTED, H_ARM_SEEN, H_MPROTECT_RUNS,
-    H_EXCL_LEN, H_EXCL_FULL,
+    H_EXCL_LEN,
     /* written by the agent */
     H_PERIOD_NS = 64, H_MAX_PAGES, H_MIN_MAPPING_BYTES, H_ARM_GEN, H_ARM_LEN,
 };
@@ -63,7 +63,7 @@ enum {
 #define REQUEST_BYTES (MAX_SLOTS * 8)
 /* The excluded ranges (below), published for the agent after the request area: H_EXCL_LEN
  * pairs (lo, hi) of u64, each written before the count that covers it (release), never
- * changed after; H_EXCL_FULL = 1 once one could not be recorded. The record ring follows. */
+ * changed after. The record ring follows. */
 #define MAX_EXCL 1024
 #define EXCL_BYTES (MAX_EXCL * 16)
 #define REASON_OFF 1024 /* status 2: a NUL-terminated reason */
@@ -97,8 +97,6 @@ static volatile uint64_t *excl_shared;
 static int nexcl, excl_full, excl_lock;
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-static void mark_excl_full(void);
-
 static void exclude(uint64_t lo, uint64_t hi) {
     while (__atomic_exchange_n(&excl_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
     if (nexcl < MAX_EXCL) {
@@ -112,7 +110,7 @@ static void exclude(uint64_t lo, uint64_t hi) {
             __atomic_store_n(&hdr[H_EXCL_LEN], (uint64_t)nexcl + 1, __ATOMIC_RELEASE);
         }
         __atomic_store_n(&nexcl, nexcl + 1, __ATOMIC_RELEASE);
-    } else mark_excl_full();
+    } else excl_full = 1;
     __atomic_store_n(&excl_lock, 0, __ATOMIC_RELEASE);
 }
 
@@ -123,20 +121,15 @@ static int excluded(uint64_t page) {
 }
 
 /* The stack of a thread just created, guard included, joins the excluded ranges. */
-static void mark_excl_full(void) {
-    excl_full = 1;
-    if (excl_shared) __atomic_store_n(&hdr[H_EXCL_FULL], 1, __ATOMIC_RELEASE);
-}
-
 static void exclude_stack(pthread_t t) {
     pthread_attr_t a;
     void *addr;
     size_t size, guard = 0;
-    if (pthread_getattr_np(t, &a) != 0) { mark_excl_full(); return; }
+    if (pthread_getattr_np(t, &a) != 0) { excl_full = 1; return; }
     if (pthread_attr_getstack(&a, &addr, &size) == 0) {
         pthread_attr_getguardsize(&a, &guard);
         exclude((uint64_t)addr - guard, (uint64_t)addr + size);
-    } else mark_excl_full();
+    } else excl_full = 1;
     pthread_attr_destroy(&a);
 }
 
