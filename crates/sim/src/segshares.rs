@@ -45,6 +45,10 @@ struct Quick {
 /// A segment's fields as a key: start, chunk, step, chunks.
 type SegKey = (u64, u64, u64, u64);
 
+fn seg_key(seg: &Seg) -> SegKey {
+    (seg.start, seg.chunk, seg.step, seg.chunks)
+}
+
 /// Slots of `SegShares::recent` (a power of two).
 const RECENT_SLOTS: usize = 1024;
 
@@ -106,7 +110,7 @@ const MIN_SWEEP_SEGMENTS: usize = if cfg!(test) { 4 } else { 4096 };
 
 impl SegShares {
     pub fn intern(&mut self, seg: Seg, n: usize) -> usize {
-        let key = (seg.start, seg.chunk, seg.step, seg.chunks);
+        let key = seg_key(&seg);
         if self.recent.is_empty() {
             self.recent.resize(RECENT_SLOTS, None);
         }
@@ -198,7 +202,7 @@ impl SegShares {
                     self.mixes.remove(parts);
                 }
                 None => {
-                    self.index.remove(&(s.seg.start, s.seg.chunk, s.seg.step, s.seg.chunks));
+                    self.index.remove(&seg_key(&s.seg));
                 }
             }
             let mut gone = SegShare::new(Seg::contiguous(0, 0), None, 0);

@@ -129,13 +129,14 @@ impl Hot<'_> {
                 (FastKind::Fixed, _) => return false,
                 _ => plan.ns,
             };
-            mean_ns += e.refs as f64 / total_refs as f64 * ns;
+            // `plan.ratio` is `refs / T`, which a step does not change.
+            mean_ns += plan.ratio * ns;
         }
         let x = (self.end - clock) / mean_ns.max(1e-9);
         let p_lin = issued_before as u128 + if x.is_nan() { 0 } else { crate::hot::ceil_at_least_one(x).min(1e18) as u64 as u128 };
         let total = total_refs as u128;
         let p = total.min(issued_before as u128 + max as u128).min(p_lin);
-        entries.iter().all(|e| e.remaining() == 0 || target(p, e.refs, total, e.refs as f64 / total_refs as f64) <= e.issued)
+        entries.iter().zip(&fs.plans).all(|(e, plan)| e.remaining() == 0 || target(p, e.refs, total, plan.ratio) <= e.issued)
     }
 
     /// One proportional block: every entry advances to `floor(P·refs_i/T)` references for the

@@ -181,7 +181,8 @@ impl SegShare {
                             // the lines of both.
                             self.armed.insert_or_add(first, lines, span_pages);
                         } else {
-                            // Several pages of a contiguous segment, each with its own lines.
+                            // Several whole pages of one chunk, or pages of a contiguous
+                            // segment (`byte_runs`), each with its own lines.
                             for page in first..past {
                                 self.armed.insert_or_add(page, lines_in(&seg, page << shift, (page + 1) << shift), span_pages);
                             }
