@@ -14,9 +14,9 @@
 /// placed by false position with the Illinois rule: an end kept twice in a row has its
 /// distance from `end` halved, so that the next guess moves off it (plain false position
 /// creeps towards a kink from one side a little per look). A guess whose clock is within two
-/// steps' cost of `end` is confirmed by its neighbour, which usually ends the search; a
-/// bracket that did not halve in two rounds is halved instead, so the search takes at most
-/// about three rounds per halving. Which `p` it finds does not depend on the guesses, only
+/// steps' cost of `end` is confirmed by its neighbour, which usually ends the search; the
+/// third of every three rounds halves the bracket if the first two did not, so the search
+/// takes at most three rounds (six looks) per halving. Which `p` it finds does not depend on the guesses, only
 /// how many looks it takes.
 pub(crate) fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64, mut clock_at: impl FnMut(u128) -> f64) -> u128 {
     let (mut lo, mut c_lo, mut hi, mut c_hi) = (lo, c_lo, hi, c_hi);
@@ -24,15 +24,12 @@ pub(crate) fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64,
     let (mut w_lo, mut w_hi) = (end - c_lo, c_hi - end);
     // Which end moved last (`Some(true)`: the upper one).
     let mut moved_hi: Option<bool> = None;
-    // The bracket's width when last checked, and the rounds since.
-    let (mut width_checked, mut rounds) = (hi.saturating_sub(lo), 0);
+    // Rounds go in threes: the bracket's width when the three began, and the rounds since.
+    let (mut width_before, mut rounds) = (hi.saturating_sub(lo), 0);
     while hi > lo + 1 {
         let width = hi - lo;
         rounds += 1;
-        let bisect = rounds > 2 && width > width_checked / 2;
-        if rounds > 2 {
-            (width_checked, rounds) = (width, 0);
-        }
+        let bisect = rounds == 3 && width > width_before / 2;
         let mid = if bisect {
             lo + width / 2
         } else {
@@ -71,6 +68,9 @@ pub(crate) fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64,
                 }
                 (lo, c_lo, w_lo) = (lo + 1, c_above, end - c_above);
             }
+        }
+        if rounds == 3 {
+            (width_before, rounds) = (hi.saturating_sub(lo), 0);
         }
     }
     hi
