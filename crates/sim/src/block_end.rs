@@ -3,11 +3,9 @@
 //! whose clock reaches the epoch's end.
 
 /// The smallest `p` in `lo + 1 ..= hi` whose block reaches `end` (`clock_at(p) >= end`), given
-/// `c_lo < end <= c_hi = clock_at(hi)`, where `c_lo` is `clock_at(lo)` or less (the caller
-/// passes the clock before the block, below what entries left behind by a fault add at once);
-/// `clock_at` does not decrease. `hi` itself when nothing lies between: also when `hi <= lo`,
-/// which a block can ask for when a walk stops it at once and entries left behind by a fault
-/// already take the clock past the end.
+/// `c_lo < end <= c_hi = clock_at(hi)`, where `c_lo` is `clock_at(lo)` or less (a lower bound
+/// gives the same `p` in more looks); `clock_at` does not decrease. `hi` itself when nothing
+/// lies between: also when `hi <= lo`.
 ///
 /// The clock is piecewise linear in `p` with kinks (an entry ahead of its target adds nothing
 /// until `P` catches up with it; a walk's cost changes from run to run), so the crossing is
@@ -16,8 +14,8 @@
 /// creeps towards a kink from one side a little per look). A guess whose clock is within two
 /// steps' cost of `end` is confirmed by its neighbour, which usually ends the search; the
 /// third of every three rounds halves the bracket if the first two did not, so the search
-/// takes at most three rounds (six looks) per halving. Which `p` it finds does not depend on the guesses, only
-/// how many looks it takes.
+/// takes at most three rounds (six looks) per halving. Which `p` it finds does not depend on
+/// the guesses, only how many looks it takes.
 pub(crate) fn first_reaching(lo: u128, c_lo: f64, hi: u128, c_hi: f64, end: f64, mut clock_at: impl FnMut(u128) -> f64) -> u128 {
     let (mut lo, mut c_lo, mut hi, mut c_hi) = (lo, c_lo, hi, c_hi);
     // The ends' distances from `end` that weigh the next guess (halved by the Illinois rule).
