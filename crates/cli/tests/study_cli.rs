@@ -40,6 +40,7 @@ fn a_study_expands_caches_and_resumes() {
     let f = file.to_str().unwrap();
     let (doc, err) = run_json(&["study", f]);
     assert!(err.contains("8 cells, 24 jobs, 0 cached, 24 to run"), "{err}");
+    assert!(err.contains(": ran 24 runs in ") && err.contains(" s wall, "), "{err}");
     assert_eq!(doc["schema"], "numalab.study/1");
     let cells = doc["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 8, "2 workloads x 2 policies x 2 grid points");
@@ -54,6 +55,7 @@ fn a_study_expands_caches_and_resumes() {
     // Again: everything comes from the cache, same bytes.
     let (again, err) = run_json(&["study", f]);
     assert!(err.contains("24 cached, 0 to run"), "{err}");
+    assert!(!err.contains(" runs in "), "nothing ran: {err}");
     assert_eq!(doc, again);
     // Extending the study (one more run per cell) computes only the new runs.
     write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 4"));

@@ -82,7 +82,9 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
     }
     let pb = crate::scenario::progress(pending.len() as u64, "study");
     let failure = Mutex::new(None);
-    pool(a.jobs)?.install(|| {
+    let started = std::time::Instant::now();
+    let pool = pool(a.jobs)?;
+    pool.install(|| {
         pending.par_iter().for_each(|&(c, k)| {
             let res = match &cells[c].vm {
                 None => run_one(&cells[c].resolved.scenario, seed_of(k)),
@@ -103,6 +105,17 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
     pb.finish_and_clear();
     if let Some(e) = failure.into_inner().expect("no panics hold the lock") {
         return Err(e);
+    }
+    // What the study cost, where the progress bar was (a study's time is what users plan
+    // by; it stays out of the document, whose bytes depend only on the inputs).
+    if !pending.is_empty() {
+        eprintln!(
+            "study {}: ran {} runs in {:.1} s wall, {} at a time",
+            file.display(),
+            pending.len(),
+            started.elapsed().as_secs_f64(),
+            pool.current_num_threads()
+        );
     }
     // Every result is read back from the cache, so a resumed study and a merged one are built
     // from the same bytes.
