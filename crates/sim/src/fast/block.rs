@@ -4,7 +4,7 @@ use super::div_u128;
 use super::entry::{FastEntry, FastKind};
 use super::issue::FastStep;
 use super::state::FastState;
-use crate::block_end::{first_reaching, target};
+use crate::block_end::{p_reaching_end, target};
 use crate::hot::{kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 use crate::segshares::SegShares;
@@ -267,7 +267,7 @@ impl Hot<'_> {
         let p = if c_top < self.end || p_top <= lo + 1 {
             p_top
         } else {
-            fs.block_end(lo, p_top, c_top, self.end, |fs, p| fs.clock_at::<true>(p, entries, step, max, clock), clock)
+            p_reaching_end(lo, (p_top, c_top), clock, self.end, |p| fs.clock_at::<true>(p, entries, step, max, clock))
         };
         let slot = match fs.ks_at.iter().position(|&at| at == p) {
             Some(slot) => slot,
@@ -452,45 +452,6 @@ impl FastState {
         self.ks_at = [u128::MAX; 2];
     }
 
-    /// The block's `P` when the clock at `p_top` (`c_top`) reaches the epoch's `end`: the
-    /// first `P` in `lo + 1 ..= p_top` whose clock does (`clock_at`, which leaves that `P`'s
-    /// references in a slot of `ks`; `clock` is the clock before the block).
-    ///
-    /// Most such blocks end at `p_top` or just below it: `p_top` is where the mean cost puts
-    /// the end, rounded up. When `c_top` passes the end by less than two steps' mean cost,
-    /// `p_top - 1` is looked at first, so that such a block ends after two looks with its
-    /// references at hand. Otherwise the search starts from the clock at `lo + 1`, not from
-    /// `clock`: entries a fault left behind add their backlog at once, and a bracket whose
-    /// lower clock is short by that much places its guesses far off (13.7 looks per search
-    /// on is-like under autonuma, against 3.5). When the backlog alone reaches the end,
-    /// `lo + 1` is the block's `P`, its references at hand.
-    fn block_end(
-        &mut self,
-        lo: u128,
-        p_top: u128,
-        c_top: f64,
-        end: f64,
-        mut clock_at: impl FnMut(&mut Self, u128) -> f64,
-        clock: f64,
-    ) -> u128 {
-        let (mut hi, mut c_hi) = (p_top, c_top);
-        if (c_top - end) * ((p_top - lo) as f64) <= 2.0 * (c_top - clock) {
-            let c_below = clock_at(self, p_top - 1);
-            if c_below < end {
-                return p_top;
-            }
-            (hi, c_hi) = (p_top - 1, c_below);
-            if hi <= lo + 1 {
-                return hi;
-            }
-        }
-        let c_lo = clock_at(self, lo + 1);
-        if c_lo >= end {
-            return lo + 1;
-        }
-        first_reaching(lo + 1, c_lo, hi, c_hi, end, |p| clock_at(self, p))
-    }
-
     /// The clock after a block to `p` from `clock`, formed as the charge forms it (a stride
     /// over pages of several nodes at its expected cost: its exact count is known only when
     /// taken), leaving each entry's references in `ks`; without `COST`, only the references.
@@ -571,64 +532,5 @@ mod tests {
         assert!(sweeps(18, 82_000, 101));
         // A pass longer than a sweep keeps is not swept.
         assert!(!sweeps(1 << 20, 1 << 30, 2));
-    }
-
-    /// A block's clock at `p` (relative to the clock before it): entries as (refs, issued, ns
-    /// per reference) with `floor(p·refs/total)` references due, those behind adding their
-    /// backlog at once.
-    fn clock_of(entries: &[(u64, u64, f64)], p: u128) -> f64 {
-        let total: u64 = entries.iter().map(|e| e.0).sum();
-        entries
-            .iter()
-            .map(|&(refs, issued, ns)| ((p * u128::from(refs) / u128::from(total)) as u64).saturating_sub(issued) as f64 * ns)
-            .sum()
-    }
-
-    /// `block_end` with looks counted, the last look's `P` returned too.
-    fn search(entries: &[(u64, u64, f64)], p_top: u128, end: f64) -> (u128, u32, u128) {
-        let lo: u128 = entries.iter().map(|e| u128::from(e.1)).sum();
-        let (looks, last) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-        let p = FastState::default().block_end(
-            lo,
-            p_top,
-            clock_of(entries, p_top),
-            end,
-            |_, p| {
-                looks.set(looks.get() + 1);
-                last.set(p);
-                clock_of(entries, p)
-            },
-            0.0,
-        );
-        (p, looks.get(), last.get())
-    }
-
-    /// Where a block's clock passes the epoch's end: the first `P` at the end, in the looks
-    /// each case needs, with that `P`'s references among the last two looks (or `p_top`'s).
-    #[test]
-    fn a_block_ends_at_the_first_p_at_the_end_in_few_looks() {
-        // Three entries on schedule (nothing behind): the clock rises 3.5 ns every 4 `P`.
-        let even = [(100_000, 10_000, 1.0), (100_000, 10_000, 2.0), (200_000, 20_000, 0.25)];
-        let lo = 40_000u128;
-        // The end 0.1 ns below the clock at `p_top`, which the mean cost put there: the block
-        // ends at `p_top` after one more look, at `p_top - 1`.
-        let p_top = lo + 1_000;
-        assert_eq!(search(&even, p_top, clock_of(&even, p_top) - 0.1), (p_top, 1, p_top - 1));
-        // The end a step further down.
-        let end = clock_of(&even, p_top - 1) - 0.1;
-        let (p, looks, _) = search(&even, p_top, end);
-        assert_eq!(p, (lo + 1..=p_top).find(|&p| clock_of(&even, p) >= end).unwrap());
-        assert!(looks <= 4, "{looks} looks");
-        // After a fault: the second entry 5 000 references behind (10 000 ns of backlog), the
-        // first as far ahead. With the end 8 000 ns away the backlog alone passes it, so the
-        // block's `P` is `lo + 1`, looked at last.
-        let behind = [(100_000, 15_000, 1.0), (100_000, 5_000, 2.0), (200_000, 20_000, 0.25)];
-        assert_eq!(search(&behind, lo + 3_000, 8_000.0), (lo + 1, 1, lo + 1));
-        // The end further on: searched from the clock at `lo + 1`.
-        let end = 11_000.0;
-        let first = (lo + 1..=lo + 3_000).find(|&p| clock_of(&behind, p) >= end).unwrap();
-        let (p, looks, _) = search(&behind, lo + 3_000, end);
-        assert_eq!(p, first);
-        assert!(looks <= 6, "{looks} looks");
     }
 }
