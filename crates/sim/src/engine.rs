@@ -221,12 +221,12 @@ impl<'a, 'l> Engine<'a, 'l> {
         let spin_ns = w.cfg.sched.barrier_spin_us * 1e3;
         loop {
             let start = w.now;
-            let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
-            w.loop_steps += 1;
-            w.steps_begun_at_last = w.steps_begun;
             for (t, th) in w.threads.iter().enumerate() {
                 w.states[t] = task_state(th, start, spin_ns);
             }
+            let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
+            w.loop_steps += 1;
+            w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
             w.sched.epoch(start, end, &w.states, &mut w.share, &mut moves);
             w.note_moves(&moves);

@@ -15,8 +15,8 @@ impl World<'_> {
     /// "Fast-forward"). One, unless the fast engine may fast-forward and the system is steady:
     /// every thread runs (none waits at a barrier or for a pipeline stage), no follow-up event
     /// is queued, and the last contention solve was reused. Then the window runs up to the
-    /// first event that an epoch boundary would have to meet: a background task's arrival,
-    /// a scheduler balance, the policy tick, the scheduler tick, a page scan, the end of a
+    /// first event that an epoch boundary would have to meet: a background task that starts
+    /// or ends on a CPU without a thread, a scheduler balance, the policy tick, the scheduler tick, a page scan, the end of a
     /// metrics interval, and the predicted end of every running thread's step; at most
     /// `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
     pub(super) fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
@@ -33,8 +33,8 @@ impl World<'_> {
         // boundary.
         let before = |at: f64| ((at - start) / epoch_ns).floor();
         let until = |at: f64| ((at - start) / epoch_ns).ceil();
-        let (arrival_ns, due_ns) = self.sched.next_events(start);
-        let mut epochs = (max_ns / epoch_ns).floor().min(before(arrival_ns)).min(until(due_ns));
+        let due_ns = self.sched.next_event(start, start + max_ns, &self.states);
+        let mut epochs = (max_ns / epoch_ns).floor().min(until(due_ns));
         epochs = epochs.min(until(self.tick_next_ns)).min(until(self.task_tick_next_ns));
         if let Some(maps) = &self.maps {
             epochs = epochs.min(until(maps.next_ns));

@@ -111,6 +111,22 @@ pub struct Move {
     pub at_ns: f64,
 }
 
+/// The wake-up's sibling search for a background task (`select_idle_sibling`): an idle CPU of
+/// `cpu`'s node when `cpu` is busy (a thread on it, `load`, or a task `running` at `at`).
+fn idle_sibling<'s>(
+    load: &'s [u32],
+    node_of_cpu: &'s [NodeId],
+    cpus_of_node: &'s [Vec<usize>],
+) -> impl Fn(usize, f64, &[noise::NoiseTask]) -> Option<usize> + 's {
+    move |cpu: usize, at: f64, running: &[noise::NoiseTask]| {
+        let busy = |c: usize| load[c] > 0 || running.iter().any(|n| n.cpu == c && n.start_ns <= at && n.end_ns > at);
+        if !busy(cpu) {
+            return None;
+        }
+        cpus_of_node[node_of_cpu[cpu] as usize].iter().copied().find(|&c| !busy(c))
+    }
+}
+
 pub struct Scheduler {
     cfg: SchedConfig,
     node_of_cpu: Vec<NodeId>,
@@ -203,13 +219,13 @@ impl Scheduler {
         self.nr(cpu) == 0
     }
 
-    /// What bounds a fast-forward window that starts at `start` (docs/simulator.md,
-    /// "Fast-forward"): `(arrival_ns, due_ns)`. While a CPU has no thread, a background task
-    /// arriving at `arrival_ns` must start in its own epoch, so the window ends at the grid
-    /// point at or before it; at `due_ns` the scheduler has work it does at an epoch's start (a periodic
-    /// balance falls due, or a background task starts or ends on a CPU with no thread, which
-    /// changes whether the CPU is idle), so the window ends at the grid point at or after it.
-    pub fn next_events(&self, start: f64) -> (f64, f64) {
+    /// When the scheduler next has work it does at an epoch's start, seen from a fast-forward
+    /// window that starts at `start` and ends by `until` (docs/simulator.md, "Fast-forward"):
+    /// a periodic balance falls due, or a background task starts or ends on a CPU without a
+    /// thread (counted from `states`, the threads' states at `start`), which changes whether
+    /// the CPU is idle. The window ends at the grid point at or after it, the first epoch
+    /// start at which the epoch-by-epoch loop would see the change.
+    pub fn next_event(&self, start: f64, until: f64, states: &[TaskState]) -> f64 {
         let mut due_ns = f64::INFINITY;
         if !self.pinned {
             for levels in &self.balance {
@@ -218,17 +234,27 @@ impl Scheduler {
                 }
             }
         }
-        for task in self.noise.tasks.iter().filter(|n| self.load[n.cpu] == 0) {
+        let mut load = vec![0u32; self.load.len()];
+        for (t, st) in states.iter().enumerate() {
+            if st.on_cpu() {
+                load[self.cpu_of[t] as usize] += 1;
+            }
+        }
+        for task in self.noise.tasks.iter().filter(|n| load[n.cpu] == 0) {
             for at in [task.start_ns, task.end_ns] {
                 if at > start {
                     due_ns = due_ns.min(at);
                 }
             }
         }
-        // With a thread on every CPU, an arrival only takes part of one thread's CPU, which
-        // the window's shares average; with an idle CPU it may end the idleness.
-        let arrival_ns = if self.load.iter().all(|&l| l > 0) { f64::INFINITY } else { self.noise.next_arrival_ns() };
-        (arrival_ns, due_ns)
+        // Tasks still to arrive: one that starts on a CPU with a thread only takes part of
+        // that thread's CPU, which the window's CPU shares average. Where each will start is
+        // known ahead: the draws that place it come from the scheduler's own stream.
+        if load.contains(&0) {
+            let sibling = idle_sibling(&load, &self.node_of_cpu, &self.cpus_of_node);
+            due_ns = due_ns.min(self.noise.first_landing(until.min(due_ns), &self.rng, load.len(), sibling, |cpu| load[cpu] == 0));
+        }
+        due_ns
     }
 
     /// Advance to the epoch `[start, end)`: start background tasks, balance load. Returns the
@@ -239,17 +265,7 @@ impl Scheduler {
         self.recount(states);
         let cpus = self.node_of_cpu.len();
         // New background tasks; an unbound one wakes on an idle CPU of its node if any.
-        {
-            let (load, node_of_cpu, cpus_of_node) = (&self.load, &self.node_of_cpu, &self.cpus_of_node);
-            let idle_sibling = |cpu: usize, at: f64, running: &[noise::NoiseTask]| {
-                let busy = |c: usize| load[c] > 0 || running.iter().any(|n| n.cpu == c && n.start_ns <= at && n.end_ns > at);
-                if !busy(cpu) {
-                    return None;
-                }
-                cpus_of_node[node_of_cpu[cpu] as usize].iter().copied().find(|&c| !busy(c))
-            };
-            self.noise.arrive(end, &mut self.rng, cpus, idle_sibling);
-        }
+        self.noise.arrive(end, &mut self.rng, cpus, idle_sibling(&self.load, &self.node_of_cpu, &self.cpus_of_node));
         for c in 0..cpus {
             self.noise_now[c] = u32::from(self.noise.running_on(c, start).is_some());
         }

@@ -247,3 +247,40 @@ fn daemon_work_takes_an_idle_cpu_of_its_node_else_shares_and_queues() {
     s.epoch(500e3, 550e3, &states, &mut share, &mut moves);
     assert_eq!(share[0], 1.0, "no work, no task");
 }
+
+/// A fast-forward window passes background tasks that start on a CPU with a thread and ends
+/// at the first that starts on a CPU without one (docs/simulator.md, "Fast-forward"):
+/// `next_event` names that task's start, drawing ahead on copies, so the tasks `epoch` then
+/// starts are the same as without the look-ahead. Bound tasks start where they are drawn;
+/// unbound ones drawn on CPU 2 move to the idle CPU 3 of the same node, those drawn on CPU 0
+/// or 1 stay (their node has no idle CPU).
+#[test]
+fn a_window_ends_at_the_first_background_task_on_a_cpu_without_a_thread() {
+    let states = [Runnable; 3];
+    let mut passed = 0;
+    for bound_share in [0.0, 0.5, 1.0] {
+        let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e4, noise_mean_us: 50.0, noise_bound_share: bound_share, ..SchedConfig::default() };
+        let mut looked = sched(cfg.clone(), 2, 2, vec![0, 1, 2], true);
+        let mut plain = sched(cfg, 2, 2, vec![0, 1, 2], true);
+        let arrival_ns = looked.next_event(0.0, 10.0 * MS, &states);
+        // Nothing beyond the horizon: a window that cannot reach the first such task.
+        assert_eq!(looked.next_event(0.0, arrival_ns, &states), f64::INFINITY);
+        let (mut share, mut moves) = (vec![0.0; 3], Vec::new());
+        looked.epoch(0.0, 10.0 * MS, &states, &mut share, &mut moves);
+        plain.epoch(0.0, 10.0 * MS, &states, &mut share, &mut moves);
+        let starts = |s: &Scheduler| s.noise.tasks.iter().map(|t| (t.cpu, t.start_ns)).collect::<Vec<_>>();
+        assert_eq!(starts(&looked), starts(&plain), "looking ahead drew from the stream");
+        let first_idle = looked.noise.tasks.iter().find(|t| t.cpu == 3).expect("a task on CPU 3 within 10 ms");
+        assert_eq!(arrival_ns, first_idle.start_ns, "bound share {bound_share}");
+        passed += looked.noise.tasks.iter().filter(|t| t.start_ns < arrival_ns).count();
+    }
+    assert!(passed > 0, "no window passed a task on a busy CPU: the case does not test the look-ahead");
+    // A thread on every CPU: no arrival bounds a window.
+    let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e4, ..SchedConfig::default() };
+    let s = sched(cfg, 2, 2, vec![0, 1, 2, 3], true);
+    assert_eq!(s.next_event(0.0, 10.0 * MS, &[Runnable; 4]), f64::INFINITY);
+    // A sleeping thread leaves its CPU without one, whatever the last count said.
+    let s =
+        sched(SchedConfig { noise_rate_per_cpu_hz: 2e4, noise_bound_share: 1.0, ..SchedConfig::default() }, 2, 2, vec![0, 1, 2, 3], true);
+    assert!(s.next_event(0.0, 10.0 * MS, &[Runnable, Runnable, Runnable, Sleeping]) < 10.0 * MS);
+}
