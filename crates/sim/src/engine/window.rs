@@ -12,13 +12,12 @@ const FAST_FORWARD_MARGIN: f64 = 0.75;
 
 impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
-    /// "Fast-forward"). One, unless the fast engine may fast-forward and the system is steady:
-    /// every thread runs (none waits at a barrier or for a pipeline stage), no follow-up event
-    /// is queued, and the last contention solve was reused. Then the window runs up to the
+    /// "Fast-forward"). One, unless the fast engine may fast-forward, the loop's last step
+    /// began no thread's step and no follow-up event is queued. Then the window runs up to the
     /// first event that an epoch boundary would have to meet: a background task that starts
-    /// or ends on a CPU without a thread, a scheduler balance, the policy tick, the scheduler tick, a page scan, the end of a
-    /// metrics interval, and the predicted end of every running thread's step; at most
-    /// `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
+    /// or ends on a CPU without a thread, a scheduler balance, the policy tick, the scheduler
+    /// tick, a page scan, the end of a metrics interval, and the predicted end of every running
+    /// thread's step; at most `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
     pub(super) fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
         if self.cfg.engine != EngineKind::Fast
