@@ -17,7 +17,8 @@ impl World<'_> {
     /// first event that an epoch boundary would have to meet: a background task that starts
     /// or ends on a CPU without a thread, a scheduler balance, the policy tick, the scheduler
     /// tick, a page scan, the end of a metrics interval, and the predicted end of every running
-    /// thread's step; at most `sim.fast_forward_max_us`. Every boundary stays on the grid of `epoch_ns` from 0.
+    /// thread's step; at most `sim.fast_forward_max_us`. Every boundary stays on the grid of
+    /// `epoch_ns` from 0.
     pub(super) fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
         if self.cfg.engine != EngineKind::Fast
