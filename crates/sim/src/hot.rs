@@ -6,6 +6,16 @@ use numalab_core::rng::StreamRng;
 use numalab_workload::stream::{AccessKind, Swrr};
 use rand::Rng;
 
+/// `n` as a float, through i64: the same value as `n as f64` for every `n` below 2^63 (a
+/// count of references or writes always is), in one instruction where the unsigned
+/// conversion takes a sequence of five (x86-64 before AVX-512). Counts are converted in the
+/// innermost loops of the fast engine.
+#[inline(always)]
+pub(crate) fn count_f64(n: u64) -> f64 {
+    debug_assert!(n < 1 << 63, "a count below 2^63");
+    n as i64 as f64
+}
+
 /// `x.ceil().max(1.0)`, the same float, without a call: the baseline x86-64 target has no
 /// rounding instruction, so `ceil` is a library call, and the hot paths take one per run of
 /// references. Floats from 2^52 on are integers already.
@@ -138,7 +148,7 @@ impl Hot<'_> {
             let writes = e.take_run(k);
             acc[j] += k;
             wr[j] += writes;
-            clock += k as f64 * c;
+            clock += count_f64(k) * c;
             issued += k;
             if clock >= self.end {
                 break;
@@ -185,14 +195,14 @@ impl Hot<'_> {
                         break;
                     }
                     cycles = cycles.min(run_refs / picks);
-                    cycle_ns += picks as f64 * t.cost[kind_index(e.kind) * self.n + h as usize];
+                    cycle_ns += count_f64(picks) * t.cost[kind_index(e.kind) * self.n + h as usize];
                 }
                 if placed && cycles > 0 {
                     // Whole cycles that end before the epoch does; the crossing reference is
                     // issued one by one below, as `issue` would.
                     let room = ((self.end - clock) / cycle_ns).floor();
                     let mut k = if room < cycles as f64 { room.max(0.0) as u64 } else { cycles };
-                    while k > 0 && clock + k as f64 * cycle_ns >= self.end {
+                    while k > 0 && clock + count_f64(k) * cycle_ns >= self.end {
                         k -= 1;
                     }
                     if k > 0 {
@@ -207,7 +217,7 @@ impl Hot<'_> {
                             t.acc[j] += refs;
                             t.wr[j] += writes;
                         }
-                        clock += k as f64 * cycle_ns;
+                        clock += count_f64(k) * cycle_ns;
                         issued += k * period;
                         continue;
                     }
@@ -305,7 +315,20 @@ mod tests {
 
 #[cfg(test)]
 mod rounding_tests {
-    use super::ceil_at_least_one;
+    use super::{ceil_at_least_one, count_f64};
+
+    proptest::proptest! {
+        /// Through i64 gives the unsigned conversion's float, bit for bit, below 2^63 (and
+        /// around the powers of two where the two roundings could differ).
+        #[test]
+        fn count_f64_is_the_unsigned_conversion(n in 0u64..(1 << 63), shift in 0u32..63, delta in 0u64..4) {
+            proptest::prop_assert_eq!(count_f64(n).to_bits(), (n as f64).to_bits());
+            let near = ((1u64 << shift) + delta).min((1 << 63) - 1);
+            proptest::prop_assert_eq!(count_f64(near).to_bits(), (near as f64).to_bits());
+            let below = ((1u64 << shift) - 1).saturating_sub(delta);
+            proptest::prop_assert_eq!(count_f64(below).to_bits(), (below as f64).to_bits());
+        }
+    }
 
     #[test]
     fn ceil_at_least_one_is_ceil_then_max_one() {

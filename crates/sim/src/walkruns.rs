@@ -10,6 +10,7 @@
 //! sum over its runs, so the block can find where the epoch ends without stopping at every
 //! change of node.
 
+use crate::hot::count_f64;
 use crate::memory::SLOW;
 use numalab_workload::Entry;
 
@@ -87,7 +88,7 @@ impl WalkRuns {
             }
             let run_end = covered.min(want);
             let ns = cost.ns(h);
-            cost_end_ns += (run_end - refs_end) as f64 * ns;
+            cost_end_ns += count_f64(run_end - refs_end) * ns;
             refs_end = run_end;
             self.runs.push(WalkRun { refs_end, cost_end_ns, ns, node: h });
             if covered >= want {
@@ -121,12 +122,12 @@ impl WalkRuns {
     pub fn cost_ns(&self, i: usize, k: u64) -> f64 {
         let runs = self.of(i);
         if let [run] = runs {
-            return k as f64 * run.ns;
+            return count_f64(k) * run.ns;
         }
         let r = runs.partition_point(|run| run.refs_end < k);
         let (before_refs, before_ns) = if r == 0 { (0, 0.0) } else { (runs[r - 1].refs_end, runs[r - 1].cost_end_ns) };
         let ns = runs.get(r).map_or(0.0, |run| run.ns);
-        before_ns + (k - before_refs) as f64 * ns
+        before_ns + count_f64(k - before_refs) * ns
     }
 
     /// Take entry `i`'s next `k` references run by run, handing `charge` each run's node,

@@ -5,7 +5,7 @@ use super::entry::{FastEntry, FastKind};
 use super::issue::FastStep;
 use super::state::FastState;
 use crate::block_end::{p_reaching_end, target};
-use crate::hot::{kind_index, Hot, SlowRef, Tally};
+use crate::hot::{count_f64, kind_index, Hot, SlowRef, Tally};
 use crate::memory::SLOW;
 use crate::segshares::SegShares;
 use crate::walkruns::{Pages, RunCost};
@@ -344,7 +344,7 @@ impl Hot<'_> {
                     for j in 0..n {
                         acc[j] += counts[j];
                         wr[j] += writes[j];
-                        clock += counts[j] as f64 * cost[kind_index(e.kind) * n + j];
+                        clock += count_f64(counts[j]) * cost[kind_index(e.kind) * n + j];
                     }
                 }
                 (FastKind::Walk, None) => {
@@ -362,14 +362,14 @@ impl Hot<'_> {
                     let (walks, share) = (std::mem::take(&mut fs.walks), std::mem::take(&mut fs.entry_share));
                     walks.take(i, e, k, |node, m, writes| {
                         fs.add_pending(m, writes, &share[i * n..(i + 1) * n]);
-                        fs.pending_acc[node] += m as f64 * own;
-                        fs.pending_wr[node] += writes as f64 * own;
+                        fs.pending_acc[node] += count_f64(m) * own;
+                        fs.pending_wr[node] += count_f64(writes) * own;
                     });
                     (fs.walks, fs.entry_share) = (walks, share);
                 }
                 _ => {
                     let writes = e.take_run(k);
-                    clock += k as f64 * ns;
+                    clock += count_f64(k) * ns;
                     match (home_node, fe.kind, fe.escape) {
                         (Some(j), _, None) => {
                             acc[j] += k;
@@ -386,8 +386,8 @@ impl Hot<'_> {
                             fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
                             fs.entry_share = share;
                             if let Some(j) = home_node {
-                                fs.pending_acc[j] += k as f64 * own;
-                                fs.pending_wr[j] += writes as f64 * own;
+                                fs.pending_acc[j] += count_f64(k) * own;
+                                fs.pending_wr[j] += count_f64(writes) * own;
                             }
                         }
                     }
@@ -468,7 +468,7 @@ impl FastState {
             }
             left -= k;
             if COST {
-                c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { k as f64 * self.plans[i].ns };
+                c += if step.kinds[i].kind == FastKind::Walk { self.walks.cost_ns(i, k) } else { count_f64(k) * self.plans[i].ns };
             }
         }
         self.ks_at[slot] = p;

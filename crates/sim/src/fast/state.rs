@@ -2,6 +2,7 @@
 
 use super::apportion::apportion;
 use super::block::Plan;
+use crate::hot::count_f64;
 use crate::stridereach::StrideReach;
 use crate::walkruns::WalkRuns;
 use numalab_workload::stream::StridePasses;
@@ -58,8 +59,8 @@ impl FastState {
     /// `k` references with `writes` writes among them, spread by `share`.
     pub(super) fn add_pending(&mut self, k: u64, writes: u64, share: &[f64]) {
         for ((pa, pw), &f) in self.pending_acc.iter_mut().zip(self.pending_wr.iter_mut()).zip(share) {
-            *pa += k as f64 * f;
-            *pw += writes as f64 * f;
+            *pa += count_f64(k) * f;
+            *pw += count_f64(writes) * f;
         }
         self.pending_refs += k;
         self.pending_writes += writes;
