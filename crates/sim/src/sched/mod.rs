@@ -111,6 +111,16 @@ pub struct Move {
     pub at_ns: f64,
 }
 
+/// Per CPU, the workload threads on it (running, waiting or spinning) in `states`.
+fn count_load(states: &[TaskState], cpu_of: &[CpuId], load: &mut [u32]) {
+    load.iter_mut().for_each(|l| *l = 0);
+    for (t, st) in states.iter().enumerate() {
+        if st.on_cpu() {
+            load[cpu_of[t] as usize] += 1;
+        }
+    }
+}
+
 /// The wake-up's sibling search for a background task (`select_idle_sibling`): an idle CPU of
 /// `cpu`'s node when `cpu` is busy (a thread on it, `load`, or a task `running` at `at`).
 fn idle_sibling<'s>(
@@ -202,12 +212,7 @@ impl Scheduler {
     }
 
     fn recount(&mut self, states: &[TaskState]) {
-        self.load.iter_mut().for_each(|l| *l = 0);
-        for (t, st) in states.iter().enumerate() {
-            if st.on_cpu() {
-                self.load[self.cpu_of[t] as usize] += 1;
-            }
-        }
+        count_load(states, &self.cpu_of, &mut self.load);
     }
 
     /// Tasks on a CPU: workload threads and background tasks (`rq->nr_running`).
@@ -237,11 +242,7 @@ impl Scheduler {
             }
         }
         let mut load = vec![0u32; self.load.len()];
-        for (t, st) in states.iter().enumerate() {
-            if st.on_cpu() {
-                load[self.cpu_of[t] as usize] += 1;
-            }
-        }
+        count_load(states, &self.cpu_of, &mut load);
         for task in self.noise.tasks.iter().filter(|n| load[n.cpu] == 0) {
             for at in [task.start_ns, task.end_ns] {
                 if at > start {
