@@ -228,7 +228,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.loop_steps += 1;
             w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
-            w.sched.epoch(start, end, &w.states, &mut w.share, &mut moves);
+            // The scheduler may end the window early, where a newidle balance would move a thread.
+            let end = w.sched.epoch(start, end, epoch, &w.states, &mut w.share, &mut moves);
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);

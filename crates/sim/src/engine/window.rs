@@ -33,7 +33,7 @@ impl World<'_> {
         // boundary.
         let before = |at: f64| ((at - start) / epoch_ns).floor();
         let until = |at: f64| ((at - start) / epoch_ns).ceil();
-        let due_ns = self.sched.next_event(start, start + max_ns, &self.states);
+        let due_ns = self.sched.next_event();
         let mut epochs = (max_ns / epoch_ns).floor().min(until(due_ns));
         epochs = epochs.min(until(self.tick_next_ns)).min(until(self.task_tick_next_ns));
         if let Some(maps) = &self.maps {

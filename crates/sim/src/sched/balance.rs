@@ -133,6 +133,17 @@ impl Scheduler {
         failed > tries || self.since_ran_ns(t, at, states) >= self.cfg.migration_cost_us * 1e3
     }
 
+    /// The CPU a balance of `dst` at one domain level would pull from, and the thread it would
+    /// pull from there, if any (`detach_tasks`: the waiting threads of the source, least
+    /// recently arrived first). Changes nothing.
+    fn pull_candidate(&self, dst: usize, level: usize, at: f64, states: &[TaskState]) -> Option<(usize, Option<usize>)> {
+        let dst_node = self.node_of_cpu[dst] as usize;
+        let failed = self.balance[dst][level].failed;
+        let src = if level == MC { self.busiest_cpu_in_node(dst) } else { self.busiest_cpu_across_nodes(dst_node) }?;
+        let t = self.queue(src, states).into_iter().find(|&t| self.can_migrate(t, dst_node, failed, level, at, states));
+        Some((src, t))
+    }
+
     /// Pull one task onto `dst` at one domain level; `cause` is `IdleBalance` for newidle
     /// balancing, `LoadBalance` for periodic balancing.
     pub(super) fn load_balance(
@@ -144,13 +155,8 @@ impl Scheduler {
         states: &[TaskState],
         moves: &mut Vec<Move>,
     ) -> Outcome {
-        let dst_node = self.node_of_cpu[dst] as usize;
-        let failed = self.balance[dst][level].failed;
-        let src = if level == MC { self.busiest_cpu_in_node(dst) } else { self.busiest_cpu_across_nodes(dst_node) };
-        let Some(src) = src else { return Outcome::Balanced };
-        // detach_tasks: the waiting threads of the source, least recently arrived first.
-        let candidates = self.queue(src, states);
-        if let Some(&t) = candidates.iter().find(|&&t| self.can_migrate(t, dst_node, failed, level, at, states)) {
+        let Some((src, candidate)) = self.pull_candidate(dst, level, at, states) else { return Outcome::Balanced };
+        if let Some(t) = candidate {
             self.do_move(t as u32, dst, cause, at, moves);
             self.balance[dst][level].failed = 0;
             return Outcome::Moved;
@@ -226,10 +232,21 @@ impl Scheduler {
     /// the CPU's average idle time is below `sysctl_sched_migration_cost` or no CPU has a task
     /// waiting; then level by level while the expected idle time covers the cost.
     pub(super) fn newidle_balance(&mut self, cpu: usize, at: f64, states: &[TaskState], moves: &mut Vec<Move>) {
+        if let Some((t, level)) = self.newidle_pull(cpu, at, states) {
+            self.do_move(t as u32, cpu, Cause::IdleBalance, at, moves);
+            self.balance[cpu][level].failed = 0;
+        }
+    }
+
+    /// The thread newidle balancing of `cpu` at `at` would pull, and at which domain level.
+    /// Changes nothing: an attempt that finds no thread to pull leaves no trace (newidle
+    /// balancing counts no failures and pushes no running task), which is what lets a
+    /// fast-forward window pass a CPU going idle ([`Scheduler::epoch`]).
+    pub(super) fn newidle_pull(&self, cpu: usize, at: f64, states: &[TaskState]) -> Option<(usize, usize)> {
         let avg_idle = self.avg_idle_ns[cpu];
         let overloaded = (0..self.node_of_cpu.len()).any(|c| self.nr(c) > 1);
         if avg_idle < self.cfg.migration_cost_us * 1e3 || !overloaded {
-            return;
+            return None;
         }
         let mut cost = 0.0;
         for (level, level_cost) in [(MC, self.cfg.newidle_cost_mc_us), (NUMA, self.cfg.newidle_cost_numa_us)] {
@@ -240,10 +257,11 @@ impl Scheduler {
                 break;
             }
             cost += level_cost * 1e3;
-            if self.load_balance(cpu, level, Cause::IdleBalance, at, states, moves) == Outcome::Moved {
-                break;
+            if let Some((_, Some(t))) = self.pull_candidate(cpu, level, at, states) {
+                return Some((t, level));
             }
         }
+        None
     }
 
     /// Periodic balancing: each CPU balances each domain when its interval has passed; only

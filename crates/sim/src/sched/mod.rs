@@ -224,13 +224,13 @@ impl Scheduler {
         self.nr(cpu) == 0
     }
 
-    /// When the scheduler next has work it does at an epoch's start, seen from a fast-forward
-    /// window that starts at `start` and ends by `until` (docs/simulator.md, "Fast-forward"):
-    /// a periodic balance falls due, or a background task starts or ends on a CPU without a
-    /// thread (counted from `states`, the threads' states at `start`), which changes whether
-    /// the CPU is idle. The window ends at the grid point at or after it, the first epoch
-    /// start at which the epoch-by-epoch loop would see the change.
-    pub fn next_event(&self, start: f64, until: f64, states: &[TaskState]) -> f64 {
+    /// When the scheduler next has work it does at an epoch's start that a fast-forward window
+    /// cannot replay (docs/simulator.md, "Fast-forward"): a periodic balance falls due. The
+    /// window ends at the grid point at or after it, the first epoch start at which the
+    /// epoch-by-epoch loop would balance. What background tasks change inside a window is
+    /// replayed by [`Scheduler::epoch`], which ends the window early where a newidle balance
+    /// would move a thread.
+    pub fn next_event(&self) -> f64 {
         let mut due_ns = f64::INFINITY;
         if !self.pinned {
             // A plain comparison, not `f64::min`: the times are never NaN, and this loop over
@@ -241,54 +241,57 @@ impl Scheduler {
                 }
             }
         }
-        let mut load = vec![0u32; self.load.len()];
-        count_load(states, &self.cpu_of, &mut load);
-        for task in self.noise.tasks.iter().filter(|n| load[n.cpu] == 0) {
-            for at in [task.start_ns, task.end_ns] {
-                if at > start {
-                    due_ns = due_ns.min(at);
-                }
-            }
-        }
-        // Tasks still to arrive: one that starts on a CPU with a thread only takes part of
-        // that thread's CPU, which the window's CPU shares average. Where each will start is
-        // known ahead: the draws that place it come from the scheduler's own stream.
-        if load.contains(&0) {
-            let sibling = idle_sibling(&load, &self.node_of_cpu, &self.cpus_of_node);
-            due_ns = due_ns.min(self.noise.first_landing(until.min(due_ns), &self.rng, load.len(), sibling, |cpu| load[cpu] == 0));
-        }
         due_ns
     }
 
-    /// Advance to the epoch `[start, end)`: start background tasks, balance load. Returns the
-    /// moves made; `share` receives each thread's CPU share for the epoch.
-    pub fn epoch(&mut self, start: f64, end: f64, states: &[TaskState], share: &mut [f64], moves: &mut Vec<Move>) {
+    /// Start the background tasks that arrive before `until`; an unbound one wakes on an idle
+    /// CPU of its node if any, seen from the threads' CPUs as last counted.
+    fn arrive(&mut self, until: f64) {
+        let cpus = self.node_of_cpu.len();
+        self.noise.arrive(until, &mut self.rng, cpus, idle_sibling(&self.load, &self.node_of_cpu, &self.cpus_of_node));
+    }
+
+    /// Fold whether CPU `c` is idle at `at` into its idle bookkeeping: a CPU that goes idle
+    /// updates nothing yet; one that stops being idle folds the idle period into its average
+    /// (Linux's update_avg, weight 1/8). Returns whether it just went idle.
+    fn idle_transition(&mut self, c: usize, at: f64) -> bool {
+        match (self.idle(c), self.idle_since[c]) {
+            (true, None) => {
+                self.idle_since[c] = Some(at);
+                true
+            }
+            (false, Some(since)) => {
+                let sample = (at - since).min(2.0 * self.cfg.migration_cost_us * 1e3 * 10.0);
+                self.avg_idle_ns[c] += (sample - self.avg_idle_ns[c]) / 8.0;
+                self.idle_since[c] = None;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Advance over the window `[start, end)` of whole epochs of `epoch_ns`: one epoch, or a
+    /// fast-forward window (docs/simulator.md, "Fast-forward"). At `start`: start background
+    /// tasks, fold idle transitions, balance load. At the window's inner epoch starts the
+    /// threads' states and CPUs stay as they are, and only background tasks change which CPUs
+    /// are idle: those starts are replayed as the epoch-by-epoch loop would run them
+    /// ([`Scheduler::replay_inner`]). Returns where the window ends: `end`, or the first
+    /// inner epoch start at which a newidle balance would move a thread, where the next window
+    /// must begin so that the move is made there. `share` receives each thread's CPU share
+    /// over the window, `moves` the moves made at `start`.
+    pub fn epoch(&mut self, start: f64, end: f64, epoch_ns: f64, states: &[TaskState], share: &mut [f64], moves: &mut Vec<Move>) -> f64 {
         moves.clear();
         self.noise.expire(start);
         self.recount(states);
         let cpus = self.node_of_cpu.len();
-        // New background tasks; an unbound one wakes on an idle CPU of its node if any.
-        self.noise.arrive(end, &mut self.rng, cpus, idle_sibling(&self.load, &self.node_of_cpu, &self.cpus_of_node));
+        // The first epoch's new background tasks, placed before this start's balancing, as
+        // the epoch-by-epoch loop places them.
+        let first_end = (start + epoch_ns).min(end);
+        self.arrive(first_end);
         for c in 0..cpus {
             self.noise_now[c] = u32::from(self.noise.running_on(c, start).is_some());
         }
-        // Idle transitions: a CPU that goes idle updates nothing yet; one that stops being
-        // idle folds the idle period into its average (Linux's update_avg, weight 1/8).
-        let mut newly_idle = Vec::new();
-        for c in 0..cpus {
-            match (self.idle(c), self.idle_since[c]) {
-                (true, None) => {
-                    self.idle_since[c] = Some(start);
-                    newly_idle.push(c);
-                }
-                (false, Some(since)) => {
-                    let sample = (start - since).min(2.0 * self.cfg.migration_cost_us * 1e3 * 10.0);
-                    self.avg_idle_ns[c] += (sample - self.avg_idle_ns[c]) / 8.0;
-                    self.idle_since[c] = None;
-                }
-                _ => {}
-            }
-        }
+        let newly_idle: Vec<usize> = (0..cpus).filter(|&c| self.idle_transition(c, start)).collect();
         if !self.pinned {
             if self.cfg.idle_balance {
                 for c in newly_idle {
@@ -297,8 +300,9 @@ impl Scheduler {
             }
             self.periodic_balance(start, states, moves);
         }
-        // Shares: time-slice with the other threads and the background tasks on the CPU.
         self.recount(states);
+        let end = if end > first_end { self.replay_inner(start, end, epoch_ns, states, moves) } else { end };
+        // Shares: time-slice with the other threads and the background tasks on the CPU.
         let len = end - start;
         let mut noise_frac = vec![0.0f64; cpus];
         for n in &self.noise.tasks {
@@ -313,6 +317,74 @@ impl Scheduler {
             let o = noise_frac[cpu];
             *s = (1.0 - o) / k + o / (k + 1.0);
         }
+        end
+    }
+
+    /// The inner epoch starts of the window `[start, end)`, after `start` was run and made the
+    /// moves `moved`: what the epoch-by-epoch loop does there while no thread changes its
+    /// state or CPU. Background tasks arrive, placed from the threads' CPUs after `start`'s
+    /// balancing; a CPU's idle state changes only at the first inner start for a CPU a move
+    /// left or reached, and at an epoch start at or after a task's start or end on it, so only
+    /// those starts are visited. At each, the CPUs whose tasks changed fold their idle
+    /// transitions; a newidle balance of a CPU that went idle there moves nothing unless it
+    /// finds a thread to pull, and if one would, the window ends at that start, with the
+    /// tasks drawn up to it only. No periodic balance falls due inside a window
+    /// ([`Scheduler::next_event`] ends it). Returns the window's end.
+    fn replay_inner(&mut self, start: f64, end: f64, epoch_ns: f64, states: &[TaskState], moved: &[Move]) -> f64 {
+        let epochs = ((end - start) / epoch_ns).round();
+        // Where the draws stood after the first epoch's tasks, to draw again up to an early end.
+        let (rng, next_ns, drawn) = (self.rng.clone(), self.noise.next_arrival_ns(), self.noise.tasks.len());
+        self.arrive(end);
+        // (epoch index, CPU) of every change: the grid point at or after each task's start and
+        // end, and the one after in case rounding put the time a hair past its grid point (a
+        // visit where nothing changed changes nothing).
+        // The CPUs that `start`'s moves left or reached change their idle state at the first
+        // inner start.
+        let mut marks: Vec<(u64, usize)> = moved.iter().flat_map(|m| [(1, m.from as usize), (1, m.to as usize)]).collect();
+        for task in &self.noise.tasks {
+            for at in [task.start_ns, task.end_ns] {
+                let k = ((at - start) / epoch_ns).ceil();
+                for k in [k, k + 1.0] {
+                    if k >= 1.0 && k < epochs {
+                        marks.push((k as u64, task.cpu));
+                    }
+                }
+            }
+        }
+        if marks.is_empty() {
+            return end;
+        }
+        marks.sort_unstable();
+        marks.dedup();
+        let balance_idle = !self.pinned && self.cfg.idle_balance;
+        let mut cpus: Vec<usize> = Vec::new();
+        let mut was: Vec<u32> = Vec::new();
+        for group in marks.chunk_by(|a, b| a.0 == b.0) {
+            let at = start + group[0].0 as f64 * epoch_ns;
+            cpus.clear();
+            cpus.extend(group.iter().map(|&(_, c)| c));
+            was.clear();
+            was.extend(cpus.iter().map(|&c| self.noise_now[c]));
+            for &c in &cpus {
+                self.noise_now[c] = u32::from(self.noise.running_on(c, at).is_some());
+            }
+            let pulls = balance_idle
+                && cpus.iter().any(|&c| self.idle(c) && self.idle_since[c].is_none() && self.newidle_pull(c, at, states).is_some());
+            if pulls {
+                for (&c, &n) in cpus.iter().zip(&was) {
+                    self.noise_now[c] = n;
+                }
+                self.noise.tasks.truncate(drawn);
+                self.noise.set_next_arrival_ns(next_ns);
+                self.rng = rng;
+                self.arrive(at);
+                return at;
+            }
+            for &c in &cpus {
+                self.idle_transition(c, at);
+            }
+        }
+        end
     }
 
     /// Run a daemon's work (a policy's periodic decisions; docs/simulator.md, "Who pays for

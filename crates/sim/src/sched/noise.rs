@@ -18,7 +18,6 @@ pub struct NoiseTask {
     pub end_ns: f64,
 }
 
-#[derive(Clone)]
 pub struct Noise {
     /// Arrivals per nanosecond over the whole machine.
     rate_per_ns: f64,
@@ -52,52 +51,30 @@ impl Noise {
     /// idle CPU of `cpu`'s node (the woken task's sibling search), or `None` to stay.
     pub fn arrive(&mut self, end: f64, rng: &mut StreamRng, cpus: usize, idle_sibling: impl Fn(usize, f64, &[NoiseTask]) -> Option<usize>) {
         while self.next_ns < end {
-            self.start_next(rng, cpus, &idle_sibling);
+            let at = self.next_ns;
+            let mut cpu = rng.random_range(0..cpus);
+            let dur = -(1.0 - rng.random::<f64>()).ln() * self.mean_ns;
+            let bound = rng.random::<f64>() < self.bound_share;
+            if !bound {
+                if let Some(idle) = idle_sibling(cpu, at, &self.tasks) {
+                    cpu = idle;
+                }
+            }
+            self.tasks.push(NoiseTask { cpu, start_ns: at, end_ns: at + dur });
+            self.next_ns = at + self.interarrival(rng);
         }
     }
 
-    /// Start the next task: its CPU, length and kind are drawn in this order, then the time
-    /// of the one after it. Returns the task.
-    fn start_next(
-        &mut self,
-        rng: &mut StreamRng,
-        cpus: usize,
-        idle_sibling: &impl Fn(usize, f64, &[NoiseTask]) -> Option<usize>,
-    ) -> NoiseTask {
-        let at = self.next_ns;
-        let mut cpu = rng.random_range(0..cpus);
-        let dur = -(1.0 - rng.random::<f64>()).ln() * self.mean_ns;
-        let bound = rng.random::<f64>() < self.bound_share;
-        if !bound {
-            if let Some(idle) = idle_sibling(cpu, at, &self.tasks) {
-                cpu = idle;
-            }
-        }
-        let task = NoiseTask { cpu, start_ns: at, end_ns: at + dur };
-        self.tasks.push(task);
-        self.next_ns = at + self.interarrival(rng);
-        task
+    /// When the next background task arrives (infinite when there is no noise).
+    pub fn next_arrival_ns(&self) -> f64 {
+        self.next_ns
     }
 
-    /// When the first task arriving before `until` starts on a CPU for which `lands(cpu)`
-    /// holds (infinite if none does), found by drawing ahead on copies: the tasks `arrive`
-    /// will start are the same, since their draws come from `rng` alone in that order.
-    pub fn first_landing(
-        &self,
-        until: f64,
-        rng: &StreamRng,
-        cpus: usize,
-        idle_sibling: impl Fn(usize, f64, &[NoiseTask]) -> Option<usize>,
-        lands: impl Fn(usize) -> bool,
-    ) -> f64 {
-        let (mut ahead, mut rng) = (self.clone(), rng.clone());
-        while ahead.next_ns < until {
-            let task = ahead.start_next(&mut rng, cpus, &idle_sibling);
-            if lands(task.cpu) {
-                return task.start_ns;
-            }
-        }
-        f64::INFINITY
+    /// Set when the next task arrives: with the generator's state saved at the same point as
+    /// `next_arrival_ns` was read, the draws from there repeat (a fast-forward window that ends
+    /// early draws again up to its end).
+    pub fn set_next_arrival_ns(&mut self, next_ns: f64) {
+        self.next_ns = next_ns;
     }
 
     /// Forget tasks that ended before `start`.

@@ -25,7 +25,7 @@ fn run_epochs(s: &mut Scheduler, states: &[TaskState], from_ms: f64, epochs: usi
     let mut moves = Vec::new();
     for e in 0..epochs {
         let start = from_ms * MS + e as f64 * 50e3;
-        s.epoch(start, start + 50e3, states, &mut share, &mut moves);
+        s.epoch(start, start + 50e3, 50e3, states, &mut share, &mut moves);
         all.extend(moves.iter().copied());
     }
     all
@@ -37,7 +37,7 @@ fn a_pinned_thread_never_moves_and_shares_its_cpu() {
     assert!(run_epochs(&mut s, &[Runnable; 2], 0.0, 400).is_empty());
     let mut share = vec![0.0; 2];
     let mut moves = Vec::new();
-    s.epoch(30.0 * MS, 30.05 * MS, &[Runnable; 2], &mut share, &mut moves);
+    s.epoch(30.0 * MS, 30.05 * MS, 50e3, &[Runnable; 2], &mut share, &mut moves);
     assert!(share[0] <= 0.5 && share[0] > 0.3, "{share:?}");
     let mut woke = Vec::new();
     s.wake(0, 31.0 * MS, &[Runnable; 2], &mut woke);
@@ -193,7 +193,7 @@ fn noise_is_seeded_takes_cpu_time_and_the_run_repeats() {
         let mut total = 0.0;
         let mut all = Vec::new();
         for e in 0..400 {
-            s.epoch(e as f64 * 5e4, (e + 1) as f64 * 5e4, &[Runnable; 3], &mut share, &mut moves);
+            s.epoch(e as f64 * 5e4, (e + 1) as f64 * 5e4, 5e4, &[Runnable; 3], &mut share, &mut moves);
             total += share.iter().sum::<f64>();
             all.extend(moves.iter().copied());
         }
@@ -230,57 +230,113 @@ fn daemon_work_takes_an_idle_cpu_of_its_node_else_shares_and_queues() {
     let states = [Runnable; 3];
     let mut share = vec![0.0; 3];
     let mut moves = Vec::new();
-    s.epoch(0.0, 50e3, &states, &mut share, &mut moves);
+    s.epoch(0.0, 50e3, 50e3, &states, &mut share, &mut moves);
     s.run_daemon(0, 50e3, 100e3);
-    s.epoch(50e3, 100e3, &states, &mut share, &mut moves);
+    s.epoch(50e3, 100e3, 50e3, &states, &mut share, &mut moves);
     assert_eq!(share[0], 1.0, "the daemon ran on idle CPU 1: thread 0 keeps its CPU");
     assert!(!s.cpu_idle(1, 60e3), "CPU 1 runs the daemon");
     // Woken on CPU 2 with no idle CPU on node 1: it shares CPU 2 with thread 1, after the
     // daemon's earlier work (until 150 µs) is done.
     s.run_daemon(2, 100e3, 50e3);
-    s.epoch(100e3, 150e3, &states, &mut share, &mut moves);
+    s.epoch(100e3, 150e3, 50e3, &states, &mut share, &mut moves);
     assert_eq!(share[1], 1.0, "queued behind the first piece of work");
-    s.epoch(150e3, 200e3, &states, &mut share, &mut moves);
+    s.epoch(150e3, 200e3, 50e3, &states, &mut share, &mut moves);
     assert_eq!(share[1], 0.5, "time-sliced with the daemon");
     assert_eq!(share[2], 1.0);
     s.run_daemon(0, 500e3, 0.0);
-    s.epoch(500e3, 550e3, &states, &mut share, &mut moves);
+    s.epoch(500e3, 550e3, 50e3, &states, &mut share, &mut moves);
     assert_eq!(share[0], 1.0, "no work, no task");
 }
 
-/// A fast-forward window passes background tasks that start on a CPU with a thread and ends
-/// at the first that starts on a CPU without one (docs/simulator.md, "Fast-forward"):
-/// `next_event` names that task's start, drawing ahead on copies, so the tasks `epoch` then
-/// starts are the same as without the look-ahead. Bound tasks start where they are drawn;
-/// unbound ones drawn on CPU 2 move to the idle CPU 3 of the same node, those drawn on CPU 0
-/// or 1 stay (their node has no idle CPU).
-#[test]
-fn a_window_ends_at_the_first_background_task_on_a_cpu_without_a_thread() {
-    let states = [Runnable; 3];
-    let mut passed = 0;
-    for bound_share in [0.0, 0.5, 1.0] {
-        let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e4, noise_mean_us: 50.0, noise_bound_share: bound_share, ..SchedConfig::default() };
-        let mut looked = sched(cfg.clone(), 2, 2, vec![0, 1, 2], true);
-        let mut plain = sched(cfg, 2, 2, vec![0, 1, 2], true);
-        let arrival_ns = looked.next_event(0.0, 10.0 * MS, &states);
-        // Nothing beyond the horizon: a window that cannot reach the first such task.
-        assert_eq!(looked.next_event(0.0, arrival_ns, &states), f64::INFINITY);
-        let (mut share, mut moves) = (vec![0.0; 3], Vec::new());
-        looked.epoch(0.0, 10.0 * MS, &states, &mut share, &mut moves);
-        plain.epoch(0.0, 10.0 * MS, &states, &mut share, &mut moves);
-        let starts = |s: &Scheduler| s.noise.tasks.iter().map(|t| (t.cpu, t.start_ns)).collect::<Vec<_>>();
-        assert_eq!(starts(&looked), starts(&plain), "looking ahead drew from the stream");
-        let first_idle = looked.noise.tasks.iter().find(|t| t.cpu == 3).expect("a task on CPU 3 within 10 ms");
-        assert_eq!(arrival_ns, first_idle.start_ns, "bound share {bound_share}");
-        passed += looked.noise.tasks.iter().filter(|t| t.start_ns < arrival_ns).count();
+/// What a window must leave as the epoch-by-epoch loop leaves it at the same epoch start `at`
+/// (`epoch_ns` after the last one it ran): the threads' CPUs and moves, the idle bookkeeping,
+/// the background tasks still running and the next one's arrival, and what runs now.
+#[allow(clippy::type_complexity)]
+fn seen(s: &Scheduler, at: f64, epoch_ns: f64) -> (Vec<CpuId>, Vec<f64>, Vec<Option<f64>>, Vec<(usize, f64, f64)>, f64, Vec<u32>) {
+    let tasks = s.noise.tasks.iter().filter(|t| t.end_ns > at - epoch_ns).map(|t| (t.cpu, t.start_ns, t.end_ns)).collect();
+    (s.cpu_of.clone(), s.avg_idle_ns.clone(), s.idle_since.clone(), tasks, s.noise.next_arrival_ns(), s.noise_now.clone())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// A fast-forward window runs the scheduler as the epochs it spans, one by one, would
+    /// (docs/simulator.md, "Fast-forward"): background tasks that start and end on CPUs
+    /// without a thread pass inside it, their idle transitions are folded at the epoch
+    /// starts where the loop sees them, and the window ends early exactly where a newidle
+    /// balance moves a thread. Two nodes of four CPUs; five threads, some sharing a CPU (so
+    /// newidle balancing has something to pull), some asleep; tasks every 25 µs per CPU.
+    #[test]
+    fn a_window_runs_as_its_epochs_one_by_one(
+        seed in 0u64..1_000_000,
+        cpus in proptest::collection::vec(0u32..8, 5),
+        asleep in proptest::collection::vec(proptest::bool::ANY, 5),
+        rate_hz in 1e3f64..2e4,
+        mean_us in 20.0f64..200.0,
+        bound_share in 0.0f64..1.0,
+    ) {
+        let cfg = SchedConfig { noise_rate_per_cpu_hz: rate_hz, noise_mean_us: mean_us, noise_bound_share: bound_share, migration_cost_us: 100.0, ..SchedConfig::default() };
+        let states: Vec<TaskState> = asleep.iter().map(|&a| if a { Sleeping } else { Runnable }).collect();
+        let make = || {
+            let node_of_cpu = (0..8).map(|c| (c / 4) as NodeId).collect();
+            Scheduler::new(cfg.clone(), node_of_cpu, (0..8).collect(), cpus.clone(), false, numalab_core::rng::stream(seed, "t", 0))
+        };
+        let (mut epochs, mut windows) = (make(), make());
+        let epoch_ns = 50e3;
+        let (mut share, mut moves) = (vec![0.0; 5], Vec::new());
+        let (mut by_epoch, mut by_window) = (Vec::new(), Vec::new());
+        let (mut now, mut long) = (0.0, 0);
+        let mut looped = 0.0;
+        while now < 40.0 * MS {
+            // The window fast-forwarding would take: up to 40 epochs, to the next balance due.
+            let due = windows.next_event();
+            let n = ((due - now) / epoch_ns).ceil().clamp(1.0, 40.0);
+            let planned = now + n * epoch_ns;
+            let end = windows.epoch(now, planned, epoch_ns, &states, &mut share, &mut moves);
+            by_window.extend(moves.iter().copied());
+            proptest::prop_assert!(end > now && end <= planned);
+            long += usize::from(end - now > epoch_ns);
+            while looped < end {
+                epochs.epoch(looped, looped + epoch_ns, epoch_ns, &states, &mut share, &mut moves);
+                by_epoch.extend(moves.iter().copied());
+                looped += epoch_ns;
+            }
+            proptest::prop_assert_eq!(looped, end);
+            proptest::prop_assert_eq!(seen(&windows, end, epoch_ns), seen(&epochs, end, epoch_ns), "at {} ns", end);
+            now = end;
+        }
+        proptest::prop_assert_eq!(by_window, by_epoch);
+        proptest::prop_assert!(long > 0);
     }
-    assert!(passed > 0, "no window passed a task on a busy CPU: the case does not test the look-ahead");
-    // A thread on every CPU: no arrival bounds a window.
-    let cfg = SchedConfig { noise_rate_per_cpu_hz: 2e4, ..SchedConfig::default() };
-    let s = sched(cfg, 2, 2, vec![0, 1, 2, 3], true);
-    assert_eq!(s.next_event(0.0, 10.0 * MS, &[Runnable; 4]), f64::INFINITY);
-    // A sleeping thread leaves its CPU without one, whatever the last count said.
-    let s =
-        sched(SchedConfig { noise_rate_per_cpu_hz: 2e4, noise_bound_share: 1.0, ..SchedConfig::default() }, 2, 2, vec![0, 1, 2, 3], true);
-    assert!(s.next_event(0.0, 10.0 * MS, &[Runnable, Runnable, Runnable, Sleeping]) < 10.0 * MS);
+}
+
+/// A window ends early where a newidle balance would pull a thread, and the pull is made at
+/// the next window's start: threads 0 and 1 share CPU 0 and CPUs 1 to 3 of its node idle
+/// between background tasks; once thread 1 has waited past the migration cost, the first of
+/// them to go idle again pulls it.
+#[test]
+fn a_window_ends_where_a_newidle_balance_pulls() {
+    let cfg = SchedConfig {
+        noise_rate_per_cpu_hz: 2e3,
+        noise_mean_us: 100.0,
+        noise_bound_share: 1.0,
+        migration_cost_us: 100.0,
+        ..SchedConfig::default()
+    };
+    let states = [Runnable, Runnable, Runnable];
+    let mut s = sched(cfg, 2, 4, vec![0, 0, 4], false);
+    let (mut share, mut moves) = (vec![0.0; 3], Vec::new());
+    let (mut now, mut cut_at) = (0.0, None);
+    while now < 4.0 * MS {
+        let planned = now + ((s.next_event() - now) / 50e3).ceil().clamp(1.0, 40.0) * 50e3;
+        let end = s.epoch(now, planned, 50e3, &states, &mut share, &mut moves);
+        if let Some(m) = moves.iter().find(|m| m.cause == Cause::IdleBalance) {
+            assert_eq!((m.thread, m.at_ns), (1, now));
+            assert_eq!(cut_at, Some(now), "the window before ended where the pull is made");
+            return;
+        }
+        cut_at = (end < planned).then_some(end);
+        now = end;
+    }
+    panic!("no newidle pull before the periodic balance at 4 ms");
 }
