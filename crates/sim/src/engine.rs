@@ -166,6 +166,11 @@ pub(crate) struct World<'a> {
     pub(crate) states: Vec<TaskState>,
     share: Vec<f64>,
     moves: Vec<Move>,
+    /// The window's naps: threads spinning at its start that fall asleep inside it, with the
+    /// time (`World::fast_forward_epochs`, docs/simulator.md "Fast-forward").
+    naps: Vec<(usize, f64)>,
+    /// Scratch of `fast_forward_epochs`: per process, the earliest its barrier may be released.
+    release_floor: Vec<f64>,
     demands: Vec<Demand>,
     /// The demands of the last contention solve (the fast engine reuses it while they hold).
     solved_for: Vec<Demand>,
@@ -229,7 +234,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
             // The scheduler may end the window early, where a newidle balance would move a thread.
-            let end = w.sched.epoch(start, end, epoch, &w.states, &mut w.share, &mut moves);
+            let end = w.sched.epoch(start, end, epoch, &w.states, &w.naps, &mut w.share, &mut moves);
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);
@@ -238,6 +243,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.run_window(&mut drv, start, end, epoch)?;
             w.close_epoch(end);
             w.now = end;
+            // The services see the threads' states of the window's last epoch start.
+            w.note_naps(end - epoch);
             w.service(&mut drv, end);
             if w.threads.iter().all(|t| t.state == State::Done) {
                 break;
@@ -255,6 +262,17 @@ impl<'a, 'l> Engine<'a, 'l> {
 }
 
 impl World<'_> {
+    /// The window's naps the epoch-by-epoch loop would see at the epoch start `at`: those
+    /// threads are asleep in `states` from there (while they still wait).
+    pub(crate) fn note_naps(&mut self, at: f64) {
+        for &(t, asleep) in &self.naps {
+            if asleep <= at && self.states[t] == TaskState::Spinning && matches!(self.threads[t].state, State::Barrier(_) | State::P2pWait)
+            {
+                self.states[t] = TaskState::Sleeping;
+            }
+        }
+    }
+
     /// Charge cache refills, record ping-pong and queue `ThreadMigrated` for cross-node moves.
     pub(crate) fn note_moves(&mut self, moves: &[Move]) {
         let refill = self.m.os_costs.thread_migration_refill_ns;

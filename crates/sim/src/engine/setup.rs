@@ -215,6 +215,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             states: vec![TaskState::Runnable; p.threads as usize],
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
+            naps: Vec::new(),
+            release_floor: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),
             solved_share: Vec::new(),

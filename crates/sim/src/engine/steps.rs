@@ -98,6 +98,9 @@ impl World<'_> {
             }
             let Some(s) = step.filter(|_| all_in) else { continue };
             let release = threads.clone().map(|t| self.threads[t as usize].clock).fold(0.0, f64::max);
+            // The states of the epoch start before the release: the window's naps up to it.
+            let epoch_ns = self.cfg.epoch_us * 1e3;
+            self.note_naps(self.now + ((release - self.now) / epoch_ns).floor().max(0.0) * epoch_ns);
             for t in threads {
                 let t = t as usize;
                 if self.threads[t].state == State::Barrier(s) {

@@ -14,18 +14,20 @@ impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
     /// "Fast-forward"). One, unless the fast engine may fast-forward, the loop's last step
     /// began no thread's step and no follow-up event is queued. Then the window runs up to the
-    /// first event that an epoch boundary would have to meet: a background task that starts
-    /// or ends on a CPU without a thread, a scheduler balance, the policy tick, the scheduler
-    /// tick, a page scan, the end of a metrics interval, and the predicted end of every running
-    /// thread's step; at most `sim.fast_forward_max_us`. Every boundary stays on the grid of
-    /// `epoch_ns` from 0.
-    pub(super) fn fast_forward_epochs(&self, start: f64, epoch_ns: f64) -> u64 {
+    /// first event that an epoch boundary would have to meet: a periodic balance, the policy
+    /// tick, the scheduler tick, a page scan, the end of a metrics interval, the predicted end
+    /// of every running thread's step, and the sleep of a waiting thread that is not a nap;
+    /// at most `sim.fast_forward_max_us`. It fills `naps` with the waiting threads that fall
+    /// asleep inside the window, which the scheduler replays (and may end the window earlier).
+    /// Every boundary stays on the grid of `epoch_ns` from 0.
+    pub(super) fn fast_forward_epochs(&mut self, start: f64, epoch_ns: f64) -> u64 {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
         if self.cfg.engine != EngineKind::Fast
             || max_ns < 2.0 * epoch_ns
             || self.steps_begun != self.steps_begun_at_last
             || !self.follow_ups.is_empty()
         {
+            self.naps.clear();
             return 1;
         }
         // Epochs that fit before `at`, where an event must start an epoch of its own, and
@@ -40,33 +42,38 @@ impl World<'_> {
             epochs = epochs.min(until(maps.next_ns));
         }
         epochs = epochs.min(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6));
-        // A thread that waits (at a barrier, or for its pipeline predecessor) changes what the
-        // scheduler sees once it stops spinning and sleeps, `spin_ns` after it arrived: the
-        // window ends at the first boundary after that for a thread already waiting, and short
-        // of it for one that may begin to wait in the window. No thread that begins to wait in
-        // the window sleeps before `start + spin_ns`; beyond that, the window needs the
-        // predicted end of every running thread's step, with a margin for the prediction's
-        // error (its CPU share and latencies may still change). A pipelined step may wait at
-        // any stage, so it allows no more than the spin.
+        // Running threads: the window needs the predicted end of every running thread's step,
+        // with a margin for the prediction's error (its CPU share and latencies may still
+        // change). A thread that begins to wait in the window spins for `spin_ns` first, so no
+        // such thread sleeps before `start + spin_ns`; beyond that, the window ends short of
+        // the predicted end plus the spin. A pipelined step may wait at any stage, so it allows
+        // no more than the spin.
         let n = self.n;
         let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         let spin_floor = before(start + spin_ns).max(1.0);
+        // Per process, the earliest its barrier may be released: when the last of its running
+        // threads arrives, each no sooner than predicted with the margin. A pipelined step may
+        // wake its neighbour at any stage: no such bound.
+        // `-inf`: no running thread (no release); NaN: no bound.
+        let mut release_floor = std::mem::take(&mut self.release_floor);
+        release_floor.clear();
+        release_floor.resize(self.p.processes(), f64::NEG_INFINITY);
+        let raise = |floor: &mut f64, at: f64| {
+            if !floor.is_nan() {
+                *floor = floor.max(at);
+            }
+        };
         for (t, th) in self.threads.iter().enumerate() {
             if epochs <= 1.0 {
                 break;
             }
-            match th.state {
-                State::Done => continue,
-                State::Barrier(_) | State::P2pWait => {
-                    if th.clock + spin_ns > start {
-                        epochs = epochs.min(until(th.clock + spin_ns));
-                    }
-                    continue;
-                }
-                State::Run => {}
+            if th.state != State::Run {
+                continue;
             }
+            let process = self.p.process_of(t as u32);
             if self.p.steps_of(t as u32)[th.step].p2p.is_some() {
                 epochs = epochs.min(spin_floor);
+                release_floor[process] = f64::NAN;
                 continue;
             }
             let mut step_ns = 0.0;
@@ -77,11 +84,38 @@ impl World<'_> {
             }
             if step_ns.is_nan() || step_ns <= 0.0 {
                 epochs = epochs.min(spin_floor);
+                raise(&mut release_floor[process], start);
                 continue;
             }
-            epochs = epochs.min(before(th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns + spin_ns).max(spin_floor));
+            let arrival = th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns;
+            raise(&mut release_floor[process], arrival);
+            epochs = epochs.min(before(arrival + spin_ns).max(spin_floor));
         }
-        epochs.max(1.0) as u64
+        // Waiting threads (at a barrier, or for their pipeline predecessor) stop spinning and
+        // sleep `spin_ns` after they arrived, which changes what the scheduler sees. One that
+        // falls asleep before its process's barrier may be released stays asleep to the
+        // window's end: it is a nap the scheduler replays (`Scheduler::epoch`). Any other ends
+        // the window at the first boundary after it falls asleep. A process without running
+        // threads is released by none.
+        self.naps.clear();
+        for (t, th) in self.threads.iter().enumerate() {
+            if matches!(th.state, State::Barrier(_) | State::P2pWait) && th.clock + spin_ns > start {
+                let asleep = th.clock + spin_ns;
+                let floor = release_floor[self.p.process_of(t as u32)];
+                let floor = if floor == f64::NEG_INFINITY { f64::INFINITY } else { floor };
+                // A NaN floor (a pipelined step runs) compares false: no nap.
+                if asleep < floor {
+                    self.naps.push((t, asleep));
+                } else {
+                    epochs = epochs.min(until(asleep));
+                }
+            }
+        }
+        self.release_floor = release_floor;
+        let epochs = epochs.max(1.0);
+        let end = start + epoch_ns * epochs;
+        self.naps.retain(|&(_, asleep)| asleep < end);
+        epochs as u64
     }
 
     /// Take the policy's sampling period for this epoch. A thread's countdown starts (or

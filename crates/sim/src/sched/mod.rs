@@ -272,14 +272,25 @@ impl Scheduler {
 
     /// Advance over the window `[start, end)` of whole epochs of `epoch_ns`: one epoch, or a
     /// fast-forward window (docs/simulator.md, "Fast-forward"). At `start`: start background
-    /// tasks, fold idle transitions, balance load. At the window's inner epoch starts the
-    /// threads' states and CPUs stay as they are, and only background tasks change which CPUs
-    /// are idle: those starts are replayed as the epoch-by-epoch loop would run them
-    /// ([`Scheduler::replay_inner`]). Returns where the window ends: `end`, or the first
-    /// inner epoch start at which a newidle balance would move a thread, where the next window
-    /// must begin so that the move is made there. `share` receives each thread's CPU share
-    /// over the window, `moves` the moves made at `start`.
-    pub fn epoch(&mut self, start: f64, end: f64, epoch_ns: f64, states: &[TaskState], share: &mut [f64], moves: &mut Vec<Move>) -> f64 {
+    /// tasks, fold idle transitions, balance load. Inside the window no thread changes its CPU,
+    /// and only background tasks and the threads of `naps` change which CPUs are idle: each
+    /// `(thread, at)` of `naps` waits (spinning) at `start` and goes to sleep at `at`. The
+    /// window's inner epoch starts are replayed as the epoch-by-epoch loop would run them
+    /// ([`Scheduler::replay_inner`]). Returns where the window ends: `end`, or the first inner
+    /// epoch start at which the loop would move a thread or change a thread's CPU share, where
+    /// the next window must begin. `share` receives each thread's CPU share over the window,
+    /// `moves` the moves made at `start`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn epoch(
+        &mut self,
+        start: f64,
+        end: f64,
+        epoch_ns: f64,
+        states: &[TaskState],
+        naps: &[(usize, f64)],
+        share: &mut [f64],
+        moves: &mut Vec<Move>,
+    ) -> f64 {
         moves.clear();
         self.noise.expire(start);
         self.recount(states);
@@ -301,7 +312,12 @@ impl Scheduler {
             self.periodic_balance(start, states, moves);
         }
         self.recount(states);
-        let end = if end > first_end { self.replay_inner(start, end, epoch_ns, states, moves) } else { end };
+        // Each thread's time-slicing partners, counted now: a window keeps them (a nap that
+        // would change them ends it).
+        for (t, s) in share.iter_mut().enumerate() {
+            *s = (self.load[self.cpu_of[t] as usize] + u32::from(!states[t].on_cpu())) as f64;
+        }
+        let end = if end > first_end { self.replay_inner(start, end, epoch_ns, states, naps, moves) } else { end };
         // Shares: time-slice with the other threads and the background tasks on the CPU.
         let len = end - start;
         let mut noise_frac = vec![0.0f64; cpus];
@@ -312,79 +328,121 @@ impl Scheduler {
         // A thread blocked now may be released during the epoch; it then shares its CPU like
         // a runnable thread, so it gets the share it would have.
         for (t, s) in share.iter_mut().enumerate() {
-            let cpu = self.cpu_of[t] as usize;
-            let k = (self.load[cpu] + u32::from(!states[t].on_cpu())) as f64;
-            let o = noise_frac[cpu];
+            let k = *s;
+            let o = noise_frac[self.cpu_of[t] as usize];
             *s = (1.0 - o) / k + o / (k + 1.0);
         }
         end
     }
 
     /// The inner epoch starts of the window `[start, end)`, after `start` was run and made the
-    /// moves `moved`: what the epoch-by-epoch loop does there while no thread changes its
-    /// state or CPU. Background tasks arrive, placed from the threads' CPUs after `start`'s
-    /// balancing; a CPU's idle state changes only at the first inner start for a CPU a move
-    /// left or reached, and at an epoch start at or after a task's start or end on it, so only
-    /// those starts are visited. At each, the CPUs whose tasks changed fold their idle
-    /// transitions; a newidle balance of a CPU that went idle there moves nothing unless it
-    /// finds a thread to pull, and if one would, the window ends at that start, with the
-    /// tasks drawn up to it only. No periodic balance falls due inside a window
-    /// ([`Scheduler::next_event`] ends it). Returns the window's end.
-    fn replay_inner(&mut self, start: f64, end: f64, epoch_ns: f64, states: &[TaskState], moved: &[Move]) -> f64 {
+    /// moves `moved`: what the epoch-by-epoch loop does there while no thread changes its CPU.
+    /// A CPU's idle state changes only at the first inner start for a CPU a move left or
+    /// reached, at the epoch start at or after a background task's start or end on it, and at
+    /// the one at or after a nap's (the loop sees a thread asleep from there), so only those
+    /// starts are visited. At each, the CPUs that changed fold their idle transitions.
+    ///
+    /// The window ends early at a start where the loop would do more: where a newidle balance
+    /// of a CPU that went idle would find a thread to pull (one that finds none leaves no
+    /// trace), or where a thread falls asleep on a CPU it shares with another thread, whose
+    /// share would change. No periodic balance falls due inside a window
+    /// ([`Scheduler::next_event`] ends it). Background tasks arrive segment by segment
+    /// between the naps, each placed from the threads' CPUs and states of its segment, as the
+    /// loop places them, and an early end keeps only those that arrive before it. Returns the
+    /// window's end.
+    fn replay_inner(&mut self, start: f64, end: f64, epoch_ns: f64, states: &[TaskState], naps: &[(usize, f64)], moved: &[Move]) -> f64 {
         let epochs = ((end - start) / epoch_ns).round();
-        // Where the draws stood after the first epoch's tasks, to draw again up to an early end.
-        let (rng, next_ns, drawn) = (self.rng.clone(), self.noise.next_arrival_ns(), self.noise.tasks.len());
-        self.arrive(end);
-        // (epoch index, CPU) of every change: the grid point at or after each task's start and
-        // end, and the one after in case rounding put the time a hair past its grid point (a
-        // visit where nothing changed changes nothing).
-        // The CPUs that `start`'s moves left or reached change their idle state at the first
-        // inner start.
+        let index = |at: f64| ((at - start) / epoch_ns).ceil();
+        // (epoch index, thread) of the naps the loop sees at an inner start, in time order.
+        let mut asleep_at: Vec<(u64, usize)> =
+            naps.iter().map(|&(t, at)| (index(at), t)).filter(|&(k, _)| k >= 1.0 && k < epochs).map(|(k, t)| (k as u64, t)).collect();
+        asleep_at.sort_unstable();
+        let mut states_now: Vec<TaskState> = states.to_vec();
+        // (epoch index, CPU) of every change still to visit. The CPUs that `start`'s moves
+        // left or reached change their idle state at the first inner start.
         let mut marks: Vec<(u64, usize)> = moved.iter().flat_map(|m| [(1, m.from as usize), (1, m.to as usize)]).collect();
-        for task in &self.noise.tasks {
-            for at in [task.start_ns, task.end_ns] {
-                let k = ((at - start) / epoch_ns).ceil();
-                for k in [k, k + 1.0] {
-                    if k >= 1.0 && k < epochs {
-                        marks.push((k as u64, task.cpu));
+        let mut marked_tasks = 0;
+        let balance_idle = !self.pinned && self.cfg.idle_balance;
+        let (mut cpus, mut was) = (Vec::new(), Vec::new());
+        let mut next_nap = 0;
+        let mut segment_start = 1.0;
+        // The CPUs of the naps at the segment's start, given back if the window ends there.
+        let mut napped: Vec<usize> = Vec::new();
+        loop {
+            // The segment up to the next nap, or to the end. Where the draws stood at its start,
+            // to draw again up to an early end.
+            let segment_end = asleep_at.get(next_nap).map_or(epochs, |&(k, _)| k as f64);
+            let (rng, next_ns, drawn) = (self.rng.clone(), self.noise.next_arrival_ns(), self.noise.tasks.len());
+            self.arrive(start + segment_end * epoch_ns);
+            // The grid point at or after each new task's start and end, and the one after in
+            // case rounding put the time a hair past its grid point (a visit where nothing
+            // changed changes nothing).
+            for task in &self.noise.tasks[marked_tasks..] {
+                for at in [task.start_ns, task.end_ns] {
+                    let k = index(at);
+                    for k in [k, k + 1.0] {
+                        if k >= segment_start && k < epochs {
+                            marks.push((k as u64, task.cpu));
+                        }
                     }
                 }
             }
-        }
-        if marks.is_empty() {
-            return end;
-        }
-        marks.sort_unstable();
-        marks.dedup();
-        let balance_idle = !self.pinned && self.cfg.idle_balance;
-        let mut cpus: Vec<usize> = Vec::new();
-        let mut was: Vec<u32> = Vec::new();
-        for group in marks.chunk_by(|a, b| a.0 == b.0) {
-            let at = start + group[0].0 as f64 * epoch_ns;
-            cpus.clear();
-            cpus.extend(group.iter().map(|&(_, c)| c));
-            was.clear();
-            was.extend(cpus.iter().map(|&c| self.noise_now[c]));
-            for &c in &cpus {
-                self.noise_now[c] = u32::from(self.noise.running_on(c, at).is_some());
-            }
-            let pulls = balance_idle
-                && cpus.iter().any(|&c| self.idle(c) && self.idle_since[c].is_none() && self.newidle_pull(c, at, states).is_some());
-            if pulls {
-                for (&c, &n) in cpus.iter().zip(&was) {
-                    self.noise_now[c] = n;
+            marked_tasks = self.noise.tasks.len();
+            marks.sort_unstable();
+            marks.dedup();
+            let visit = marks.partition_point(|&(k, _)| (k as f64) < segment_end);
+            for group in marks[..visit].chunk_by(|a, b| a.0 == b.0) {
+                let at = start + group[0].0 as f64 * epoch_ns;
+                cpus.clear();
+                cpus.extend(group.iter().map(|&(_, c)| c));
+                was.clear();
+                was.extend(cpus.iter().map(|&c| self.noise_now[c]));
+                for &c in &cpus {
+                    self.noise_now[c] = u32::from(self.noise.running_on(c, at).is_some());
                 }
-                self.noise.tasks.truncate(drawn);
-                self.noise.set_next_arrival_ns(next_ns);
-                self.rng = rng;
-                self.arrive(at);
-                return at;
+                let pulls = balance_idle
+                    && cpus
+                        .iter()
+                        .any(|&c| self.idle(c) && self.idle_since[c].is_none() && self.newidle_pull(c, at, &states_now).is_some());
+                if pulls {
+                    for (&c, &n) in cpus.iter().zip(&was) {
+                        self.noise_now[c] = n;
+                    }
+                    if group[0].0 as f64 == segment_start {
+                        napped.iter().for_each(|&c| self.load[c] = 1);
+                    }
+                    self.noise.tasks.truncate(drawn);
+                    self.noise.set_next_arrival_ns(next_ns);
+                    self.rng = rng;
+                    self.arrive(at);
+                    return at;
+                }
+                for &c in &cpus {
+                    self.idle_transition(c, at);
+                }
             }
-            for &c in &cpus {
-                self.idle_transition(c, at);
+            marks.drain(..visit);
+            if segment_end >= epochs {
+                return end;
             }
+            // The naps seen at the segment's end: each leaves its CPU, which the loop visits
+            // there; one that leaves another thread on its CPU ends the window.
+            let k = segment_end as u64;
+            napped.clear();
+            while let Some(&(_, t)) = asleep_at.get(next_nap).filter(|&&(at_k, _)| at_k == k) {
+                let cpu = self.cpu_of[t] as usize;
+                if self.load[cpu] != 1 {
+                    napped.iter().for_each(|&c| self.load[c] = 1);
+                    return start + segment_end * epoch_ns;
+                }
+                states_now[t] = TaskState::Sleeping;
+                self.load[cpu] = 0;
+                napped.push(cpu);
+                marks.push((k, cpu));
+                next_nap += 1;
+            }
+            segment_start = segment_end;
         }
-        end
     }
 
     /// Run a daemon's work (a policy's periodic decisions; docs/simulator.md, "Who pays for

@@ -25,7 +25,7 @@ fn run_epochs(s: &mut Scheduler, states: &[TaskState], from_ms: f64, epochs: usi
     let mut moves = Vec::new();
     for e in 0..epochs {
         let start = from_ms * MS + e as f64 * 50e3;
-        s.epoch(start, start + 50e3, 50e3, states, &mut share, &mut moves);
+        s.epoch(start, start + 50e3, 50e3, states, &[], &mut share, &mut moves);
         all.extend(moves.iter().copied());
     }
     all
@@ -37,7 +37,7 @@ fn a_pinned_thread_never_moves_and_shares_its_cpu() {
     assert!(run_epochs(&mut s, &[Runnable; 2], 0.0, 400).is_empty());
     let mut share = vec![0.0; 2];
     let mut moves = Vec::new();
-    s.epoch(30.0 * MS, 30.05 * MS, 50e3, &[Runnable; 2], &mut share, &mut moves);
+    s.epoch(30.0 * MS, 30.05 * MS, 50e3, &[Runnable; 2], &[], &mut share, &mut moves);
     assert!(share[0] <= 0.5 && share[0] > 0.3, "{share:?}");
     let mut woke = Vec::new();
     s.wake(0, 31.0 * MS, &[Runnable; 2], &mut woke);
@@ -193,7 +193,7 @@ fn noise_is_seeded_takes_cpu_time_and_the_run_repeats() {
         let mut total = 0.0;
         let mut all = Vec::new();
         for e in 0..400 {
-            s.epoch(e as f64 * 5e4, (e + 1) as f64 * 5e4, 5e4, &[Runnable; 3], &mut share, &mut moves);
+            s.epoch(e as f64 * 5e4, (e + 1) as f64 * 5e4, 5e4, &[Runnable; 3], &[], &mut share, &mut moves);
             total += share.iter().sum::<f64>();
             all.extend(moves.iter().copied());
         }
@@ -230,31 +230,36 @@ fn daemon_work_takes_an_idle_cpu_of_its_node_else_shares_and_queues() {
     let states = [Runnable; 3];
     let mut share = vec![0.0; 3];
     let mut moves = Vec::new();
-    s.epoch(0.0, 50e3, 50e3, &states, &mut share, &mut moves);
+    s.epoch(0.0, 50e3, 50e3, &states, &[], &mut share, &mut moves);
     s.run_daemon(0, 50e3, 100e3);
-    s.epoch(50e3, 100e3, 50e3, &states, &mut share, &mut moves);
+    s.epoch(50e3, 100e3, 50e3, &states, &[], &mut share, &mut moves);
     assert_eq!(share[0], 1.0, "the daemon ran on idle CPU 1: thread 0 keeps its CPU");
     assert!(!s.cpu_idle(1, 60e3), "CPU 1 runs the daemon");
     // Woken on CPU 2 with no idle CPU on node 1: it shares CPU 2 with thread 1, after the
     // daemon's earlier work (until 150 µs) is done.
     s.run_daemon(2, 100e3, 50e3);
-    s.epoch(100e3, 150e3, 50e3, &states, &mut share, &mut moves);
+    s.epoch(100e3, 150e3, 50e3, &states, &[], &mut share, &mut moves);
     assert_eq!(share[1], 1.0, "queued behind the first piece of work");
-    s.epoch(150e3, 200e3, 50e3, &states, &mut share, &mut moves);
+    s.epoch(150e3, 200e3, 50e3, &states, &[], &mut share, &mut moves);
     assert_eq!(share[1], 0.5, "time-sliced with the daemon");
     assert_eq!(share[2], 1.0);
     s.run_daemon(0, 500e3, 0.0);
-    s.epoch(500e3, 550e3, 50e3, &states, &mut share, &mut moves);
+    s.epoch(500e3, 550e3, 50e3, &states, &[], &mut share, &mut moves);
     assert_eq!(share[0], 1.0, "no work, no task");
 }
 
 /// What a window must leave as the epoch-by-epoch loop leaves it at the same epoch start `at`
 /// (`epoch_ns` after the last one it ran): the threads' CPUs and moves, the idle bookkeeping,
-/// the background tasks still running and the next one's arrival, and what runs now.
+/// the background tasks still running and the next one's arrival, and what runs on each CPU
+/// (threads and tasks, as of the last epoch start).
 #[allow(clippy::type_complexity)]
-fn seen(s: &Scheduler, at: f64, epoch_ns: f64) -> (Vec<CpuId>, Vec<f64>, Vec<Option<f64>>, Vec<(usize, f64, f64)>, f64, Vec<u32>) {
+fn seen(
+    s: &Scheduler,
+    at: f64,
+    epoch_ns: f64,
+) -> (Vec<CpuId>, Vec<f64>, Vec<Option<f64>>, Vec<(usize, f64, f64)>, f64, Vec<u32>, Vec<u32>) {
     let tasks = s.noise.tasks.iter().filter(|t| t.end_ns > at - epoch_ns).map(|t| (t.cpu, t.start_ns, t.end_ns)).collect();
-    (s.cpu_of.clone(), s.avg_idle_ns.clone(), s.idle_since.clone(), tasks, s.noise.next_arrival_ns(), s.noise_now.clone())
+    (s.cpu_of.clone(), s.avg_idle_ns.clone(), s.idle_since.clone(), tasks, s.noise.next_arrival_ns(), s.noise_now.clone(), s.load.clone())
 }
 
 proptest::proptest! {
@@ -262,21 +267,29 @@ proptest::proptest! {
 
     /// A fast-forward window runs the scheduler as the epochs it spans, one by one, would
     /// (docs/simulator.md, "Fast-forward"): background tasks that start and end on CPUs
-    /// without a thread pass inside it, their idle transitions are folded at the epoch
-    /// starts where the loop sees them, and the window ends early exactly where a newidle
-    /// balance moves a thread. Two nodes of four CPUs; five threads, some sharing a CPU (so
-    /// newidle balancing has something to pull), some asleep; tasks every 25 µs per CPU.
+    /// without a thread pass inside it and so do the naps of waiting threads, their idle
+    /// transitions are folded at the epoch starts where the loop sees them, and the window
+    /// ends early exactly where a newidle balance moves a thread or a nap would change
+    /// another thread's share. Two nodes of four CPUs; five threads, some sharing a CPU (so
+    /// newidle balancing has something to pull), each running, asleep, or spinning until it
+    /// falls asleep at `sleep_ms`.
     #[test]
     fn a_window_runs_as_its_epochs_one_by_one(
         seed in 0u64..1_000_000,
         cpus in proptest::collection::vec(0u32..8, 5),
-        asleep in proptest::collection::vec(proptest::bool::ANY, 5),
+        kinds in proptest::collection::vec(0u8..3, 5),
+        sleep_ms in proptest::collection::vec(0.0f64..40.0, 5),
         rate_hz in 1e3f64..2e4,
         mean_us in 20.0f64..200.0,
         bound_share in 0.0f64..1.0,
     ) {
         let cfg = SchedConfig { noise_rate_per_cpu_hz: rate_hz, noise_mean_us: mean_us, noise_bound_share: bound_share, migration_cost_us: 100.0, ..SchedConfig::default() };
-        let states: Vec<TaskState> = asleep.iter().map(|&a| if a { Sleeping } else { Runnable }).collect();
+        let state_at = |t: usize, at: f64| match kinds[t] {
+            0 => Runnable,
+            1 => Sleeping,
+            _ if at < sleep_ms[t] * MS => Spinning,
+            _ => Sleeping,
+        };
         let make = || {
             let node_of_cpu = (0..8).map(|c| (c / 4) as NodeId).collect();
             Scheduler::new(cfg.clone(), node_of_cpu, (0..8).collect(), cpus.clone(), false, numalab_core::rng::stream(seed, "t", 0))
@@ -288,16 +301,21 @@ proptest::proptest! {
         let (mut now, mut long) = (0.0, 0);
         let mut looped = 0.0;
         while now < 40.0 * MS {
-            // The window fast-forwarding would take: up to 40 epochs, to the next balance due.
+            // The window fast-forwarding would take: up to 40 epochs, to the next balance due,
+            // passing the naps of the threads spinning now.
             let due = windows.next_event();
             let n = ((due - now) / epoch_ns).ceil().clamp(1.0, 40.0);
             let planned = now + n * epoch_ns;
-            let end = windows.epoch(now, planned, epoch_ns, &states, &mut share, &mut moves);
+            let states: Vec<TaskState> = (0..5).map(|t| state_at(t, now)).collect();
+            let naps: Vec<(usize, f64)> =
+                (0..5).filter(|&t| states[t] == Spinning && sleep_ms[t] * MS < planned).map(|t| (t, sleep_ms[t] * MS)).collect();
+            let end = windows.epoch(now, planned, epoch_ns, &states, &naps, &mut share, &mut moves);
             by_window.extend(moves.iter().copied());
             proptest::prop_assert!(end > now && end <= planned);
             long += usize::from(end - now > epoch_ns);
             while looped < end {
-                epochs.epoch(looped, looped + epoch_ns, epoch_ns, &states, &mut share, &mut moves);
+                let states: Vec<TaskState> = (0..5).map(|t| state_at(t, looped)).collect();
+                epochs.epoch(looped, looped + epoch_ns, epoch_ns, &states, &[], &mut share, &mut moves);
                 by_epoch.extend(moves.iter().copied());
                 looped += epoch_ns;
             }
@@ -329,7 +347,7 @@ fn a_window_ends_where_a_newidle_balance_pulls() {
     let (mut now, mut cut_at) = (0.0, None);
     while now < 4.0 * MS {
         let planned = now + ((s.next_event() - now) / 50e3).ceil().clamp(1.0, 40.0) * 50e3;
-        let end = s.epoch(now, planned, 50e3, &states, &mut share, &mut moves);
+        let end = s.epoch(now, planned, 50e3, &states, &[], &mut share, &mut moves);
         if let Some(m) = moves.iter().find(|m| m.cause == Cause::IdleBalance) {
             assert_eq!((m.thread, m.at_ns), (1, now));
             assert_eq!(cut_at, Some(now), "the window before ended where the pull is made");
