@@ -93,22 +93,35 @@ impl World<'_> {
         }
         // Waiting threads (at a barrier, or for their pipeline predecessor) stop spinning and
         // sleep `spin_ns` after they arrived, which changes what the scheduler sees. One that
-        // falls asleep before its process's barrier may be released stays asleep to the
-        // window's end: it is a nap the scheduler replays (`Scheduler::epoch`). Any other ends
-        // the window at the first boundary after it falls asleep. A process without running
-        // threads is released by none.
+        // falls asleep before its process's barrier may be released stays asleep until then:
+        // it is a nap the scheduler replays (`Scheduler::epoch`). Any other ends the window at
+        // the first boundary after it falls asleep. A process without running threads is
+        // released by none.
+        //
+        // A release wakes the sleepers, which the scheduler may place on other CPUs: their
+        // CPUs are busy again, and the background tasks the scheduler placed for the rest of
+        // the window from the CPUs it saw at its start would be placed otherwise. So a window
+        // that holds sleepers (napping, or asleep at its start) ends before their process's
+        // barrier may be released.
         self.naps.clear();
         for (t, th) in self.threads.iter().enumerate() {
-            if matches!(th.state, State::Barrier(_) | State::P2pWait) && th.clock + spin_ns > start {
-                let asleep = th.clock + spin_ns;
-                let floor = release_floor[self.p.process_of(t as u32)];
-                let floor = if floor == f64::NEG_INFINITY { f64::INFINITY } else { floor };
-                // A NaN floor (a pipelined step runs) compares false: no nap.
+            if !matches!(th.state, State::Barrier(_) | State::P2pWait) {
+                continue;
+            }
+            let asleep = th.clock + spin_ns;
+            let floor = release_floor[self.p.process_of(t as u32)];
+            let floor = if floor == f64::NEG_INFINITY { f64::INFINITY } else { floor };
+            // A NaN floor (a pipelined step runs) compares false: no nap, no bound.
+            if asleep > start {
                 if asleep < floor {
                     self.naps.push((t, asleep));
                 } else {
                     epochs = epochs.min(until(asleep));
+                    continue;
                 }
+            }
+            if floor < f64::INFINITY {
+                epochs = epochs.min(before(floor).max(1.0));
             }
         }
         self.release_floor = release_floor;
