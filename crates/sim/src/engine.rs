@@ -233,7 +233,8 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.loop_steps += 1;
             w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
-            // The scheduler may end the window early, where a newidle balance would move a thread.
+            // The scheduler may end the window early: where a newidle balance would pull a
+            // thread, or a nap would change another thread's share.
             let end = w.sched.epoch(start, end, epoch, &w.states, &w.naps, &mut w.share, &mut moves);
             w.note_moves(&moves);
             w.moves = moves;
