@@ -111,16 +111,6 @@ pub struct Move {
     pub at_ns: f64,
 }
 
-/// Per CPU, the workload threads on it (running, waiting or spinning) in `states`.
-fn count_load(states: &[TaskState], cpu_of: &[CpuId], load: &mut [u32]) {
-    load.iter_mut().for_each(|l| *l = 0);
-    for (t, st) in states.iter().enumerate() {
-        if st.on_cpu() {
-            load[cpu_of[t] as usize] += 1;
-        }
-    }
-}
-
 /// The wake-up's sibling search for a background task (`select_idle_sibling`): an idle CPU of
 /// `cpu`'s node when `cpu` is busy (a thread on it, `load`, or a task `running` at `at`).
 fn idle_sibling<'s>(
@@ -211,8 +201,14 @@ impl Scheduler {
         self.node_of_cpu[self.cpu_of[t as usize] as usize]
     }
 
+    /// Per CPU, the workload threads on it (running, waiting or spinning) in `states`.
     fn recount(&mut self, states: &[TaskState]) {
-        count_load(states, &self.cpu_of, &mut self.load);
+        self.load.iter_mut().for_each(|l| *l = 0);
+        for (t, st) in states.iter().enumerate() {
+            if st.on_cpu() {
+                self.load[self.cpu_of[t] as usize] += 1;
+            }
+        }
     }
 
     /// Tasks on a CPU: workload threads and background tasks (`rq->nr_running`).
