@@ -131,19 +131,23 @@ impl WalkRuns {
     }
 
     /// Take entry `i`'s next `k` references run by run, handing `charge` each run's node,
-    /// references and writes (the floor rule, by `take_run`).
+    /// references and writes (the floor rule of `take_run`, run by run from the entry's
+    /// `writes_before`; the cursor moves once, by `k`: the runs lie in one chunk).
     pub fn take(&self, i: usize, e: &mut Entry, k: u64, mut charge: impl FnMut(usize, u64, u64)) {
-        let mut taken = 0;
+        let first = e.issued;
+        let (mut taken, mut writes_before) = (0, e.writes_before(first));
         for run in self.of(i) {
             if taken == k {
                 break;
             }
             let m = run.refs_end.min(k) - taken;
-            let writes = e.take_run(m);
-            charge(run.node as usize, m, writes);
             taken += m;
+            let writes_to = e.writes_before(first + taken);
+            charge(run.node as usize, m, writes_to - writes_before);
+            writes_before = writes_to;
         }
         debug_assert_eq!(taken, k, "a walk is charged within its runs");
+        e.take_run(k);
     }
 }
 

@@ -412,6 +412,13 @@ impl Entry {
         Entry { cursor, refs, write_frac, kind, escape, issued: 0, write_fp }
     }
 
+    /// Writes among references `0..i`, `floor(i·w)`: those among `i..j` are
+    /// `writes_before(j) - writes_before(i)`, what `take_run` counts.
+    #[inline(always)]
+    pub fn writes_before(&self, i: u64) -> u64 {
+        ((i as u128 * self.write_fp as u128) >> 32) as u64
+    }
+
     /// Is reference `i` a write? `floor((i+1)·w) > floor(i·w)` (docs/workloads.md, "Generator semantics"), with `w`
     /// in 32-bit fixed point: integer arithmetic, exact for w = 0, 1 and binary fractions.
     #[inline(always)]
@@ -495,8 +502,7 @@ impl Entry {
     #[inline(always)]
     pub fn take_run(&mut self, k: u64) -> u64 {
         let i = self.issued;
-        let w = self.write_fp as u128;
-        let writes = (((i + k) as u128 * w) >> 32) - ((i as u128 * w) >> 32);
+        let writes = self.writes_before(i + k) - self.writes_before(i);
         self.issued += k;
         match &mut self.cursor {
             Cursor::Walk { segs, seg, pos } => {
