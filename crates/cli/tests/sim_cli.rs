@@ -805,6 +805,26 @@ fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
     assert!(err.contains("'long'") && err.contains("short") && err.contains("study"), "{err}");
 }
 
+/// `--runs N` times the runs `numalab sim --seed 1 --runs N` makes: the row's simulated
+/// seconds are theirs summed, its slowdown the runs' wall over simulated seconds, within the
+/// least and largest of one run.
+#[test]
+fn bench_slowdown_over_several_runs_sums_the_runs_of_sim() {
+    let scenario = ["--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1"];
+    let bench = json_of(&[&["bench", "--slowdown", "--engine", "fast", "--runs", "2"][..], &scenario[..]].concat());
+    let row = &bench["runs"][0];
+    assert_eq!(row["runs"], 2);
+    let sim = json_of(&[&["sim", "--seed", "1", "--runs", "2", "--jobs", "1", "--set", "sim.engine=fast"][..], &scenario[..]].concat());
+    let simulated: f64 = sim["runs"].as_array().unwrap().iter().map(|r| f(&r["sim_time_s"])).sum();
+    assert!((f(&row["simulated_s"]) - simulated).abs() <= 1e-9 * simulated, "{row} against {simulated}");
+    let slowdown = f(&row["slowdown"]);
+    assert!((slowdown - f(&row["wall_s"]) / simulated).abs() <= 1e-9 * slowdown, "{row}");
+    assert!(f(&row["slowdown_min"]) <= slowdown && slowdown <= f(&row["slowdown_max"]), "{row}");
+    let out = numalab().args(["bench", "--slowdown", "--runs", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--runs"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn the_engine_is_a_setting_recorded_with_the_result() {
     let run = |engine: &str| {
