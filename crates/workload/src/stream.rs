@@ -533,7 +533,7 @@ impl Entry {
             // Random and fixed cursors keep no position.
             _ => {}
         }
-        writes as u64
+        writes
     }
 
     /// For a strided cursor without escapes: issue the next `k` references, passing each
