@@ -20,6 +20,7 @@ mod journal;
 mod mixture;
 mod pages;
 mod segment;
+mod watch;
 
 /// Longest wait, in epochs, before a full count of a segment that had blocked pages is tried
 /// again.
@@ -40,6 +41,12 @@ struct Quick {
     /// Following the journal, with no change applied since the last `ready` and no count
     /// waiting: catching up is only taking the current generation.
     clean: bool,
+    /// The mixture that watches the segment (`watch::NO_WATCH`: none), the segment's position
+    /// among its parts, and whether that mixture's last poll stands for a look at the segment
+    /// (then its generation is at least the mixture's `stamp`; `watch::generation_of`).
+    watch: u32,
+    watch_pos: u32,
+    stamped: bool,
 }
 
 /// A segment's fields as a key: start, chunk, step, chunks.
@@ -62,7 +69,8 @@ fn recent_slot((start, chunk, step, chunks): SegKey) -> usize {
     (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
 }
 
-const NEVER_COUNTED: Quick = Quick { generation: u64::MAX, version: 0, settled: false, clean: false };
+const NEVER_COUNTED: Quick =
+    Quick { generation: u64::MAX, version: 0, settled: false, clean: false, watch: watch::NO_WATCH, watch_pos: 0, stamped: false };
 
 /// The segments the fast engine charges by shares, shared by every thread (one count serves
 /// all the threads of a shared region). Looked up by key, never iterated: order cannot leak.
@@ -102,6 +110,9 @@ pub(crate) struct SegShares {
     bases: Vec<(usize, Vec<usize>)>,
     /// Scratch of a mixture kept on a base: its new sums (`mixture`).
     mix_scratch: Vec<u64>,
+    /// Tests compare watched mixtures with mixtures that poll every part (`watch`).
+    #[cfg(test)]
+    no_watch: bool,
 }
 
 /// No sweep before the table holds this many segments and mixtures: a run whose steps keep
@@ -192,6 +203,13 @@ impl SegShares {
             self.free.iter().for_each(|&i| d[i] = true);
             d
         };
+        // Dropped mixtures stop watching their parts first (kept parts keep what the stamp
+        // gave them).
+        for i in 0..self.segs.len() {
+            if !keep[i] && !dropped[i] {
+                self.unwatch_parts(i);
+            }
+        }
         for i in 0..self.segs.len() {
             if keep[i] || dropped[i] {
                 continue;
@@ -240,8 +258,9 @@ impl SegShares {
     pub fn ready(&mut self, i: usize, mem: &Memory, shift: u32, epoch_start: f64, epoch_ns: f64) -> bool {
         // A clean segment the journal still reaches: what the full path below would do.
         self.sync(mem, shift);
-        let q = &mut self.quick[i];
-        if q.clean && q.generation >= mem.journal_from() {
+        let q = &self.quick[i];
+        if q.clean && watch::generation_of(&self.segs, q) >= mem.journal_from() {
+            let q = &mut self.quick[i];
             q.generation = mem.generation();
             return q.settled;
         }
@@ -251,6 +270,9 @@ impl SegShares {
         q.version = s.version;
         q.settled = s.settled;
         q.clean = s.synced && !s.dirty && !s.runs_stale && !s.rename_armed && s.parts.is_none();
+        if !q.clean {
+            watch::note_moved(&mut self.segs, &mut self.quick, i);
+        }
         settled
     }
 

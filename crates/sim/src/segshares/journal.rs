@@ -1,6 +1,7 @@
 //! Following the memory's journal: page buckets list the segments each change is offered to (docs/simulator.md, "The fast engine").
 
 use super::segment::SegShare;
+use super::watch::{generation_of, note_moved};
 use super::{Quick, SegShares};
 use crate::memory::{Change, Memory};
 
@@ -15,21 +16,24 @@ fn offer(list: &mut Vec<(u32, u32)>, segs: &mut [SegShare], quick: &mut [Quick],
     let mut k = 0;
     while k < list.len() {
         let (i, listing) = list[k];
-        let (s, q) = (&mut segs[i as usize], &mut quick[i as usize]);
-        if s.listing != listing {
+        let i = i as usize;
+        if segs[i].listing != listing {
             list.swap_remove(k);
             continue;
         }
-        if q.generation < idle_before {
+        if generation_of(segs, &quick[i]) < idle_before {
             // Idle: out of every list (its other entries are now stale).
-            s.unlist(at);
-            q.clean = false;
+            segs[i].unlist(at);
+            quick[i].clean = false;
+            note_moved(segs, quick, i);
             list.swap_remove(k);
             continue;
         }
+        let s = &mut segs[i];
         if s.apply(c.page, c.old, c.new, shift) {
             s.dirty = true;
-            q.clean = false;
+            quick[i].clean = false;
+            note_moved(segs, quick, i);
         }
         k += 1;
     }
@@ -69,6 +73,7 @@ impl SegShares {
             }
             None => {
                 // Every segment is behind the journal: counted in full when next needed.
+                self.unstamp_all();
                 self.segs.iter_mut().filter(|s| s.synced).for_each(|s| s.unlist(0));
                 self.quick.iter_mut().for_each(|q| q.clean = false);
                 self.buckets.iter_mut().for_each(Vec::clear);

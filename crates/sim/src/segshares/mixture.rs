@@ -9,7 +9,7 @@
 //! integers.
 
 use super::segment::{SegShare, FIXED_ONE};
-use super::SegShares;
+use super::{watch, SegShares};
 use crate::memory::Memory;
 use numalab_workload::stream::Seg;
 
@@ -50,6 +50,7 @@ impl SegShares {
                 self.bases.remove(0);
             }
             self.bases.push((i, sorted));
+            self.watch_parts(i);
         }
         i
     }
@@ -63,27 +64,69 @@ impl SegShares {
         }
         let parts = self.segs[i].parts.take().expect("a mixture");
         let (mut seen, mut sums) = (std::mem::take(&mut self.segs[i].seen), std::mem::take(&mut self.segs[i].fixed));
-        let (mut settled, mut moved, mut sum_again) = (true, false, false);
+        let (mut moved, mut sum_again) = (false, false);
         let (generation, journal_from) = (mem.generation(), mem.journal_from());
-        for (&p, seen) in parts.iter().zip(seen.iter_mut()) {
+        // A watched mixture looks only at the parts noted since its last poll, unless the
+        // journal started over since (`watch`); any other, at every part.
+        let watched = self.segs[i].watched;
+        let every = !watched || self.segs[i].polled_from != journal_from;
+        let noted = if every { Vec::new() } else { std::mem::take(&mut self.segs[i].moved) };
+        if watched && every {
+            // Each part takes what the last stamp gave it, and is looked at below.
+            let stamp = self.segs[i].stamp;
+            for &p in &parts {
+                let q = &mut self.quick[p];
+                if q.stamped {
+                    (q.generation, q.stamped) = (q.generation.max(stamp), false);
+                }
+            }
+            self.segs[i].moved.clear();
+            let s = &mut self.segs[i];
+            (s.part_settled, s.unsettled) = (vec![true; parts.len()], 0);
+        }
+        let looks = if every { parts.len() } else { noted.len() };
+        let mut settled = true;
+        let mut noted = noted.iter();
+        for k in 0..looks {
+            let pos = match noted.next() {
+                Some(&p) => self.quick[p as usize].watch_pos as usize,
+                None => k,
+            };
+            let p = parts[pos];
             // `ready`'s quick path for a part nothing changed (the journal is synced
             // already), inline: a mixture of 80 parts asks every part after each change of
             // the memory, and most are clean.
-            let q = &mut self.quick[p];
-            let part_settled = if q.clean && q.generation >= journal_from {
+            let q = &self.quick[p];
+            let part_settled = if q.clean && watch::generation_of(&self.segs, q) >= journal_from {
+                let q = &mut self.quick[p];
                 q.generation = generation;
                 q.settled
             } else {
                 self.ready(p, mem, shift, epoch_start, epoch_ns)
             };
+            if watched {
+                // A part left as this poll took it, clean at this generation, is stamped
+                // (the next polls stand for looks at it); any other is looked at again.
+                let q = &mut self.quick[p];
+                if q.clean && q.generation == generation {
+                    q.stamped = true;
+                } else {
+                    self.segs[i].moved.push(p as u32);
+                }
+                let s = &mut self.segs[i];
+                if s.part_settled[pos] != part_settled {
+                    s.part_settled[pos] = part_settled;
+                    s.unsettled = if part_settled { s.unsettled - 1 } else { s.unsettled + 1 };
+                }
+            }
             settled &= part_settled;
             // `Quick::version` is the part's version as of this `ready` (a dense array).
-            if self.quick[p].version == *seen {
+            if self.quick[p].version == seen[pos] {
                 continue;
             }
             let part = &self.segs[p];
             // The part's change since the sums last took it.
-            match part.fixed_at(*seen) {
+            match part.fixed_at(seen[pos]) {
                 Some(old) => {
                     for ((sum, &now), &old) in sums.iter_mut().zip(&part.fixed).zip(old) {
                         *sum = sum.wrapping_add(now).wrapping_sub(old);
@@ -91,7 +134,13 @@ impl SegShares {
                 }
                 None => sum_again = true,
             }
-            (*seen, moved) = (part.version, true);
+            (seen[pos], moved) = (part.version, true);
+        }
+        if watched {
+            // The parts not looked at are as settled as at their last look.
+            settled = self.segs[i].unsettled == 0;
+            let s = &mut self.segs[i];
+            (s.stamp, s.polled_from) = (generation, journal_from);
         }
         if sum_again {
             sums.iter_mut().for_each(|x| *x = 0);

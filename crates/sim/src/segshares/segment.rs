@@ -93,6 +93,16 @@ pub(super) struct SegShare {
     pub(super) mix_stale: bool,
     /// A mixture kept as another one plus and minus a few parts.
     pub(super) base: Option<MixBase>,
+    /// A plain mixture that watches its parts (`watch`): the parts noted since its last poll
+    /// (or left unclean by it), the generation of its last poll and the journal's start then
+    /// (`u64::MAX`: the next poll looks at every part), and each part's `settled` as of its
+    /// last look with how many are not.
+    pub(super) watched: bool,
+    pub(super) moved: Vec<u32>,
+    pub(super) stamp: u64,
+    pub(super) polled_from: u64,
+    pub(super) part_settled: Vec<bool>,
+    pub(super) unsettled: usize,
     /// A change moved a page of the segment to another node (or in or out of blocking) since
     /// the runs were made: the next epoch counts the segment again to remake them.
     pub(super) runs_stale: bool,
@@ -142,6 +152,12 @@ impl SegShare {
             seen,
             mix_stale: true,
             base: None,
+            watched: false,
+            moved: Vec::new(),
+            stamp: 0,
+            polled_from: u64::MAX,
+            part_settled: Vec::new(),
+            unsettled: 0,
             runs_stale: false,
             rename_armed: false,
             backoff_epochs: 0,

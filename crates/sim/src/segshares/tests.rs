@@ -387,6 +387,87 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    /// A mixture that watches its parts gives what one that polls every part gives, step for
+    /// step: whether it is settled, its shares, and each segment's state as a poll of every
+    /// part leaves it (its generation, which decides between the quick path, a catch-up and
+    /// a count, and when a segment is idle; whether it is clean and settled; its version),
+    /// through changes of the memory, idle parts leaving the buckets, and sweeps.
+    #[test]
+    fn watched_mixtures_poll_as_mixtures_that_look_at_every_part(
+        ops in proptest::collection::vec((0u8..6, 0u64..12, 0 as NodeId..3), 1..80),
+        segs in proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 5..9),
+        needed in proptest::collection::vec(0u8..32, 80),
+    ) {
+        let shift = 2;
+        let mut mem = Memory::new(16, vec![64; 3]);
+        for p in 0..16 {
+            mem.place(p, (p % 3) as NodeId);
+        }
+        let (mut watched, mut polling) = (SegShares::default(), SegShares { no_watch: true, ..SegShares::default() });
+        let mut mixes = three_mixtures(&mut watched, &segs);
+        proptest::prop_assert_eq!(&three_mixtures(&mut polling, &segs), &mixes);
+        // Watched unless a segment is a part twice (then every part is looked at).
+        let mut parts = watched.segs[mixes[0]].parts.clone().unwrap();
+        parts.sort_unstable();
+        parts.dedup();
+        let distinct = parts.len() == segs.len();
+        proptest::prop_assert!(watched.segs[mixes[0]].watched == distinct && !polling.segs[mixes[0]].watched);
+        // Parts that keep runs (a stride ranges over them): a part's runs wait for the next
+        // epoch's count, so a poll can leave it unclean, to be looked at again.
+        let want_runs = |shares: &mut SegShares, mixes: &[usize]| {
+            for p in shares.segs[mixes[0]].parts.clone().unwrap() {
+                if p % 2 == 0 {
+                    shares.want_runs(p);
+                }
+            }
+        };
+        want_runs(&mut watched, &mixes);
+        want_runs(&mut polling, &mixes);
+        for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
+            let h = mem.home()[page as usize];
+            match op {
+                0 if h & NODE_MASK != UNPLACED => mem.arm(page),
+                1 => mem.disarm(page),
+                2 => { mem.migrate(page, node); }
+                3 => { mem.replicate(page, node); }
+                4 => { mem.collapse(page, node); }
+                _ => {}
+            }
+            if needed[epoch] & 8 != 0 {
+                let keep = mixes[epoch % 3];
+                watched.sweep([keep]);
+                polling.sweep([keep]);
+                mixes = three_mixtures(&mut watched, &segs);
+                proptest::prop_assert_eq!(&three_mixtures(&mut polling, &segs), &mixes);
+                want_runs(&mut watched, &mixes);
+                want_runs(&mut polling, &mixes);
+            }
+            // A part needed on its own now and then (a thread's own block).
+            // Two changes per epoch: a part whose runs were remade this epoch waits for the
+            // next to have them remade again.
+            let at = (epoch / 2) as f64 + 1.0;
+            if needed[epoch] & 16 != 0 {
+                let part = watched.segs[mixes[0]].parts.as_ref().unwrap()[epoch % 5];
+                proptest::prop_assert_eq!(watched.ready(part, &mem, shift, at, 1.0), polling.ready(part, &mem, shift, at, 1.0));
+            }
+            for (k, &m) in mixes.iter().enumerate() {
+                if needed[epoch] & (1 << k) != 0 {
+                    proptest::prop_assert_eq!(watched.ready(m, &mem, shift, at, 1.0), polling.ready(m, &mem, shift, at, 1.0));
+                    proptest::prop_assert_eq!((watched.share(m), watched.unarmed(m)), (polling.share(m), polling.unarmed(m)));
+                }
+            }
+            proptest::prop_assert_eq!(watched.segs.len(), polling.segs.len());
+            for i in 0..watched.segs.len() {
+                let (a, b) = (&watched.quick[i], &polling.quick[i]);
+                proptest::prop_assert_eq!(watch::generation_of(&watched.segs, a), b.generation, "segment {}", i);
+                proptest::prop_assert_eq!((a.clean, a.settled, a.version), (b.clean, b.settled, b.version), "segment {}", i);
+                proptest::prop_assert_eq!(watched.segs[i].listing, polling.segs[i].listing, "segment {}", i);
+            }
+        }
+    }
+}
+
 #[test]
 fn runs_are_dropped_past_the_limit() {
     // Pages of one line alternating nodes: one run per page.
