@@ -332,6 +332,45 @@ fn assert_mixture_as_recounted_parts(shares: &SegShares, m: usize, mem: &Memory,
     }
 }
 
+/// Sixteen pages placed on nodes 0, 1, 2, 0, ... (of three).
+fn striped_memory() -> Memory {
+    let mut mem = Memory::new(16, vec![64; 3]);
+    for p in 0..16 {
+        mem.place(p, (p % 3) as NodeId);
+    }
+    mem
+}
+
+/// The change `op` of the proptests below to `page`: arm, disarm, migrate to `node`,
+/// replicate there, collapse there, or nothing (5 and up).
+fn change_page(mem: &mut Memory, op: u8, page: u64, node: NodeId) {
+    let h = mem.home()[page as usize];
+    match op {
+        0 if h & NODE_MASK != UNPLACED => mem.arm(page),
+        1 => mem.disarm(page),
+        2 => {
+            mem.migrate(page, node);
+        }
+        3 => {
+            mem.replicate(page, node);
+        }
+        4 => {
+            mem.collapse(page, node);
+        }
+        _ => {}
+    }
+}
+
+/// `(op, page, node)` for `change_page`, ops below `ops`, on the 12 first pages.
+fn page_changes(ops: u8) -> impl proptest::strategy::Strategy<Value = Vec<(u8, u64, NodeId)>> {
+    proptest::collection::vec((0u8..ops, 0u64..12, 0 as NodeId..3), 1..80)
+}
+
+/// Five to eight segments `(start, chunk, gap, chunks)` for `three_mixtures`.
+fn mixture_segments() -> impl proptest::strategy::Strategy<Value = Vec<(u64, u64, u64, u64)>> {
+    proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 5..9)
+}
+
 /// The mixtures of the proptest below: of every segment, of all but the first, of all but the
 /// last (the last two kept on the first as their base).
 fn three_mixtures(shares: &mut SegShares, segs: &[(u64, u64, u64, u64)]) -> Vec<usize> {
@@ -348,28 +387,18 @@ proptest::proptest! {
     /// counted afresh, whether a mixture is plain or kept on another as its base.
     #[test]
     fn mixtures_equal_their_parts_counted_afresh(
-        ops in proptest::collection::vec((0u8..5, 0u64..12, 0 as NodeId..3), 1..80),
-        segs in proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 5..9),
+        ops in page_changes(5),
+        segs in mixture_segments(),
         needed in proptest::collection::vec(0u8..16, 80),
     ) {
         let shift = 2;
-        let mut mem = Memory::new(16, vec![64; 3]);
-        for p in 0..16 {
-            mem.place(p, (p % 3) as NodeId);
-        }
+        let mut mem = striped_memory();
         let mut shares = SegShares::default();
         let mut mixes = three_mixtures(&mut shares, &segs);
         proptest::prop_assert!(shares.segs[mixes[0]].base.is_none());
         proptest::prop_assert!(shares.segs[mixes[1]].base.is_some() && shares.segs[mixes[2]].base.is_some());
         for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
-            let h = mem.home()[page as usize];
-            match op {
-                0 if h & NODE_MASK != UNPLACED => mem.arm(page),
-                1 => mem.disarm(page),
-                2 => { mem.migrate(page, node); }
-                3 => { mem.replicate(page, node); }
-                _ => { mem.collapse(page, node); }
-            }
+            change_page(&mut mem, op, page, node);
             if needed[epoch] & 8 != 0 {
                 // A sweep keeps one mixture; the others are interned again (from their parts
                 // as they stand) when next needed.
@@ -395,15 +424,12 @@ proptest::proptest! {
     /// through changes of the memory, idle parts leaving the buckets, and sweeps.
     #[test]
     fn watched_mixtures_poll_as_mixtures_that_look_at_every_part(
-        ops in proptest::collection::vec((0u8..6, 0u64..12, 0 as NodeId..3), 1..80),
-        segs in proptest::collection::vec((0u64..20, 1u64..9, 0u64..4, 1u64..5), 5..9),
+        ops in page_changes(6),
+        segs in mixture_segments(),
         needed in proptest::collection::vec(0u8..32, 80),
     ) {
         let shift = 2;
-        let mut mem = Memory::new(16, vec![64; 3]);
-        for p in 0..16 {
-            mem.place(p, (p % 3) as NodeId);
-        }
+        let mut mem = striped_memory();
         let (mut watched, mut polling) = (SegShares::default(), SegShares { no_watch: true, ..SegShares::default() });
         let mut mixes = three_mixtures(&mut watched, &segs);
         proptest::prop_assert_eq!(&three_mixtures(&mut polling, &segs), &mixes);
@@ -425,15 +451,7 @@ proptest::proptest! {
         want_runs(&mut watched, &mixes);
         want_runs(&mut polling, &mixes);
         for (epoch, (op, page, node)) in ops.into_iter().enumerate() {
-            let h = mem.home()[page as usize];
-            match op {
-                0 if h & NODE_MASK != UNPLACED => mem.arm(page),
-                1 => mem.disarm(page),
-                2 => { mem.migrate(page, node); }
-                3 => { mem.replicate(page, node); }
-                4 => { mem.collapse(page, node); }
-                _ => {}
-            }
+            change_page(&mut mem, op, page, node);
             if needed[epoch] & 8 != 0 {
                 let keep = mixes[epoch % 3];
                 watched.sweep([keep]);
