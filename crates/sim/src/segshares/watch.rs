@@ -4,9 +4,9 @@
 //! A plain mixture used to ask every one of its parts whether it changed, after every change
 //! of the memory: ua-like's mixture of the 79 other threads' blocks (server-b-8n) did so
 //! after each hinting fault, and that was most of its time in bringing segment counts up to
-//! date. A watched mixture is told instead: a part that stops being clean (a change of its pages applied, its
-//! count waiting, the journal started over) is noted in the mixture's `moved` list, and the
-//! mixture's next poll looks only at those.
+//! date. A watched mixture is told instead: a part that stops being clean (a change of its
+//! pages applied, its count waiting, the journal started over) is noted in the mixture's
+//! `moved` list, and the mixture's next poll looks only at those.
 //!
 //! What the poll of every part did besides looking is kept, so that the results are the same
 //! bytes: it took the current generation as each clean part's `Quick::generation`, which says
