@@ -144,7 +144,8 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 cpu_s += thread_cpu_s() - cpu_start_s;
                 let run_wall_s = start.elapsed().as_secs_f64();
                 (wall_s, sim_s) = (wall_s + run_wall_s, sim_s + m.sim_time_s);
-                (least, largest) = (least.min(run_wall_s / m.sim_time_s), largest.max(run_wall_s / m.sim_time_s));
+                let run_slowdown = run_wall_s / m.sim_time_s;
+                (least, largest) = (least.min(run_slowdown), largest.max(run_slowdown));
                 pb.inc(1);
             }
             let ratio = wall_s / sim_s;

@@ -49,8 +49,8 @@ impl SegShares {
             if self.bases.len() == MAX_BASES {
                 self.bases.remove(0);
             }
+            self.watch_parts(i, &sorted);
             self.bases.push((i, sorted));
-            self.watch_parts(i);
         }
         i
     }
@@ -75,10 +75,7 @@ impl SegShares {
             // Each part takes what the last stamp gave it, and is looked at below.
             let stamp = self.segs[i].stamp;
             for &p in &parts {
-                let q = &mut self.quick[p];
-                if q.stamped {
-                    (q.generation, q.stamped) = (q.generation.max(stamp), false);
-                }
+                self.quick[p].unstamp(stamp);
             }
             self.segs[i].moved.clear();
             let s = &mut self.segs[i];

@@ -31,29 +31,38 @@ pub(super) fn generation_of(segs: &[SegShare], q: &Quick) -> u64 {
     }
 }
 
+impl Quick {
+    /// The stamp `stamp` no longer stands for a look at this segment: the generation it gave
+    /// becomes the segment's own.
+    #[inline]
+    pub(super) fn unstamp(&mut self, stamp: u64) {
+        if self.stamped {
+            (self.generation, self.stamped) = (self.generation.max(stamp), false);
+        }
+    }
+}
+
 /// Segment `p` is no longer clean: its watching mixture, if any, looks at it at its next poll.
 #[inline]
 pub(super) fn note_moved(segs: &mut [SegShare], quick: &mut [Quick], p: usize) {
     let q = &mut quick[p];
     if q.watch != NO_WATCH && q.stamped {
         let m = q.watch as usize;
-        q.generation = q.generation.max(segs[m].stamp);
-        q.stamped = false;
+        q.unstamp(segs[m].stamp);
         segs[m].moved.push(p as u32);
     }
 }
 
 impl SegShares {
-    /// Plain mixture `m` watches its parts, if none of them is a part twice or of another
-    /// watched mixture (a part has one watcher); its first poll looks at every part.
-    pub(super) fn watch_parts(&mut self, m: usize) {
+    /// Plain mixture `m` (its parts `sorted`) watches its parts, if none of them is a part
+    /// twice or of another watched mixture (a part has one watcher); its first poll looks at
+    /// every part.
+    pub(super) fn watch_parts(&mut self, m: usize, sorted: &[usize]) {
         #[cfg(test)]
         if self.no_watch {
             return;
         }
         let parts = self.segs[m].parts.as_ref().expect("a mixture");
-        let mut sorted = parts.clone();
-        sorted.sort_unstable();
         if sorted.windows(2).any(|w| w[0] == w[1]) || parts.iter().any(|&p| self.quick[p].watch != NO_WATCH) {
             return;
         }
@@ -76,10 +85,8 @@ impl SegShares {
         for &p in self.segs[m].parts.as_deref().unwrap_or(&[]) {
             let q = &mut self.quick[p];
             if q.watch == m as u32 {
-                if q.stamped {
-                    q.generation = q.generation.max(stamp);
-                }
-                (q.watch, q.stamped) = (NO_WATCH, false);
+                q.unstamp(stamp);
+                q.watch = NO_WATCH;
             }
         }
         let s = &mut self.segs[m];
@@ -92,8 +99,7 @@ impl SegShares {
     pub(super) fn unstamp_all(&mut self) {
         for q in &mut self.quick {
             if q.stamped {
-                q.generation = q.generation.max(self.segs[q.watch as usize].stamp);
-                q.stamped = false;
+                q.unstamp(self.segs[q.watch as usize].stamp);
             }
         }
         for s in self.segs.iter_mut().filter(|s| s.watched) {
