@@ -165,8 +165,11 @@ pub struct Contention {
     q_c: Vec<f64>,
     /// Scratch of a solve's step: the station queues being summed for the next step.
     q_next: Vec<f64>,
-    /// Scratch of a solve's step: one class's stretch at each station it loads.
-    stretch: Vec<f64>,
+    /// Scratch of a solve's step: each class's stretch at each station it loads (along
+    /// `station_c`), and its response time per access, the sum of its stations' service
+    /// demands times their stretch.
+    w_c: Vec<f64>,
+    r_c: Vec<f64>,
     /// Scratch of a solve's latencies: per node, the first thread on it without population.
     idle_of_node: Vec<usize>,
 }
@@ -228,7 +231,8 @@ impl Contention {
             d_c: Vec::with_capacity(threads * k),
             q_c: Vec::with_capacity(threads * k),
             q_next: vec![0.0; k],
-            stretch: vec![0.0; k],
+            w_c: Vec::with_capacity(threads * k),
+            r_c: Vec::with_capacity(threads),
             idle_of_node: Vec::with_capacity(n),
         }
     }
@@ -410,8 +414,10 @@ impl Contention {
         let mut used = 0;
         let mut q_next = std::mem::take(&mut self.q_next);
         q_next.resize(k, 0.0);
-        let mut stretch = std::mem::take(&mut self.stretch);
-        stretch.resize(k, 0.0);
+        self.w_c.clear();
+        self.w_c.resize(self.station_c.len(), 0.0);
+        self.r_c.clear();
+        self.r_c.resize(classes, 0.0);
         // The last two steps' changes, for the extrapolation below.
         let (mut change_1, mut change_2) = (f64::NAN, f64::NAN);
         while used < max_iterations {
@@ -424,32 +430,48 @@ impl Contention {
             // would converge; the next two steps are plain again.
             let ratio_1 = change_1 / change_2;
             let extrapolate_by = (extrapolate && ratio_1 > 0.3 && ratio_1 < 0.98).then(|| 1.0 / (1.0 - ratio_1));
+            // Three passes over the classes, each value made by the same operations in the same
+            // order as one pass would. A class's response time is a sum along its stations, a
+            // chain of dependent additions followed by a division: made class after class in
+            // one pass, each class's update waited for its own chain. Made for all classes
+            // first, the chains of consecutive classes, which do not depend on each other,
+            // overlap in the processor.
             let q = &self.q[..];
             let mut start = 0;
-            let classes = self.class_at[1..].iter().zip(&self.pop_c).zip(&self.inv_pop_c).zip(&self.z_c).zip(self.x_c.iter_mut());
-            for ((((&end, &pop_c), &inv_pop), &z_c), x_c) in classes {
+            for ((&end, &inv_pop), r_c) in self.class_at[1..].iter().zip(&self.inv_pop_c).zip(self.r_c.iter_mut()) {
                 let stations = &self.station_c[start..end];
                 let dc = &self.d_c[start..end];
-                let qc = &mut self.q_c[start..end];
-                start = end;
+                let qc = &self.q_c[start..end];
                 // Schweitzer's stretch `1 + Q_k − Q_ck/N_c` of each station the class loads,
                 // from the last step's queues: the class's response time now, its new queues
                 // below.
-                let stretch = &mut stretch[..stations.len()];
+                let w_c = &mut self.w_c[start..end];
+                start = end;
                 let mut r_sum = 0.0;
-                for ((w, &s), (&d, &q_cs)) in stretch.iter_mut().zip(stations).zip(dc.iter().zip(qc.iter())) {
+                for ((w, &s), (&d, &q_cs)) in w_c.iter_mut().zip(stations).zip(dc.iter().zip(qc)) {
                     *w = 1.0 + (q[s as usize] - q_cs * inv_pop).max(0.0);
                     r_sum += d * *w;
                 }
+                *r_c = r_sum;
+            }
+            for (((&pop_c, &z_c), &r_sum), x_c) in self.pop_c.iter().zip(&self.z_c).zip(&self.r_c).zip(self.x_c.iter_mut()) {
                 let x = pop_c / (z_c + r_sum).max(1e-12);
                 change = change.max((x - *x_c).abs() / x);
                 *x_c = x;
+            }
+            let mut start = 0;
+            for (&end, &x) in self.class_at[1..].iter().zip(&self.x_c) {
+                let stations = &self.station_c[start..end];
+                let dc = &self.d_c[start..end];
+                let w_c = &self.w_c[start..end];
+                let qc = &mut self.q_c[start..end];
+                start = end;
                 // New queue lengths, damped (an undamped Jacobi step makes many symmetric
                 // classes overshoot together and oscillate), summed into the next step's
                 // station totals as they are made: per station, the classes in the same order
                 // as a separate sum. A class holds no queue at the stations it does not load
                 // (the warm start above).
-                for ((&w, &s), (&d, q)) in stretch.iter().zip(stations).zip(dc.iter().zip(qc.iter_mut())) {
+                for ((&w, &s), (&d, q)) in w_c.iter().zip(stations).zip(dc.iter().zip(qc.iter_mut())) {
                     let cur = *q;
                     let damped = 0.5 * cur + 0.5 * (x * d * w);
                     let updated = extrapolate_by.map_or(damped, |by| (cur + (damped - cur) * by).max(0.0));
@@ -463,7 +485,7 @@ impl Contention {
             }
             (change_2, change_1) = if extrapolate_by.is_none() { (change_1, change) } else { (f64::NAN, f64::NAN) };
         }
-        (self.q_next, self.stretch) = (q_next, stretch);
+        self.q_next = q_next;
         // The classes' queues at every station, zero where they load none, for the threads'
         // parts.
         self.q_ck.clear();
