@@ -146,6 +146,8 @@ pub struct Contention {
     /// demand stands for class c.
     class_of: Vec<u32>,
     leader: Vec<usize>,
+    /// Scratch of the grouping: per node, the classes whose leader runs on it, in class order.
+    classes_of_node: Vec<Vec<u32>>,
     /// Per class: population (sum of its threads'), throughput, and pure delay per access
     /// (its leader's).
     pop_c: Vec<f64>,
@@ -222,6 +224,7 @@ impl Contention {
             pop: Vec::with_capacity(threads),
             class_of: Vec::with_capacity(threads),
             leader: Vec::with_capacity(threads),
+            classes_of_node: vec![Vec::with_capacity(threads); n],
             pop_c: Vec::with_capacity(threads),
             inv_pop_c: Vec::with_capacity(threads),
             x_c: Vec::with_capacity(threads),
@@ -578,24 +581,31 @@ impl Contention {
     fn group(&mut self, demands: &[Demand], pop: &[f64], merge_tolerance: Option<f64>) {
         self.class_of.clear();
         self.leader.clear();
+        // A class's leader has the thread's node (`close_to` requires it), so only the classes
+        // of that node are looked at; each node's list is in class order, so the first close
+        // one is the first close one of all classes.
+        self.classes_of_node.iter_mut().for_each(Vec::clear);
         for (t, d) in demands.iter().enumerate() {
             if pop[t] == 0.0 {
                 self.class_of.push(NO_CLASS);
                 continue;
             }
-            // The node and CPU share first: most leaders differ in them, and comparing them here
-            // is cheaper than a call of `close_to`, which requires both equal anyway.
+            let of_node = &mut self.classes_of_node[d.node];
+            // The CPU share first: most leaders of a node differ in it, and comparing it here
+            // is cheaper than a call of `close_to`, which requires it equal anyway.
             let found = merge_tolerance.and_then(|tol| {
-                self.leader.iter().position(|&l| {
-                    let e = &demands[l];
-                    e.node == d.node && e.share == d.share && e.close_to(d, tol)
+                of_node.iter().copied().find(|&c| {
+                    let e = &demands[self.leader[c as usize]];
+                    e.share == d.share && e.close_to(d, tol)
                 })
             });
             let c = found.unwrap_or_else(|| {
+                let c = self.leader.len() as u32;
                 self.leader.push(t);
-                self.leader.len() - 1
+                of_node.push(c);
+                c
             });
-            self.class_of.push(c as u32);
+            self.class_of.push(c);
         }
     }
 }
