@@ -81,6 +81,9 @@ fn check_with(
     for &seed in seeds {
         let (e, f) = (run_one(&exact_s, seed).unwrap(), run_one(&fast_s, seed).unwrap());
         assert_eq!(e.accesses, f.accesses, "{}", what("every reference is charged once"));
+        // Which references write follows from their index (the floor rule), in both engines.
+        let writes = |r: &RunMetrics| r.write_matrix.iter().flatten().sum::<u64>();
+        assert_eq!(writes(&e), writes(&f), "{}", what("every write is counted once"));
         for (row_a, row_w) in f.access_matrix.iter().zip(&f.write_matrix) {
             for (a, w) in row_a.iter().zip(row_w) {
                 assert!(w <= a, "{}", what("a write is an access"));

@@ -356,16 +356,22 @@ impl Hot<'_> {
                     });
                 }
                 (FastKind::Walk, Some(_)) => {
-                    // The escapes by their shares, the walk's own references at weight
-                    // `own` on each run's node; made integer at the flush.
+                    // The walk's own references at weight `own` on each run's node, the
+                    // escapes by their shares, which do not depend on the run: spread once
+                    // for all `k` (a walk crosses about eight runs per block under a policy
+                    // that migrates). Made integer at the flush.
                     clock += fs.walks.cost_ns(i, k);
-                    let (walks, share) = (std::mem::take(&mut fs.walks), std::mem::take(&mut fs.entry_share));
+                    let walks = std::mem::take(&mut fs.walks);
+                    let mut writes_all = 0;
                     walks.take(i, e, k, |node, m, writes| {
-                        fs.add_pending(m, writes, &share[i * n..(i + 1) * n]);
+                        writes_all += writes;
                         fs.pending_acc[node] += count_f64(m) * own;
                         fs.pending_wr[node] += count_f64(writes) * own;
                     });
-                    (fs.walks, fs.entry_share) = (walks, share);
+                    fs.walks = walks;
+                    let share = std::mem::take(&mut fs.entry_share);
+                    fs.add_pending(k, writes_all, &share[i * n..(i + 1) * n]);
+                    fs.entry_share = share;
                 }
                 _ => {
                     let writes = e.take_run(k);
