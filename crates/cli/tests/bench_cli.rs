@@ -1,0 +1,97 @@
+//! `numalab bench`: the quick hot-loop scenarios and the slowdown of the NPB-like suite,
+//! checked on the fields and on their relation to `numalab sim`'s runs.
+
+mod common;
+
+use common::*;
+
+// ---------------------------------------------------------------------------------------
+// bench
+
+#[test]
+fn bench_quick_smoke() {
+    let doc = json_of(&["bench", "--quick"]);
+    assert_eq!(doc["schema"], "numalab.bench/1");
+    assert_eq!(doc["numalab_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(doc["quick"], true);
+    assert!(doc["bytes_per_page"].is_number() || doc["bytes_per_page"].is_null(), "{doc}");
+    let scenarios = doc["scenarios"].as_array().unwrap();
+    assert!(!scenarios.is_empty());
+    for s in scenarios {
+        assert!(!s["name"].as_str().unwrap().is_empty());
+        assert!(POLICIES.contains(&s["policy"].as_str().unwrap()), "{s}");
+        assert!(s["events"].as_u64().unwrap() > 0);
+        assert!(s["simulated_pages"].as_u64().unwrap() > 0);
+        for k in ["seconds", "events_per_s", "bare_loop_events_per_s", "ratio_to_bare"] {
+            assert!(f(&s[k]) > 0.0, "{k}: {s}");
+        }
+        let ratio = f(&s["events_per_s"]) / f(&s["bare_loop_events_per_s"]);
+        assert!((f(&s["ratio_to_bare"]) - ratio).abs() <= 1e-9 * ratio, "{s}");
+        // The RNG-only limit is measured for random scenarios and only for them.
+        let random = s["name"].as_str().unwrap().starts_with("random");
+        assert_eq!(s["rng_limit_events_per_s"].is_number(), random, "{s}");
+    }
+    let names: Vec<&str> = scenarios.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["seq-first-touch", "triad-first-touch", "random-round-4k"]);
+}
+
+#[test]
+fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
+    let doc = json_of(&[
+        "bench",
+        "--slowdown",
+        "--machine",
+        "server-a-2n",
+        "--workload",
+        "lu-like",
+        "--iterations",
+        "1",
+        "--policy",
+        "linux",
+        "--policy",
+        "autonuma",
+    ]);
+    assert_eq!(doc["schema"], "numalab.bench-slowdown/1");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (r, policy) in runs.iter().zip(["linux", "autonuma"]) {
+        assert_eq!((r["workload"].as_str(), r["policy"].as_str(), r["iterations"].as_u64()), (Some("lu-like"), Some(policy), Some(1)));
+        let (wall, sim) = (f(&r["wall_s"]), f(&r["simulated_s"]));
+        assert!(wall > 0.0 && sim > 0.0, "{r}");
+        assert!((f(&r["slowdown"]) - wall / sim).abs() <= 1e-9 * wall / sim, "{r}");
+    }
+    // The cost of a policy over the first one, workload by workload.
+    let (first_cpu, second_cpu) = (f(&runs[0]["cpu_s"]), f(&runs[1]["cpu_s"]));
+    assert!(first_cpu > 0.0 && second_cpu > 0.0 && first_cpu <= f(&runs[0]["wall_s"]) * 1.01, "{}", runs[0]);
+    assert_eq!(f(&runs[0]["cpu_vs_first"]), 1.0);
+    assert!((f(&runs[1]["cpu_vs_first"]) - second_cpu / first_cpu).abs() <= 1e-9 * second_cpu / first_cpu, "{}", runs[1]);
+    // Its options belong to --slowdown only.
+    let out = numalab().args(["bench", "--machine", "amd48"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--slowdown"));
+    // Two run lengths, named.
+    let out = numalab().args(["bench", "--slowdown", "--length", "long"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'long'") && err.contains("short") && err.contains("study"), "{err}");
+}
+
+/// `--runs N` times the runs `numalab sim --seed 1 --runs N` makes: the row's simulated
+/// seconds are theirs summed, its slowdown the runs' wall over simulated seconds, within the
+/// least and largest of one run.
+#[test]
+fn bench_slowdown_over_several_runs_sums_the_runs_of_sim() {
+    let scenario = ["--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1"];
+    let bench = json_of(&[&["bench", "--slowdown", "--engine", "fast", "--runs", "2"][..], &scenario[..]].concat());
+    let row = &bench["runs"][0];
+    assert_eq!(row["runs"], 2);
+    let sim = json_of(&[&["sim", "--seed", "1", "--runs", "2", "--jobs", "1", "--set", "sim.engine=fast"][..], &scenario[..]].concat());
+    let simulated: f64 = sim["runs"].as_array().unwrap().iter().map(|r| f(&r["sim_time_s"])).sum();
+    assert!((f(&row["simulated_s"]) - simulated).abs() <= 1e-9 * simulated, "{row} against {simulated}");
+    let slowdown = f(&row["slowdown"]);
+    assert!((slowdown - f(&row["wall_s"]) / simulated).abs() <= 1e-9 * slowdown, "{row}");
+    assert!(f(&row["slowdown_min"]) <= slowdown && slowdown <= f(&row["slowdown_max"]), "{row}");
+    let out = numalab().args(["bench", "--slowdown", "--runs", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--runs"), "{}", String::from_utf8_lossy(&out.stderr));
+}
