@@ -280,6 +280,31 @@ impl Contention {
         self.leader.len()
     }
 
+    /// Service time of one access at station `s` (controller j = station j), ns.
+    pub fn service_ns(&self, station: usize) -> f64 {
+        self.svc[station]
+    }
+
+    /// What thread t's own queues add to its latency from CPU node `cpu_node` to memory node
+    /// `mem_node` in the last solve, ns: Schweitzer's `S_k·Q_tk·(1 − 1/N_t)` summed over the
+    /// controller and the links of the route, the part of those queues it waits behind that
+    /// is its own (zero for a thread that did not run).
+    pub fn own_wait_ns(&self, t: usize, cpu_node: usize, mem_node: usize) -> f64 {
+        let (k, n) = (self.k, self.n);
+        let queues = match self.warm_class.get(t) {
+            Some(&OWN_QUEUES) => (&self.q_t[t * k..(t + 1) * k], 1.0),
+            Some(&c) if c != NO_CLASS => (&self.q_ck[c as usize * k..(c as usize + 1) * k], self.warm_part[t]),
+            _ => return 0.0,
+        };
+        let pop = self.pop.get(t).copied().unwrap_or(0.0);
+        if pop <= 0.0 {
+            return 0.0;
+        }
+        let own = |s: usize| self.svc[s] * queues.0[s] * queues.1;
+        let links: f64 = self.routes_rd[cpu_node * n + mem_node].iter().map(|&l| own(n + l as usize)).sum();
+        (own(mem_node) + links) * (1.0 - 1.0 / pop).max(0.0)
+    }
+
     /// Utilisation of station k (controller j = station j) implied by the last solve.
     pub fn utilisation(&self, station: usize) -> f64 {
         let demand = |t: usize| match self.class_of.get(t) {

@@ -169,6 +169,9 @@ pub(crate) struct World<'a> {
     /// The window's naps: threads spinning at its start that fall asleep inside it, with the
     /// time (`World::fast_forward_epochs`, docs/simulator.md "Fast-forward").
     naps: Vec<(usize, f64)>,
+    /// The last window ended where a walk's own load moved to another node (`walk_moves_load`):
+    /// the next step is one epoch, whose traffic the solve after it takes.
+    after_load_moved: bool,
     /// Scratch of `fast_forward_epochs`: per process, the earliest its barrier may be released.
     release_floor: Vec<f64>,
     demands: Vec<Demand>,

@@ -99,6 +99,26 @@ fn a_steady_run_without_noise_skips_most_epochs_and_keeps_its_time() {
     compare(&s, &[1, 2], 5.0, 0.002, 0.001);
 }
 
+/// cg-like on amd48 is mostly a serial reduction: thread 0 alone reads every thread's vector
+/// block in turn, about a millisecond on each node, with enough of a 12.5 GB/s controller to
+/// queue behind itself. A window that took the last window's traffic for its solve charged it
+/// the idle latency on the node it had just moved to, and the run ended 15 % early; windows
+/// now end where a walk's own load moves (docs/simulator.md, "Fast-forward").
+#[test]
+fn a_window_ends_where_a_walk_moves_its_own_load() {
+    let s = Setup {
+        machine: "amd48",
+        workload: "cg-like",
+        threads: 48,
+        scale: 1.0,
+        policy: "linux",
+        iterations: Some(1),
+        policy_config: &[],
+        noise: false,
+    };
+    compare(&s, &[1], 2.0, 0.04, 0.01);
+}
+
 #[test]
 fn background_noise_inside_windows_averages_to_the_same_time() {
     // With a thread on every CPU, a background task's arrival only takes part of one

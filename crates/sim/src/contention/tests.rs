@@ -242,3 +242,28 @@ fn close_demands_merge_within_the_tolerance_and_distant_ones_do_not() {
     merged.solve(&d, 2000, 0.0, None, false);
     assert_eq!(merged.classes(), 12);
 }
+
+/// A thread alone waits only behind its own queues: what they add to its latency is all of
+/// its latency above the idle one, on the node it reads (controller and links), and nothing
+/// on a node it does not read. Beside a second thread with the same demand, each holds half
+/// of every queue: of the wait above idle, `Q_t(1 − 1/N)` is its own and `Q_t` the other's.
+#[test]
+fn a_thread_alone_waits_only_behind_its_own_queues() {
+    // amd48: 12.5 GB/s controllers and links of its own, where one streaming thread queues.
+    let m = presets::load("amd48").unwrap();
+    let mut d = chase_demands(&m, 1, 1);
+    d[0].inv_mlp = 1.0 / 8.0;
+    d[0].svc_mult = 1.0;
+    let c = solved(&m, &d, 500);
+    let cpu_node = d[0].node;
+    let idle = m.latency_ns[cpu_node][1];
+    let own = c.own_wait_ns(0, cpu_node, 1);
+    assert!(own > 1.0, "a streaming thread queues behind itself: {own} ns");
+    assert!((own - (c.latency(0)[1] - idle)).abs() < 1e-6 * idle, "own {own} against {} above idle", c.latency(0)[1] - idle);
+    assert_eq!(c.own_wait_ns(0, cpu_node, 0), 0.0, "no queue of its own where it does not read");
+    d.push(d[0].clone());
+    let two = solved(&m, &d, 500);
+    let (own_2, above_2) = (two.own_wait_ns(0, cpu_node, 1), two.latency(0)[1] - idle);
+    let n = 8.0; // misses in flight: 1 / inv_mlp
+    assert!((own_2 - above_2 * (1.0 - 1.0 / n) / (2.0 - 1.0 / n)).abs() < 1e-6 * idle, "own {own_2} of {above_2} above idle");
+}

@@ -216,6 +216,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             share: vec![1.0; p.threads as usize],
             moves: Vec::new(),
             naps: Vec::new(),
+            after_load_moved: false,
             release_floor: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),

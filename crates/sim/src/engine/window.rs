@@ -4,11 +4,19 @@ use super::{State, World};
 use crate::config::EngineKind;
 use crate::driver::Driver;
 use crate::hot::kind_index;
+use crate::memory::NODE_MASK;
+use crate::walkruns::leading_equal_in;
 use crate::SimError;
+use numalab_workload::Entry;
 
 /// The share of a step's predicted remaining time a fast-forward window may cover: the
 /// prediction takes this epoch's latencies and CPU share, which may still change [ours].
 const FAST_FORWARD_MARGIN: f64 = 0.75;
+
+/// The least part of a thread's latency to a node that its own queue there must be for a
+/// window to end where its walk moves to another node [ours]: the fast engine's tolerance on
+/// run time against the exact engine (docs/results/fast-vs-exact.md).
+const OWN_WAIT_MIN: f64 = 0.02;
 
 impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
@@ -22,10 +30,12 @@ impl World<'_> {
     /// Every boundary stays on the grid of `epoch_ns` from 0.
     pub(super) fn fast_forward_epochs(&mut self, start: f64, epoch_ns: f64) -> u64 {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
+        let after_load_moved = std::mem::take(&mut self.after_load_moved);
         if self.cfg.engine != EngineKind::Fast
             || max_ns < 2.0 * epoch_ns
             || self.steps_begun != self.steps_begun_at_last
             || !self.follow_ups.is_empty()
+            || after_load_moved
         {
             self.naps.clear();
             return 1;
@@ -49,6 +59,7 @@ impl World<'_> {
         // the predicted end plus the spin. A pipelined step may wait at any stage, so it allows
         // no more than the spin.
         let n = self.n;
+        let mut load_moves: Option<f64> = None;
         let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         let spin_floor = before(start + spin_ns).max(1.0);
         // Per process, the earliest its barrier may be released: when the last of its running
@@ -90,6 +101,14 @@ impl World<'_> {
             let arrival = th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns;
             raise(&mut release_floor[process], arrival);
             epochs = epochs.min(before(arrival + spin_ns).max(spin_floor));
+            // Where a walk's own load moves to another node: the epoch it moves in ends the
+            // window, and the next step is one epoch, whose traffic the solve after it takes.
+            if let Some(at) = self.walk_moves_load(t, start, start + epochs * epoch_ns, step_ns, epoch_ns) {
+                if until(at).max(1.0) < epochs {
+                    epochs = until(at).max(1.0);
+                    load_moves = Some(epochs);
+                }
+            }
         }
         // Waiting threads (at a barrier, or for their pipeline predecessor) stop spinning and
         // sleep `spin_ns` after they arrived, which changes what the scheduler sees. One that
@@ -126,9 +145,65 @@ impl World<'_> {
         }
         self.release_floor = release_floor;
         let epochs = epochs.max(1.0);
+        self.after_load_moved = load_moves == Some(epochs) && epochs > 1.0;
         let end = start + epoch_ns * epochs;
         self.naps.retain(|&(_, asleep)| asleep < end);
         epochs as u64
+    }
+
+    /// Where one of thread `t`'s walks leaves a run of pages of one node that it loads
+    /// itself (docs/simulator.md, "Fast-forward", windows end where a walk's load moves):
+    /// the first such place before `end`, if any. A window's contention solve takes each
+    /// thread's traffic of the window before; a walk that reads one node for at least an
+    /// epoch and waits there behind its own queue for at least `OWN_WAIT_MIN` of its latency
+    /// sees that wait move with it where it moves on.
+    fn walk_moves_load(&self, t: usize, start: f64, end: f64, step_ns: f64, epoch_ns: f64) -> Option<f64> {
+        let th = &self.threads[t];
+        let main_left: u64 = th.work.entries.iter().map(|e| e.remaining()).sum();
+        // The main entries interleave, each at its share of the step's predicted rate; once
+        // they are done, the epilogue's entries run one after the other, the current one at
+        // what a reference costs on its page's node.
+        let current: &[Entry] =
+            if main_left > 0 { &th.work.entries } else { th.work.epilogue.get(th.epilogue_idx..th.epilogue_idx + 1).unwrap_or(&[]) };
+        let clock = th.clock.max(start);
+        let (home, shift) = (self.mem.home(), self.p.line_shift());
+        let lines_per_page = 1u64 << shift;
+        let mut first: Option<f64> = None;
+        for e in current.iter().filter(|e| e.remaining() > 0) {
+            let Some((line, _, in_chunk)) = e.peek_run_and_chunk(lines_per_page, u64::MAX) else { continue };
+            let page = (line >> shift) as usize;
+            let Some(&byte) = home.get(page) else { continue };
+            let node = (byte & NODE_MASK) as usize;
+            if node >= self.n {
+                continue; // unplaced: first touches, on the exact path
+            }
+            let refs_per_ns =
+                if main_left > 0 { e.remaining() as f64 / step_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
+            if refs_per_ns.is_nan() || refs_per_ns <= 0.0 {
+                continue;
+            }
+            // How far its pages stay on `node`, within the chunk and the window's reach.
+            let reach = (((end - clock) * refs_per_ns).ceil() as u64).min(in_chunk).min(e.remaining());
+            let to_page_end = lines_per_page - (line & (lines_per_page - 1));
+            if reach <= to_page_end {
+                continue;
+            }
+            let to = (page + 1 + (reach - to_page_end).div_ceil(lines_per_page) as usize).min(home.len());
+            let same = leading_equal_in(&home[(page + 1).min(to)..to], byte, NODE_MASK) as u64;
+            let run = to_page_end + same * lines_per_page;
+            if run >= reach || (run as f64) < epoch_ns * refs_per_ns {
+                continue;
+            }
+            let at = clock + run as f64 / refs_per_ns;
+            first = Some(first.map_or(at, |f: f64| f.min(at)));
+        }
+        // Whether the thread waits behind its own queues for at least `OWN_WAIT_MIN` of its
+        // latency to some node in the last solve: where its traffic was then, which its walk
+        // may since have left (the solve is the one the window would keep). Asked last: most
+        // walks under a policy that spreads pages change node every few pages.
+        let cpu_node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+        let latency_ns = self.cont.latency(t);
+        first.filter(|_| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]))
     }
 
     /// Take the policy's sampling period for this epoch. A thread's countdown starts (or
