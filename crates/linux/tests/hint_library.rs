@@ -110,7 +110,17 @@ fn the_library_protects_the_pages_the_agent_asks_for_and_no_others() {
     obs.unwatchable(&mut unwatchable);
     assert!(unwatchable.len() >= 2 && unwatchable.iter().all(|&(lo, hi)| lo < hi && lo % 4096 == 0), "{unwatchable:x?}");
     assert!(unwatchable.iter().all(|&(lo, hi)| hi <= buf || lo >= buf + (4 << 20)), "{unwatchable:x?}");
-    let helper = obs.helper_tid().expect("the library's helper started");
+    // The helper publishes its thread id once it runs, which on a loaded machine can come
+    // after the program's buffer is mapped: wait for it (up to 5 s).
+    let mut helper = obs.helper_tid();
+    for _ in 0..500 {
+        if helper.is_some() || child.exited() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        helper = obs.helper_tid();
+    }
+    let helper = helper.expect("the library's helper started");
     match std::fs::read_to_string(format!("/proc/{pid}/task/{helper}/syscall")) {
         Ok(text) if text.split_whitespace().count() >= 9 => {
             let sp = u64::from_str_radix(text.split_whitespace().nth(7).unwrap().trim_start_matches("0x"), 16).unwrap();
