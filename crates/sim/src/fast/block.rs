@@ -369,9 +369,7 @@ impl Hot<'_> {
                         fs.pending_wr[node] += count_f64(writes) * own;
                     });
                     fs.walks = walks;
-                    let share = std::mem::take(&mut fs.entry_share);
-                    fs.add_pending(k, writes_all, &share[i * n..(i + 1) * n]);
-                    fs.entry_share = share;
+                    fs.add_pending_by_entry(i, k, writes_all);
                 }
                 _ => {
                     let writes = e.take_run(k);
@@ -388,9 +386,7 @@ impl Hot<'_> {
                         _ => {
                             // `shares_of` as computed for this entry before the charge, and
                             // a fixed entry's own line at weight `own`.
-                            let share = std::mem::take(&mut fs.entry_share);
-                            fs.add_pending(k, writes, &share[i * n..(i + 1) * n]);
-                            fs.entry_share = share;
+                            fs.add_pending_by_entry(i, k, writes);
                             if let Some(j) = home_node {
                                 fs.pending_acc[j] += count_f64(k) * own;
                                 fs.pending_wr[j] += count_f64(writes) * own;

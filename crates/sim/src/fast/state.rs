@@ -58,12 +58,24 @@ pub(crate) struct FastState {
 impl FastState {
     /// `k` references with `writes` writes among them, spread by `share`.
     pub(super) fn add_pending(&mut self, k: u64, writes: u64, share: &[f64]) {
-        for ((pa, pw), &f) in self.pending_acc.iter_mut().zip(self.pending_wr.iter_mut()).zip(share) {
+        Self::spread(&mut self.pending_acc, &mut self.pending_wr, k, writes, share);
+        self.pending_refs += k;
+        self.pending_writes += writes;
+    }
+
+    /// `add_pending` by entry `i`'s row of `entry_share` (its shares as `shares_of` made them).
+    pub(super) fn add_pending_by_entry(&mut self, i: usize, k: u64, writes: u64) {
+        let n = self.pending_acc.len();
+        Self::spread(&mut self.pending_acc, &mut self.pending_wr, k, writes, &self.entry_share[i * n..(i + 1) * n]);
+        self.pending_refs += k;
+        self.pending_writes += writes;
+    }
+
+    fn spread(pending_acc: &mut [f64], pending_wr: &mut [f64], k: u64, writes: u64, share: &[f64]) {
+        for ((pa, pw), &f) in pending_acc.iter_mut().zip(pending_wr.iter_mut()).zip(share) {
             *pa += count_f64(k) * f;
             *pw += count_f64(writes) * f;
         }
-        self.pending_refs += k;
-        self.pending_writes += writes;
     }
 
     /// A new step's entries, on `n` nodes.
