@@ -2,6 +2,7 @@
 
 use numalab_core::machine::presets;
 use numalab_core::Machine;
+use numalab_sim::config::EngineKind;
 use numalab_sim::{run_many, run_one, RunMetrics, Scenario, SimConfig};
 use numalab_workload::{compile, presets as wp, CompileOptions};
 use proptest::prelude::*;
@@ -178,6 +179,59 @@ fn threads_released_mid_epoch_run_at_full_speed() {
     let r = run_one(&s, 1).unwrap();
     // 30 serial references then 10 per thread, each about 10 us of gap plus latency.
     assert!(r.exec_time_s > 40.0 * 10e-6 && r.exec_time_s < 40.0 * 10.5e-6, "{} s", r.exec_time_s);
+}
+
+/// Regression: threads released from a barrier they were spinning at when the epoch started
+/// were left out of the contention solve made at the release (docs/simulator.md, "Barriers":
+/// waiters' states are sampled at every release), so until the epoch's end the new phase ran
+/// at the latencies of a machine without them. Here thread 0 reads alone while 15 threads
+/// spin, then all 16 read node 0's memory at once in a burst shorter than an epoch: the
+/// burst's latencies are those of 16 threads queueing at one controller, whatever the epoch
+/// length. The reverse too: the 15 threads with no part in the serial phase, released into
+/// it, reach its barrier at once and load nothing while thread 0 reads.
+#[test]
+fn threads_released_from_spinning_load_memory_at_once() {
+    let text = r#"
+        [workload]
+        name = "serial-then-burst"
+        threads = 16
+        pinned = true
+        init = "master"
+        run = { iterations = 8 }
+        [[region]]
+        name = "data"
+        pages = 512
+        sharing = "partitioned"
+        [[phase]]
+        name = "serial"
+        parallel = false
+        barrier = "end"
+        refs = 1500
+        accesses = [ { region = "data", who = "master", pattern = "seq", share = 1.0 } ]
+        [[phase]]
+        name = "burst"
+        barrier = "end"
+        refs = 8000
+        accesses = [ { region = "data", who = "owner", pattern = "seq", share = 1.0 } ]
+    "#;
+    let m = Arc::new(presets::load("server-a-4n").unwrap());
+    let file = wp::parse(text, "inline").unwrap();
+    let program = Arc::new(compile(&file, "inline", &m, &CompileOptions::default()).unwrap());
+    let run = |engine: EngineKind, epoch_us: f64| {
+        let sim = SimConfig { epoch_us, engine, ..SimConfig::default() };
+        let s = quiet(Scenario {
+            machine: m.clone(),
+            program: program.clone(),
+            policy: numalab_policy::find("first-touch").unwrap(),
+            policy_config: Default::default(),
+            sim,
+        });
+        run_one(&s, 1).unwrap().exec_time_s
+    };
+    let (coarse, fine) = (run(EngineKind::Exact, 50.0), run(EngineKind::Exact, 2.0));
+    assert!((coarse / fine - 1.0).abs() < 0.01, "epoch 50 us: {coarse} s, 2 us: {fine} s");
+    let fast = run(EngineKind::Fast, 50.0);
+    assert!((fast / coarse - 1.0).abs() < 0.01, "fast engine {fast} s, exact {coarse} s");
 }
 
 proptest! {

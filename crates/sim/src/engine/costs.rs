@@ -14,7 +14,6 @@ impl World<'_> {
             let compute_ns = self.compute_ns(t, th);
             let d = &mut self.demands[t];
             d.node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
-            d.share = if self.states[t] == TaskState::Runnable { self.share[t] } else { 0.0 };
             let (mut w, mut inv_mlp, mut svc) = (0.0, 0.0, 0.0);
             for e in &th.work.entries {
                 let r = e.remaining() as f64;
@@ -23,6 +22,11 @@ impl World<'_> {
                 inv_mlp += r / self.mlp[k];
                 svc += r * self.svc_mult[k];
             }
+            // A thread with no reference left to make (a step it has no part in, released at
+            // a barrier it reaches at once) loads no memory: it is no customer of the solve
+            // made at the release (docs/simulator.md, "Barriers").
+            let refs_left = w > 0.0 || th.work.epilogue.get(th.epilogue_idx..).is_some_and(|rest| rest.iter().any(|e| e.remaining() > 0));
+            d.share = if self.states[t] == TaskState::Runnable && refs_left { self.share[t] } else { 0.0 };
             if w == 0.0 {
                 (w, inv_mlp, svc) = (1.0, 1.0 / self.mlp[0], 1.0);
             }

@@ -74,9 +74,7 @@ impl World<'_> {
         drv.deliver_follow_ups(self);
         let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         for (t, th) in self.threads.iter().enumerate() {
-            if th.state != State::Run {
-                self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
-            }
+            self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
         }
         self.update_costs();
     }
