@@ -174,6 +174,8 @@ pub(crate) struct World<'a> {
     after_load_moved: bool,
     /// Scratch of `fast_forward_epochs`: per process, the earliest its barrier may be released.
     release_floor: Vec<f64>,
+    /// Scratch of `World::forecast_mix`: a thread's references per node in the window.
+    forecast_counts: Vec<f64>,
     demands: Vec<Demand>,
     /// The demands of the last contention solve (the fast engine reuses it while they hold).
     solved_for: Vec<Demand>,
@@ -242,6 +244,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);
+            if end - start > epoch {
+                w.forecast_mix(start, end);
+            }
             w.update_costs();
             w.update_sampling(drv.policy_mut().sample_period_ns());
             w.run_window(&mut drv, start, end, epoch)?;

@@ -482,6 +482,32 @@ impl Entry {
         Some((line, in_page.min(in_chunk), in_chunk))
     }
 
+    /// For a walk without owner escapes: the line of its reference `offset` references after
+    /// the next one, without moving the cursor; `None` for other cursors. The simulator
+    /// samples the pages a walk will cover in a fast-forward window to forecast the window's
+    /// access mix (docs/simulator.md, "Fast-forward").
+    pub fn line_ahead(&self, offset: u64) -> Option<u64> {
+        if self.escape.is_some() {
+            return None;
+        }
+        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
+        let (mut seg, mut pos) = (*seg, *pos + offset);
+        let total: u64 = segs.iter().map(Seg::lines).sum();
+        if total == 0 {
+            return None;
+        }
+        // Whole passes over every segment come back to the same place.
+        let from_start: u64 = segs[..seg].iter().map(Seg::lines).sum::<u64>() + pos;
+        if from_start >= total {
+            (seg, pos) = (0, from_start % total);
+        }
+        while pos >= segs[seg].lines() {
+            pos -= segs[seg].lines();
+            seg = if seg + 1 == segs.len() { 0 } else { seg + 1 };
+        }
+        Some(segs[seg].line_at(pos))
+    }
+
     /// The line of the next reference when no draw decides it: a walk's, a stride's or a
     /// fixed entry's without owner escapes; `None` otherwise.
     pub fn next_line_known(&self) -> Option<u64> {
@@ -780,6 +806,33 @@ mod tests {
         let mut walk = Entry::new(Cursor::Fixed { line: 5 }, 10, 0.0, AccessKind::Stream, None);
         assert!(!walk.take_strided(3, |_, _| ()), "only strided cursors");
         assert_eq!(walk.issued, 0);
+    }
+
+    proptest::proptest! {
+        /// A walk's line `offset` references ahead is the line `next` gives after `offset`
+        /// references, for any chunking, wrap and start.
+        #[test]
+        fn line_ahead_is_where_the_walk_will_be(
+            chunk in 1u64..50, chunks in 1u64..4, gap in 0u64..30, taken in 0u64..500, offset in 0u64..700,
+        ) {
+            let segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37)];
+            let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
+            let mut rng = numalab_core::rng::stream(1, "line-ahead-test", 0);
+            for _ in 0..taken {
+                walk.next(&mut rng);
+            }
+            let ahead = walk.line_ahead(offset).unwrap();
+            for _ in 0..offset {
+                walk.next(&mut rng);
+            }
+            proptest::prop_assert_eq!(ahead, walk.next(&mut rng).0);
+        }
+    }
+
+    #[test]
+    fn line_ahead_knows_only_walks() {
+        let random = Entry::new(Cursor::Random { seg: Seg::contiguous(0, 100) }, 10, 0.0, AccessKind::Stream, None);
+        assert_eq!(random.line_ahead(3), None);
     }
 
     proptest::proptest! {

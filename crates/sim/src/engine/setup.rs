@@ -218,6 +218,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             naps: Vec::new(),
             after_load_moved: false,
             release_floor: Vec::new(),
+            forecast_counts: Vec::new(),
             demands: vec![Demand::default(); p.threads as usize],
             solved_for: Vec::new(),
             solved_share: Vec::new(),

@@ -4,7 +4,7 @@ use super::{State, World};
 use crate::config::EngineKind;
 use crate::driver::Driver;
 use crate::hot::kind_index;
-use crate::memory::NODE_MASK;
+use crate::memory::{NODE_MASK, REPLICATED};
 use crate::walkruns::leading_equal_in;
 use crate::SimError;
 use numalab_workload::Entry;
@@ -17,6 +17,11 @@ const FAST_FORWARD_MARGIN: f64 = 0.75;
 /// window to end where its walk moves to another node [ours]: the fast engine's tolerance on
 /// run time against the exact engine (docs/results/fast-vs-exact.md).
 const OWN_WAIT_MIN: f64 = 0.02;
+
+/// References of each entry a window's forecast samples (`World::forecast_mix`): a mix to
+/// within 1/32 of each node's share, at a cost per window and thread far below that of
+/// charging the window's references [ours].
+const FORECAST_SAMPLES: u64 = 32;
 
 impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
@@ -204,6 +209,69 @@ impl World<'_> {
         let cpu_node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
         let latency_ns = self.cont.latency(t);
         first.filter(|_| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]))
+    }
+
+    /// Each running thread's access mix for the window `[start, end)` of several epochs
+    /// (docs/simulator.md, "Fast-forward", the window's demand): the nodes of the pages its
+    /// walks will cover in the window, each entry at its share of the step's references left
+    /// (the blocks interleave them so), sampled at `FORECAST_SAMPLES` evenly spaced
+    /// references of each entry; the window's references are predicted from the thread's cost
+    /// table, as the window's length was. Epoch by epoch the solve takes the last epoch's
+    /// traffic, 50 µs behind the walks; a window that took the last window's would run up to
+    /// 2 ms on traffic its threads have left, and where many threads' walks move to other
+    /// nodes together (a phase's halo, then its own planes) the latencies it charges would be
+    /// those of the load before. A thread with an entry that does not walk or escapes, or
+    /// whose samples reach an unplaced or replicated page, keeps the mix of its last window.
+    pub(super) fn forecast_mix(&mut self, start: f64, end: f64) {
+        let n = self.n;
+        let (home, shift) = (self.mem.home(), self.p.line_shift());
+        let mut counts = std::mem::take(&mut self.forecast_counts);
+        counts.clear();
+        counts.resize(n, 0.0);
+        for th in self.threads.iter_mut().filter(|th| th.state == State::Run) {
+            let main_left: u64 = th.work.entries.iter().map(|e| e.remaining()).sum();
+            let current: &[Entry] =
+                if main_left > 0 { &th.work.entries } else { th.work.epilogue.get(th.epilogue_idx..th.epilogue_idx + 1).unwrap_or(&[]) };
+            let left: u64 = current.iter().map(|e| e.remaining()).sum();
+            let mut step_ns = 0.0;
+            for e in current {
+                let k = kind_index(e.kind);
+                let per_ref_ns: f64 = (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum();
+                step_ns += e.remaining() as f64 * per_ref_ns;
+            }
+            let window_refs = (end - th.clock.max(start)) / step_ns * left as f64;
+            if left == 0 || window_refs.is_nan() || window_refs < 1.0 {
+                continue; // nothing left, or no prediction (NaN): the last mix stays
+            }
+            let window_refs = (window_refs.ceil() as u64).min(left);
+            counts.iter_mut().for_each(|c| *c = 0.0);
+            let mut known = true;
+            'entries: for e in current.iter().filter(|e| e.remaining() > 0) {
+                let refs = (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64;
+                let samples = refs.min(FORECAST_SAMPLES);
+                for i in 0..samples {
+                    // The middle of each of `samples` equal parts of the entry's references.
+                    let offset = ((2 * i + 1) as u128 * refs as u128 / (2 * samples) as u128) as u64;
+                    let byte = e.line_ahead(offset).and_then(|line| home.get((line >> shift) as usize).copied());
+                    match byte {
+                        Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
+                            counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
+                        }
+                        _ => {
+                            known = false;
+                            break 'entries;
+                        }
+                    }
+                }
+            }
+            let total: f64 = counts.iter().sum();
+            if known && total > 0.0 {
+                for (f, c) in th.frac.iter_mut().zip(&counts) {
+                    *f = c / total;
+                }
+            }
+        }
+        self.forecast_counts = counts;
     }
 
     /// Take the policy's sampling period for this epoch. A thread's countdown starts (or
