@@ -8,6 +8,8 @@ use numalab_workload::{compile, presets as wp, CompileOptions};
 use proptest::prelude::*;
 use std::sync::Arc;
 
+mod common;
+
 fn scenario(machine: &str, workload: &str, threads: Option<u32>, scale: f64, policy: &str, cfg: toml::Table) -> Scenario {
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::load(workload).unwrap();
@@ -216,16 +218,9 @@ fn threads_released_from_spinning_load_memory_at_once() {
     "#;
     let m = Arc::new(presets::load("server-a-4n").unwrap());
     let file = wp::parse(text, "inline").unwrap();
-    let program = Arc::new(compile(&file, "inline", &m, &CompileOptions::default()).unwrap());
+    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let run = |engine: EngineKind, epoch_us: f64| {
-        let sim = SimConfig { epoch_us, engine, ..SimConfig::default() };
-        let s = quiet(Scenario {
-            machine: m.clone(),
-            program: program.clone(),
-            policy: numalab_policy::find("first-touch").unwrap(),
-            policy_config: Default::default(),
-            sim,
-        });
+        let s = common::quiet_first_touch(m.clone(), program.clone(), SimConfig { epoch_us, engine, ..SimConfig::default() });
         run_one(&s, 1).unwrap().exec_time_s
     };
     let (coarse, fine) = (run(EngineKind::Exact, 50.0), run(EngineKind::Exact, 2.0));

@@ -11,6 +11,8 @@ use numalab_sim::{run_one, RunMetrics, Scenario, SimConfig};
 use numalab_workload::{compile, presets as wp, CompileOptions};
 use std::sync::Arc;
 
+mod common;
+
 struct Setup {
     machine: &'static str,
     workload: &'static str,
@@ -147,18 +149,10 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
     "#;
     let m = Arc::new(presets::load("amd48").unwrap());
     let file = wp::parse(text, "inline").unwrap();
-    let program = Arc::new(compile(&file, "inline", &m, &CompileOptions::default()).unwrap());
+    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let time = |fast_forward_max_us: f64| {
-        let mut sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
-        sim.sched.noise_rate_per_cpu_hz = 0.0;
-        let s = Scenario {
-            machine: m.clone(),
-            program: program.clone(),
-            policy: numalab_policy::find("first-touch").unwrap(),
-            policy_config: Default::default(),
-            sim,
-        };
-        let r = run_one(&s, 1).unwrap();
+        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
+        let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
         (r.exec_time_s, r.loop_steps)
     };
     let ((off, off_steps), (on, on_steps)) = (time(0.0), time(2000.0));
