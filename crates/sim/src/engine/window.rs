@@ -1,6 +1,6 @@
 //! How long a step of the loop is and how its threads run (docs/simulator.md, "Fast-forward").
 
-use super::{State, World};
+use super::{State, Thread, World};
 use crate::config::EngineKind;
 use crate::driver::Driver;
 use crate::hot::kind_index;
@@ -22,6 +22,23 @@ const OWN_WAIT_MIN: f64 = 0.02;
 /// within 1/32 of each node's share, at a cost per window and thread far below that of
 /// charging the window's references [ours].
 const FORECAST_SAMPLES: u64 = 32;
+
+/// The entries a thread is running now and whether they are its step's main entries: the
+/// main entries interleave, each at its share of the step's predicted rate; once they are
+/// done, the epilogue's entries run one after the other, the current one alone.
+fn current_entries(th: &Thread) -> (&[Entry], bool) {
+    let main_left: u64 = th.work.entries.iter().map(|e| e.remaining()).sum();
+    if main_left > 0 {
+        (&th.work.entries, true)
+    } else {
+        (th.work.epilogue.get(th.epilogue_idx..th.epilogue_idx + 1).unwrap_or(&[]), false)
+    }
+}
+
+/// What one reference of kind index `k` costs thread `th` on average over its access mix, ns.
+fn per_ref_ns(th: &Thread, k: usize, n: usize) -> f64 {
+    (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum()
+}
 
 impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
@@ -95,8 +112,7 @@ impl World<'_> {
             let mut step_ns = 0.0;
             for e in th.work.entries.iter().chain(&th.work.epilogue) {
                 let k = kind_index(e.kind);
-                let per_ref_ns: f64 = (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum();
-                step_ns += e.remaining() as f64 * per_ref_ns;
+                step_ns += e.remaining() as f64 * per_ref_ns(th, k, n);
             }
             if step_ns.is_nan() || step_ns <= 0.0 {
                 epochs = epochs.min(spin_floor);
@@ -164,12 +180,8 @@ impl World<'_> {
     /// sees that wait move with it where it moves on.
     fn walk_moves_load(&self, t: usize, start: f64, end: f64, step_ns: f64, epoch_ns: f64) -> Option<f64> {
         let th = &self.threads[t];
-        let main_left: u64 = th.work.entries.iter().map(|e| e.remaining()).sum();
-        // The main entries interleave, each at its share of the step's predicted rate; once
-        // they are done, the epilogue's entries run one after the other, the current one at
-        // what a reference costs on its page's node.
-        let current: &[Entry] =
-            if main_left > 0 { &th.work.entries } else { th.work.epilogue.get(th.epilogue_idx..th.epilogue_idx + 1).unwrap_or(&[]) };
+        // An epilogue entry runs alone, at what a reference costs on its page's node.
+        let (current, main) = current_entries(th);
         let clock = th.clock.max(start);
         let (home, shift) = (self.mem.home(), self.p.line_shift());
         let lines_per_page = 1u64 << shift;
@@ -182,8 +194,7 @@ impl World<'_> {
             if node >= self.n {
                 continue; // unplaced: first touches, on the exact path
             }
-            let refs_per_ns =
-                if main_left > 0 { e.remaining() as f64 / step_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
+            let refs_per_ns = if main { e.remaining() as f64 / step_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
             if refs_per_ns.is_nan() || refs_per_ns <= 0.0 {
                 continue;
             }
@@ -229,16 +240,9 @@ impl World<'_> {
         counts.clear();
         counts.resize(n, 0.0);
         for th in self.threads.iter_mut().filter(|th| th.state == State::Run) {
-            let main_left: u64 = th.work.entries.iter().map(|e| e.remaining()).sum();
-            let current: &[Entry] =
-                if main_left > 0 { &th.work.entries } else { th.work.epilogue.get(th.epilogue_idx..th.epilogue_idx + 1).unwrap_or(&[]) };
+            let (current, _) = current_entries(th);
             let left: u64 = current.iter().map(|e| e.remaining()).sum();
-            let mut step_ns = 0.0;
-            for e in current {
-                let k = kind_index(e.kind);
-                let per_ref_ns: f64 = (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum();
-                step_ns += e.remaining() as f64 * per_ref_ns;
-            }
+            let step_ns: f64 = current.iter().map(|e| e.remaining() as f64 * per_ref_ns(th, kind_index(e.kind), n)).sum();
             let window_refs = (end - th.clock.max(start)) / step_ns * left as f64;
             if left == 0 || window_refs.is_nan() || window_refs < 1.0 {
                 continue; // nothing left, or no prediction (NaN): the last mix stays
