@@ -76,10 +76,10 @@ impl World<'_> {
         epochs = epochs.min(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6));
         // Running threads: the window needs the predicted end of every running thread's step,
         // with a margin for the prediction's error (its CPU share and latencies may still
-        // change). A thread that begins to wait in the window spins for `spin_ns` first, so no
-        // such thread sleeps before `start + spin_ns`; beyond that, the window ends short of
-        // the predicted end plus the spin. A pipelined step may wait at any stage, so it allows
-        // no more than the spin.
+        // change), and ends before the first: a thread that reaches its barrier leaves the
+        // population of the window's solve, and the threads still running would go on at the
+        // latencies of a machine loaded by it. A pipelined step may wait at any stage; a
+        // waiting thread spins for `spin_ns` before it sleeps, so such a step allows the spin.
         let n = self.n;
         let mut load_moves: Option<f64> = None;
         let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
@@ -121,7 +121,10 @@ impl World<'_> {
             }
             let arrival = th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns;
             raise(&mut release_floor[process], arrival);
-            epochs = epochs.min(before(arrival + spin_ns).max(spin_floor));
+            // Before the first arrival: until stop 48 the window ran on to the arrival plus
+            // the spin (no thread sleeps before), while the solve still counted the arrived
+            // threads (docs/simulator.md, "Fast-forward").
+            epochs = epochs.min(before(arrival).max(1.0));
             // Where a walk's own load moves to another node: the epoch it moves in ends the
             // window, and the next step is one epoch, whose traffic the solve after it takes.
             if let Some(at) = self.walk_moves_load(t, start, start + epochs * epoch_ns, step_ns, epoch_ns) {
