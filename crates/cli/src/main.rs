@@ -1,6 +1,7 @@
 //! `numalab`: NUMA and tiered-memory placement — simulate, model, observe.
 
 mod cmd;
+mod engines;
 mod output;
 mod scenario;
 mod study;

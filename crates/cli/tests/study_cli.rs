@@ -396,3 +396,84 @@ fn a_machine_s_own_iteration_count_makes_the_same_cell_as_a_study_of_it_alone() 
     assert_eq!(both, [a2[0].clone(), a4[0].clone()]);
     assert_ne!(a4, a4_other, "the iteration count is part of the cell");
 }
+
+const BOTH_ENGINES: &str = r#"
+[study]
+name = "engines"
+machines = ["server-a-2n"]
+workloads = ["is-like"]
+policies = ["linux"]
+runs = 2
+scale = 0.001
+threads = 4
+[grid]
+"sim.engine" = ["exact", "fast"]
+"#;
+
+/// `numalab study engines` pairs a study's exact and fast cells and checks each pair against
+/// the fast engine's tolerances (docs/study.md, "Comparing the engines").
+#[test]
+fn the_engine_check_pairs_the_cells_run_by_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), BOTH_ENGINES);
+    let doc_path = dir.path().join("doc.json");
+    numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--out", doc_path.to_str().unwrap()]).assert().success();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc_path).unwrap()).unwrap();
+    let (check, stderr) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--report-only"]);
+    assert_eq!(check["schema"], "numalab.engine-check/1");
+    assert_eq!(check["pairs_total"], 1);
+    assert!(stderr.contains("1 pairs:"), "{stderr}");
+    let pair = &check["pairs"][0];
+    assert_eq!(pair["runs_exact"], 2);
+    assert_eq!(pair["runs_fast"], 2);
+    assert!(pair["grid"].as_object().unwrap().is_empty(), "the engine is not part of the pair's grid: {}", pair["grid"]);
+    // The time check carries both engines' means, as the study's summaries give them.
+    let time = pair["checks"].as_array().unwrap().iter().find(|c| c["metric"] == "time_s").unwrap();
+    let mean = |engine: &str| {
+        let cell = doc["cells"].as_array().unwrap().iter().find(|c| c["grid"]["sim.engine"] == engine).unwrap();
+        cell["summary"]["exec_time_s"]["mean"].as_f64().unwrap()
+    };
+    assert!((time["exact"].as_f64().unwrap() - mean("exact")).abs() < 1e-12);
+    assert!((time["fast"].as_f64().unwrap() - mean("fast")).abs() < 1e-12);
+    let diff = time["diff"].as_f64().unwrap();
+    assert!((diff - (mean("fast") / mean("exact") - 1.0)).abs() < 1e-12);
+    let metrics: Vec<&str> = pair["checks"].as_array().unwrap().iter().map(|c| c["metric"].as_str().unwrap()).collect();
+    assert_eq!(metrics, ["time_s", "local_ratio", "hint_faults_per_s", "page_migrations_per_s", "cv"]);
+
+    // A fast engine 50 % slower in both runs is outside the tolerances: a non-zero exit that
+    // says so, unless the table is only being published.
+    let mut slow = doc.clone();
+    let exact_mean = mean("exact");
+    for cell in slow["cells"].as_array_mut().unwrap().iter_mut().filter(|c| c["grid"]["sim.engine"] == "fast") {
+        for run in cell["runs"].as_array_mut().unwrap() {
+            run["exec_time_s"] = Value::from(1.5 * exact_mean);
+        }
+    }
+    let slow_path = dir.path().join("slow.json");
+    std::fs::write(&slow_path, serde_json::to_string(&slow).unwrap()).unwrap();
+    let out = numalab().args(["study", "engines", slow_path.to_str().unwrap(), "--format", "json"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("1 of 1 cells are outside the fast engine's tolerances"), "{err}");
+    let (check, _) = run_json(&["study", "engines", slow_path.to_str().unwrap(), "--report-only"]);
+    assert_eq!(check["outside"], 1);
+    assert_eq!(check["pairs"][0]["checks"][0]["verdict"], "outside");
+}
+
+#[test]
+fn the_engine_check_refuses_a_study_run_by_one_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), STUDY);
+    let doc_path = dir.path().join("doc.json");
+    numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--out", doc_path.to_str().unwrap()]).assert().success();
+    let out = numalab().args(["study", "engines", doc_path.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no cell of study tiny was run by both engines"), "{err}");
+    assert!(err.contains("\"sim.engine\""), "the error says how to add the grid: {err}");
+    // Not a study document at all.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema\": \"numalab.sim/2\"}").unwrap();
+    let err = String::from_utf8(numalab().args(["study", "engines", bad.to_str().unwrap()]).output().unwrap().stderr).unwrap();
+    assert!(err.contains("not a numalab.study/1 document"), "{err}");
+}

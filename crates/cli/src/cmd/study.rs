@@ -1,5 +1,5 @@
-//! `numalab study FILE.toml` and `numalab study merge`: many cells, cached runs, shards
-//! (docs/study.md).
+//! `numalab study FILE.toml`, `numalab study merge` and `numalab study engines`: many cells,
+//! cached runs, shards, and the fast engine checked against the exact one (docs/study.md).
 
 use crate::output::{emit, write_text, OutputOpts};
 use crate::scenario::pool;
@@ -50,13 +50,32 @@ pub enum StudyCommand {
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
     },
+    /// Check the fast engine against the exact one over a study run by both (a grid over
+    /// "sim.engine"): per cell, mean time within 2 %, local ratio within 0.01, hint faults and
+    /// page migrations per second within 5 %, CV within 20 % or 0.005; a difference outside a
+    /// tolerance but within two standard errors is reported as noise. Exits non-zero when a
+    /// cell is outside (docs/study.md, "Comparing the engines").
+    Engines {
+        /// A numalab.study/1 document (`numalab study FILE --format json --out DOC`).
+        doc: PathBuf,
+        /// Also write the table as CSV to this file.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Exit zero even when cells are outside the tolerances (to publish the table).
+        #[arg(long)]
+        report_only: bool,
+    },
 }
 
 pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
-    if let Some(StudyCommand::Merge { docs, csv }) = &a.merge {
-        let docs = docs.iter().map(|p| read_doc(p)).collect::<Result<Vec<_>>>()?;
-        let doc = study::merge(docs)?;
-        return finish(&doc, csv.as_deref(), out);
+    match &a.merge {
+        Some(StudyCommand::Merge { docs, csv }) => {
+            let docs = docs.iter().map(|p| read_doc(p)).collect::<Result<Vec<_>>>()?;
+            let doc = study::merge(docs)?;
+            return finish(&doc, csv.as_deref(), out);
+        }
+        Some(StudyCommand::Engines { doc, csv, report_only }) => return check_engines(doc, csv.as_deref(), *report_only, out),
+        None => {}
     }
     let file = a.file.as_ref().ok_or_else(|| anyhow!("numalab study needs a study file (see docs/study.md), or `merge`"))?;
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -133,6 +152,29 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
         cells: cells.iter().zip(runs).map(|(c, r)| cell_doc(c, r)).collect(),
     };
     finish(&doc, a.csv.as_deref(), out)
+}
+
+/// `numalab study engines`: the check, its table, and a non-zero exit for cells outside.
+fn check_engines(doc_path: &Path, csv: Option<&Path>, report_only: bool, out: &OutputOpts) -> Result<()> {
+    let doc = read_doc(doc_path)?;
+    let check = crate::engines::check(&doc, &crate::engines::Tolerances::default()).with_context(|| doc_path.display().to_string())?;
+    let t = crate::engines::table(&check);
+    if let Some(path) = csv {
+        write_text(Some(path), &t.render_csv())?;
+    }
+    emit(out, &serde_json::to_value(&check)?, &t)?;
+    eprintln!(
+        "{} pairs: {} within the tolerances, {} more within the noise of their runs, {} outside{}",
+        check.pairs_total,
+        check.within,
+        check.within_noise,
+        check.outside,
+        if check.unpaired.is_empty() { String::new() } else { format!("; {} cells run by one engine only", check.unpaired.len()) }
+    );
+    if check.outside > 0 && !report_only {
+        bail!("{} of {} cells are outside the fast engine's tolerances", check.outside, check.pairs_total);
+    }
+    Ok(())
 }
 
 fn read_doc(p: &Path) -> Result<StudyDoc> {
