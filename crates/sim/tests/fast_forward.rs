@@ -61,6 +61,20 @@ fn close(what: &str, off: f64, on: f64, rel: f64) {
     assert!((off - on).abs() <= rel * off.abs(), "{what}: epoch by epoch {off}, fast-forward {on} (allowed {rel} relative)");
 }
 
+/// An inline workload on `machine`, quiet and placed by first touch, run once on the fast
+/// engine epoch by epoch and once with windows of up to 2 ms: (time s, loop steps) of each.
+fn windows_off_and_on(machine: &str, text: &str) -> ((f64, u64), (f64, u64)) {
+    let m = Arc::new(presets::load(machine).unwrap());
+    let file = wp::parse(text, "inline").unwrap();
+    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
+    let time = |fast_forward_max_us: f64| {
+        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
+        let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
+        (r.exec_time_s, r.loop_steps)
+    };
+    (time(0.0), time(2000.0))
+}
+
 /// Epoch-by-epoch runs and fast-forward runs at the same seeds: fast-forward must take at
 /// most `1/min_skip` of the loop steps, issue the same references, and keep the mean time
 /// and locality within `time_rel` and `local_abs`.
@@ -147,23 +161,15 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
         refs = 2097152
         accesses = [ { region = "data", who = "all", pattern = "seq", share = 1.0 } ]
     "#;
-    let m = Arc::new(presets::load("amd48").unwrap());
-    let file = wp::parse(text, "inline").unwrap();
-    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
-    let time = |fast_forward_max_us: f64| {
-        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
-        let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
-        (r.exec_time_s, r.loop_steps)
-    };
-    let ((off, off_steps), (on, on_steps)) = (time(0.0), time(2000.0));
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", text);
     assert!(on_steps * 3 <= off_steps * 2, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
     close("walk-together on amd48, mean time", off, on, 0.02);
 }
 
 /// Regression: a window kept its first solve while threads reached the barrier inside it,
 /// though a thread that waits loads no memory (docs/simulator.md, "Fast-forward"). Here 16
-/// threads read node 0's memory; thread 0 also reads a region of its own, nine times the
-/// others' work, so the other 15 arrive first and thread 0 finishes alone. Epoch by epoch it
+/// threads read node 0's memory; thread 0 also reads a region of its own, five times the
+/// others' work in all, so the other 15 arrive first and thread 0 finishes alone. Epoch by epoch it
 /// runs at the latency of a lone reader from the epoch after they arrive; a window that ran
 /// on to their arrival plus the spin charged it the queue of 16 readers up to there. Windows
 /// must keep the time of epoch-by-epoch stepping.
@@ -193,15 +199,7 @@ fn threads_that_reach_the_barrier_leave_the_window_solve() {
             { region = "own", who = "master", pattern = "seq", share = 0.2 },
         ]
     "#;
-    let m = Arc::new(presets::load("server-a-4n").unwrap());
-    let file = wp::parse(text, "inline").unwrap();
-    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
-    let time = |fast_forward_max_us: f64| {
-        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
-        let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
-        (r.exec_time_s, r.loop_steps)
-    };
-    let ((off, off_steps), (on, on_steps)) = (time(0.0), time(2000.0));
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("server-a-4n", text);
     assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
     close("one-straggler on server-a-4n, time", off, on, 0.01);
 }
