@@ -68,7 +68,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // `--out -` is standard output, as for most command-line tools, not a file named "-".
+    if cli.output.out.as_deref() == Some(std::path::Path::new("-")) {
+        cli.output.out = None;
+    }
     let result = match &cli.command {
         Command::List(a) => cmd::list::run(a, &cli.output),
         Command::Machine(c) => cmd::machine::run(c, &cli.output),

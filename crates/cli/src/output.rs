@@ -19,7 +19,7 @@ pub struct OutputOpts {
     /// file's extension (.json, .csv, anything else: table).
     #[arg(long, global = true, value_enum)]
     pub format: Option<Format>,
-    /// Write the result to FILE instead of standard output.
+    /// Write the result to FILE instead of standard output (`-`: standard output).
     #[arg(long, global = true, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }

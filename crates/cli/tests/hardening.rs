@@ -194,6 +194,18 @@ fn out_follows_a_symlink_and_keeps_it() {
     assert!(out.status.success());
 }
 
+/// `--out -` is standard output, not a file named "-" (one such file had been committed to the
+/// repository by a run that meant standard output).
+#[test]
+fn out_dash_is_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = numalab().current_dir(dir.path()).args(["list", "policies", "--format", "json", "--out", "-"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "numalab.list/1");
+    assert!(!dir.path().join("-").exists(), "a file named - was written");
+}
+
 #[test]
 fn exit_codes_are_2_for_usage_and_1_for_runtime_failures() {
     fails(&["sim", "--machine", "nope"], 2, "unknown machine preset 'nope'");
