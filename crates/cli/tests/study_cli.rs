@@ -21,6 +21,20 @@ threads = 4
 "sim.sched.noise_rate_per_cpu_hz" = [50.0, 0.0]
 "#;
 
+/// One cell run by both engines (`numalab study engines`).
+const BOTH_ENGINES: &str = r#"
+[study]
+name = "engines"
+machines = ["server-a-2n"]
+workloads = ["is-like"]
+policies = ["linux"]
+runs = 2
+scale = 0.001
+threads = 4
+[grid]
+"sim.engine" = ["exact", "fast"]
+"#;
+
 fn write_study(dir: &Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("s.toml");
     std::fs::write(&p, text).unwrap();
@@ -192,19 +206,7 @@ fn the_csv_table_relates_each_policy_to_the_first() {
 #[test]
 fn a_grid_over_the_engine_writes_plain_values_to_the_csv() {
     let dir = tempfile::tempdir().unwrap();
-    let text = r#"
-[study]
-name = "engines"
-machines = ["server-a-2n"]
-workloads = ["is-like"]
-policies = ["linux"]
-runs = 1
-scale = 0.001
-threads = 4
-[grid]
-"sim.engine" = ["exact", "fast"]
-"#;
-    let file = write_study(dir.path(), text);
+    let file = write_study(dir.path(), BOTH_ENGINES);
     let out = numalab().args(["study", file.to_str().unwrap(), "--format", "csv"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = String::from_utf8(out.stdout).unwrap();
@@ -396,19 +398,6 @@ fn a_machine_s_own_iteration_count_makes_the_same_cell_as_a_study_of_it_alone() 
     assert_eq!(both, [a2[0].clone(), a4[0].clone()]);
     assert_ne!(a4, a4_other, "the iteration count is part of the cell");
 }
-
-const BOTH_ENGINES: &str = r#"
-[study]
-name = "engines"
-machines = ["server-a-2n"]
-workloads = ["is-like"]
-policies = ["linux"]
-runs = 2
-scale = 0.001
-threads = 4
-[grid]
-"sim.engine" = ["exact", "fast"]
-"#;
 
 /// `numalab study engines` pairs a study's exact and fast cells and checks each pair against
 /// the fast engine's tolerances (docs/study.md, "Comparing the engines").
