@@ -41,6 +41,14 @@ fn write_study(dir: &Path, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// Run the study `text` in `dir` and return the path of its numalab.study/1 document.
+fn study_doc(dir: &Path, text: &str) -> std::path::PathBuf {
+    let file = write_study(dir, text);
+    let doc = dir.join("doc.json");
+    numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--out", doc.to_str().unwrap()]).assert().success();
+    doc
+}
+
 fn run_json(args: &[&str]) -> (Value, String) {
     let out = numalab().args(args).args(["--format", "json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -404,9 +412,7 @@ fn a_machine_s_own_iteration_count_makes_the_same_cell_as_a_study_of_it_alone() 
 #[test]
 fn the_engine_check_pairs_the_cells_run_by_both_engines() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write_study(dir.path(), BOTH_ENGINES);
-    let doc_path = dir.path().join("doc.json");
-    numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--out", doc_path.to_str().unwrap()]).assert().success();
+    let doc_path = study_doc(dir.path(), BOTH_ENGINES);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc_path).unwrap()).unwrap();
     let (check, stderr) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--report-only"]);
     assert_eq!(check["schema"], "numalab.engine-check/1");
@@ -452,9 +458,7 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
 #[test]
 fn the_engine_check_refuses_a_study_run_by_one_engine() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write_study(dir.path(), STUDY);
-    let doc_path = dir.path().join("doc.json");
-    numalab().args(["study", file.to_str().unwrap(), "--format", "json", "--out", doc_path.to_str().unwrap()]).assert().success();
+    let doc_path = study_doc(dir.path(), STUDY);
     let out = numalab().args(["study", "engines", doc_path.to_str().unwrap()]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
