@@ -433,7 +433,7 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
     let diff = time["diff"].as_f64().unwrap();
     assert!((diff - (mean("fast") / mean("exact") - 1.0)).abs() < 1e-12);
     let metrics: Vec<&str> = pair["checks"].as_array().unwrap().iter().map(|c| c["metric"].as_str().unwrap()).collect();
-    assert_eq!(metrics, ["time_s", "local_ratio", "hint_faults_per_s", "page_migrations_per_s", "cv"]);
+    assert_eq!(metrics, ["time_s", "local_ratio", "hint_faults_per_s", "page_migrations_per_s", "thread_migrations_per_s", "cv"]);
 
     // A fast engine 50 % slower in both runs is outside the tolerances: a non-zero exit that
     // says so, unless the table is only being published.
@@ -453,6 +453,23 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
     let (check, _) = run_json(&["study", "engines", slow_path.to_str().unwrap(), "--report-only"]);
     assert_eq!(check["outside"], 1);
     assert_eq!(check["pairs"][0]["checks"][0]["verdict"], "outside");
+
+    // Thread migrations are held to 5 % too: no cross-node move in the exact runs and two per
+    // second in both fast runs is outside, whatever the times.
+    let mut moved = doc.clone();
+    for cell in moved["cells"].as_array_mut().unwrap() {
+        let rate = if cell["grid"]["sim.engine"] == "fast" { 2.0 } else { 0.0 };
+        for run in cell["runs"].as_array_mut().unwrap() {
+            run["thread_migrations_per_s"] = Value::from(rate);
+        }
+    }
+    let moved_path = dir.path().join("moved.json");
+    std::fs::write(&moved_path, serde_json::to_string(&moved).unwrap()).unwrap();
+    let (check, _) = run_json(&["study", "engines", moved_path.to_str().unwrap(), "--report-only"]);
+    let tmig = check["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["metric"] == "thread_migrations_per_s").unwrap();
+    assert_eq!((tmig["exact"].as_f64(), tmig["fast"].as_f64(), tmig["verdict"].as_str()), (Some(0.0), Some(2.0), Some("outside")));
+    assert_eq!(check["pairs"][0]["thread_migrations_per_s"], serde_json::json!([0.0, 2.0]));
+    assert_eq!(check["outside"], 1);
 }
 
 #[test]
