@@ -319,7 +319,7 @@ pub fn table(c: &EngineCheck) -> crate::output::Table {
             word("page_migrations_per_s").to_string(),
             cv,
             word("cv").to_string(),
-            format!("{:.2} / {:.2}", p.thread_migrations_per_s[0], p.thread_migrations_per_s[1]),
+            pair_of("thread_migrations_per_s", 2),
             word("thread_migrations_per_s").to_string(),
             match p.verdict {
                 Verdict::Within => "within",

@@ -51,8 +51,9 @@ pub enum StudyCommand {
         csv: Option<PathBuf>,
     },
     /// Check the fast engine against the exact one over a study run by both (a grid over
-    /// "sim.engine"): per cell, mean time within 2 %, local ratio within 0.01, hint faults and
-    /// page migrations per second within 5 %, CV within 20 % or 0.005; a difference outside a
+    /// "sim.engine"): per cell, mean time within 2 %, local ratio within 0.01, hint faults,
+    /// page migrations and cross-node thread migrations per second within 5 %, CV within 20 %
+    /// or 0.005; a difference outside a
     /// tolerance but within two standard errors is reported as noise. Exits non-zero when a
     /// cell is outside (docs/study.md, "Comparing the engines").
     Engines {
