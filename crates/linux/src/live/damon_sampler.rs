@@ -211,6 +211,20 @@ impl DamonControl for RecordingDamon {
     }
 }
 
+/// Why a context of this kernel's DAMON cannot monitor a process, read from the context that
+/// `setup_writes` made: its `avail_operations` does not list `vaddr`. `None` when it does, or
+/// when the file cannot be read (a kernel before 5.18; the writes then tell).
+fn no_vaddr(root: &FsRoot) -> Option<String> {
+    let path = format!("{ADMIN}/kdamonds/0/contexts/0/avail_operations");
+    let (_, avail) = root.read(&path).ok()?;
+    (!avail.split_whitespace().any(|ops| ops == "vaddr")).then(|| {
+        format!(
+            "no vaddr: this kernel's DAMON monitors no process's address space ({path} lists {:?}; it is built without CONFIG_DAMON_VADDR)",
+            avail.trim()
+        )
+    })
+}
+
 /// The writes that set up kdamond 0 to monitor `pid`, in order (state `on` last).
 pub fn setup_writes(pid: u32, cfg: &DamonConfig) -> Vec<(String, String)> {
     let c = "kdamonds/0/contexts/0";
@@ -295,6 +309,15 @@ impl<C: DamonControl> DamonObserver<C> {
             }
             if i == 0 {
                 me.created = true;
+            }
+            if file == "kdamonds/0/contexts/nr_contexts" {
+                // A kernel without CONFIG_DAMON_VADDR takes "vaddr" as the context's operations
+                // and refuses only `on`, with EINVAL (seen on the development host's 6.18);
+                // the context lists what it offers (kernels before 5.18 have no such file).
+                if let Some(reason) = no_vaddr(&me.root) {
+                    me.teardown();
+                    return Err(ObserveError::Unavailable { sampler: NAME, reason });
+                }
             }
         }
         Ok(me)
@@ -493,6 +516,20 @@ mod tests {
         let mut ctl = RecordingDamon { fail: vec![("kdamonds/nr_kdamonds".into(), "EBUSY".into())], ..Default::default() };
         assert!(DamonObserver::start(fixture("free"), &mut ctl, 7, &DamonConfig::for_period_ms(100)).is_err());
         assert_eq!(ctl.writes.len(), 1);
+    }
+
+    #[test]
+    fn a_kernel_without_vaddr_operations_is_refused_after_the_context_is_made() {
+        // The development host's 6.18 (seen 2026-12-01): DAMON free, and a new context lists
+        // `paddr` alone in `avail_operations`; the kernel took "vaddr" and answered EINVAL
+        // only to `on`. The fixture is a free DAMON with that context's file in place.
+        let mut ctl = RecordingDamon::default();
+        let r = DamonObserver::start(fixture("free-paddr-only"), &mut ctl, 7, &DamonConfig::for_period_ms(100)).map(|_| ());
+        let Err(ObserveError::Unavailable { sampler: "damon", reason }) = r else { panic!("{r:?}") };
+        assert!(reason.starts_with("no vaddr: this kernel's DAMON monitors no process's address space"), "{reason}");
+        assert!(reason.contains("lists \"paddr\"") && reason.contains("CONFIG_DAMON_VADDR"), "{reason}");
+        let w: Vec<String> = ctl.writes.iter().map(|(f, v)| format!("{f}={v}")).collect();
+        assert_eq!(w, ["kdamonds/nr_kdamonds=1", "kdamonds/0/contexts/nr_contexts=1", "kdamonds/0/state=off", "kdamonds/nr_kdamonds=0"]);
     }
 
     #[test]
