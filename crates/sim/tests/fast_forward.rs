@@ -166,40 +166,6 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
     close("walk-together on amd48, mean time", off, on, 0.02);
 }
 
-/// Every thread of a stencil sweep reads two halo planes of its left neighbour's block, two of
-/// its right neighbour's, then its own block: all 48 threads turn from one node's memory to
-/// another's at the same moments, each holding a small part of the queues it moves (the
-/// own-wait bound does not apply). A window made one solve for its whole mix, halo and own
-/// planes averaged, and this run took 4.7 % longer than epoch by epoch. Windows now also end
-/// where a walk's chunk ends and its next chunk lies on another node (docs/simulator.md,
-/// "Fast-forward"): 0.2 %.
-#[test]
-fn a_window_ends_where_a_walk_turns_to_a_chunk_on_another_node() {
-    let text = r#"
-        [workload]
-        name = "halo-sweep"
-        threads = 48
-        pinned = true
-        init = "parallel_ft"
-        run = { iterations = 5 }
-        [[region]]
-        name = "u"
-        pages = 65536
-        sharing = "partitioned"
-        partition = "block"
-        plane_bytes = 1048576
-        init_by = "owner"
-        [[phase]]
-        name = "sweep"
-        barrier = "end"
-        refs = 3000000
-        accesses = [ { region = "u", who = "owner", pattern = "stencil:2", share = 1.0 } ]
-    "#;
-    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", text);
-    assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
-    close("halo-sweep on amd48, time", off, on, 0.01);
-}
-
 /// Regression: a window kept its first solve while threads reached the barrier inside it,
 /// though a thread that waits loads no memory (docs/simulator.md, "Fast-forward"). Here 16
 /// threads read node 0's memory; thread 0 also reads a region of its own, five times the
