@@ -64,11 +64,16 @@ fn close(what: &str, off: f64, on: f64, rel: f64) {
 /// An inline workload on `machine`, quiet and placed by first touch, run once on the fast
 /// engine epoch by epoch and once with windows of up to 2 ms: (time s, loop steps) of each.
 fn windows_off_and_on(machine: &str, text: &str) -> ((f64, u64), (f64, u64)) {
+    windows_off_and_on_at(machine, text, SimConfig::default().epoch_us)
+}
+
+/// [`windows_off_and_on`] with epochs of `epoch_us`.
+fn windows_off_and_on_at(machine: &str, text: &str, epoch_us: f64) -> ((f64, u64), (f64, u64)) {
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::parse(text, "inline").unwrap();
     let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let time = |fast_forward_max_us: f64| {
-        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..SimConfig::default() };
+        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, epoch_us, ..SimConfig::default() };
         let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
         (r.exec_time_s, r.loop_steps)
     };
@@ -140,7 +145,12 @@ fn a_window_ends_where_a_walk_moves_its_own_load() {
 /// small part of it (the own-wait bound above does not apply). A window whose solve took the
 /// last window's traffic charged the idle latency of the node the walks had moved to: the run
 /// ended 10 % early on amd48. The window's mix forecast from the pages the walks will cover
-/// keeps it within 0.5 % of the run without windows.
+/// keeps it near the run without windows.
+///
+/// The walks gather into convoys on one node's pages, and where they gather depends on small
+/// differences in their speeds: at a single epoch length, windows put this run anywhere from
+/// 11 % early to 11 % late (docs/results/fast-vs-exact.md, "A test that passed by chance"),
+/// so one length says little. The times are compared as means over five epoch lengths.
 #[test]
 fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
     let text = r#"
@@ -161,9 +171,13 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
         refs = 2097152
         accesses = [ { region = "data", who = "all", pattern = "seq", share = 1.0 } ]
     "#;
-    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", text);
-    assert!(on_steps * 3 <= off_steps * 2, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
-    close("walk-together on amd48, mean time", off, on, 0.02);
+    let (mut off_s, mut on_s, mut off_steps, mut on_steps) = (0.0, 0.0, 0, 0);
+    for epoch_us in [40.0, 45.0, 50.0, 55.0, 60.0] {
+        let ((off, off_n), (on, on_n)) = windows_off_and_on_at("amd48", text, epoch_us);
+        (off_s, on_s, off_steps, on_steps) = (off_s + off / 5.0, on_s + on / 5.0, off_steps + off_n, on_steps + on_n);
+    }
+    assert!(on_steps * 3 <= off_steps * 2, "windows: {on_steps} loop steps at five epoch lengths, epoch by epoch {off_steps}");
+    close("walk-together on amd48, mean time over five epoch lengths", off_s, on_s, 0.02);
 }
 
 /// Regression: a window kept its first solve while threads reached the barrier inside it,

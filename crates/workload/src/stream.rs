@@ -508,6 +508,24 @@ impl Entry {
         Some(segs[seg].line_at(pos))
     }
 
+    /// [`Entry::line_ahead`] at each of `offsets` in one pass over the walk's segments,
+    /// which must not decrease; `None` for the cursors `line_ahead` does not know. The
+    /// forecast of a fast-forward window samples 32 offsets of each entry (docs/simulator.md,
+    /// "Fast-forward"): one call each summed the segments before the cursor again and walked
+    /// from there, a twentieth of ua-like's run.
+    pub fn lines_ahead<I: Iterator<Item = u64>>(&self, offsets: I) -> Option<LinesAhead<'_, I>> {
+        if self.escape.is_some() {
+            return None;
+        }
+        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
+        let total: u64 = segs.iter().map(Seg::lines).sum();
+        if total == 0 {
+            return None;
+        }
+        let base = segs[..*seg].iter().map(Seg::lines).sum::<u64>() + pos;
+        Some(LinesAhead { segs, total, base, seg: 0, seg_start: 0, offsets })
+    }
+
     /// The line of the next reference when no draw decides it: a walk's, a stride's or a
     /// fixed entry's without owner escapes; `None` otherwise.
     pub fn next_line_known(&self) -> Option<u64> {
@@ -788,6 +806,40 @@ pub(crate) fn strided_case(chunk: u64, chunks: u64, gap: u64, stride: u64, pos_s
     (seg, pos, start, ends)
 }
 
+/// The lines of a walk at increasing offsets ahead ([`Entry::lines_ahead`]).
+pub struct LinesAhead<'a, I> {
+    segs: &'a [Seg],
+    /// Lines of one whole pass over the segments.
+    total: u64,
+    /// The cursor's place from the start of the first segment.
+    base: u64,
+    /// The segment the last offset fell in, and its first line's place in the pass.
+    seg: usize,
+    seg_start: u64,
+    offsets: I,
+}
+
+impl<I: Iterator<Item = u64>> Iterator for LinesAhead<'_, I> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        let offset = self.offsets.next()?;
+        // Whole passes over every segment come back to the same place.
+        let at = (self.base + offset) % self.total;
+        if at < self.seg_start {
+            // The offsets passed the end of a pass: the search starts again from the first
+            // segment.
+            (self.seg, self.seg_start) = (0, 0);
+        }
+        // Empty segments hold no place: `at` lies past their start and end alike.
+        while at >= self.seg_start + self.segs[self.seg].lines() {
+            self.seg_start += self.segs[self.seg].lines();
+            self.seg += 1;
+        }
+        Some(self.segs[self.seg].line_at(at - self.seg_start))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -833,6 +885,29 @@ mod tests {
     fn line_ahead_knows_only_walks() {
         let random = Entry::new(Cursor::Random { seg: Seg::contiguous(0, 100) }, 10, 0.0, AccessKind::Stream, None);
         assert_eq!(random.line_ahead(3), None);
+        assert!(random.lines_ahead([3u64].into_iter()).is_none());
+    }
+
+    proptest::proptest! {
+        /// One pass gives `line_ahead` at every offset: across empty segments, chunked ones
+        /// and several wraps of the whole walk.
+        #[test]
+        fn lines_ahead_is_line_ahead_at_each_offset(
+            chunk in 1u64..50, chunks in 1u64..4, gap in 0u64..30, empty_at in 0usize..4, taken in 0u64..500,
+            mut offsets in proptest::collection::vec(0u64..3000, 0..40),
+        ) {
+            let mut segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37), Seg::contiguous(90_000, 5)];
+            segs.insert(empty_at.min(segs.len()), Seg::contiguous(70_000, 0));
+            let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
+            let mut rng = numalab_core::rng::stream(1, "lines-ahead-test", 0);
+            for _ in 0..taken {
+                walk.next(&mut rng);
+            }
+            offsets.sort_unstable();
+            let one_by_one: Vec<u64> = offsets.iter().map(|&o| walk.line_ahead(o).unwrap()).collect();
+            let in_one_pass: Vec<u64> = walk.lines_ahead(offsets.iter().copied()).unwrap().collect();
+            proptest::prop_assert_eq!(in_one_pass, one_by_one);
+        }
     }
 
     proptest::proptest! {

@@ -256,11 +256,19 @@ impl World<'_> {
             'entries: for e in current.iter().filter(|e| e.remaining() > 0) {
                 let refs = (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64;
                 let samples = refs.min(FORECAST_SAMPLES);
-                for i in 0..samples {
-                    // The middle of each of `samples` equal parts of the entry's references.
-                    let offset = ((2 * i + 1) as u128 * refs as u128 / (2 * samples) as u128) as u64;
-                    let byte = e.line_ahead(offset).and_then(|line| home.get((line >> shift) as usize).copied());
-                    match byte {
+                // The middle of each of `samples` equal parts of the entry's references (in
+                // 64 bits while `(2 · samples − 1) · refs` fits, as it does but for walks of
+                // more than 2^57 references).
+                let offsets = (0..samples).map(|i| match (2 * i + 1).checked_mul(refs) {
+                    Some(scaled) => scaled / (2 * samples),
+                    None => ((2 * i + 1) as u128 * refs as u128 / (2 * samples) as u128) as u64,
+                });
+                let Some(lines) = e.lines_ahead(offsets) else {
+                    known = false;
+                    break 'entries;
+                };
+                for line in lines {
+                    match home.get((line >> shift) as usize).copied() {
                         Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
                             counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
                         }
