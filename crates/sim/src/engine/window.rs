@@ -175,12 +175,16 @@ impl World<'_> {
         epochs as u64
     }
 
-    /// Where one of thread `t`'s walks leaves a run of pages of one node that it loads
-    /// itself (docs/simulator.md, "Fast-forward", windows end where a walk's load moves):
-    /// the first such place before `end`, if any. A window's contention solve takes each
-    /// thread's traffic of the window before; a walk that reads one node for at least an
-    /// epoch and waits there behind its own queue for at least `OWN_WAIT_MIN` of its latency
-    /// sees that wait move with it where it moves on.
+    /// Where one of thread `t`'s walks moves its load to another node inside the window
+    /// (docs/simulator.md, "Fast-forward", windows end where a walk's load moves): the first
+    /// such place before `end`, if any. A window's contention solve is made once, for the
+    /// window's mix as an average; two kinds of move change the queues within it. A walk
+    /// that reads one node for at least an epoch and waits there behind its own queue for at
+    /// least `OWN_WAIT_MIN` of its latency sees that wait move with it where its run of pages
+    /// on that node ends. And where a walk's chunk (a contiguous run of lines: a segment, or
+    /// one chunk of a chunked segment) ends and its next chunk lies on another node, the
+    /// thread turns with the others that walk the same structure (a stencil's halo planes, a
+    /// transpose's slices), however small its own share of the queues.
     fn walk_moves_load(&self, t: usize, start: f64, end: f64, step_ns: f64, epoch_ns: f64) -> Option<f64> {
         let th = &self.threads[t];
         // An epilogue entry runs alone, at what a reference costs on its page's node.
@@ -189,6 +193,7 @@ impl World<'_> {
         let (home, shift) = (self.mem.home(), self.p.line_shift());
         let lines_per_page = 1u64 << shift;
         let mut first: Option<f64> = None;
+        let mut chunk_moves: Option<f64> = None;
         for e in current.iter().filter(|e| e.remaining() > 0) {
             let Some((line, _, in_chunk)) = e.peek_run_and_chunk(lines_per_page, u64::MAX) else { continue };
             let page = (line >> shift) as usize;
@@ -200,6 +205,19 @@ impl World<'_> {
             let refs_per_ns = if main { e.remaining() as f64 / step_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
             if refs_per_ns.is_nan() || refs_per_ns <= 0.0 {
                 continue;
+            }
+            // Where the walk's chunk ends and its next one starts on another node, if the
+            // chunk's rest lasts an epoch: a chunk end inside the window's first epoch is
+            // one the epoch-by-epoch loop would not resolve either.
+            if in_chunk < e.remaining() && in_chunk as f64 >= epoch_ns * refs_per_ns {
+                let at = clock + in_chunk as f64 / refs_per_ns;
+                let node_of =
+                    |offset: u64| e.line_ahead(offset).and_then(|l| home.get((l >> shift) as usize)).map(|&b| (b & NODE_MASK) as usize);
+                if at < end
+                    && matches!((node_of(in_chunk - 1), node_of(in_chunk)), (Some(a), Some(b)) if a != b && a < self.n && b < self.n)
+                {
+                    chunk_moves = Some(chunk_moves.map_or(at, |f: f64| f.min(at)));
+                }
             }
             // How far its pages stay on `node`, within the chunk and the window's reach.
             let reach = (((end - clock) * refs_per_ns).ceil() as u64).min(in_chunk).min(e.remaining());
@@ -222,7 +240,11 @@ impl World<'_> {
         // walks under a policy that spreads pages change node every few pages.
         let cpu_node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
         let latency_ns = self.cont.latency(t);
-        first.filter(|_| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]))
+        let own = first.filter(|_| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]));
+        match (own, chunk_moves) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Each running thread's access mix for the window `[start, end)` of several epochs
