@@ -195,9 +195,11 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
 /// its right neighbour's, then its own block: all 48 threads turn from one node's memory to
 /// another's at the same moments, each holding a small part of the queues it moves (the
 /// own-wait bound does not apply). A window made one solve for its whole mix, halo and own
-/// planes averaged, and this run took 4.7 % longer than epoch by epoch. Windows now also end
-/// where a walk's chunk ends and its next chunk lies on another node (docs/simulator.md,
-/// "Fast-forward"): 0.2 %.
+/// planes averaged, and this run took 4.7 % longer than epoch by epoch (2.1–6.1 % at epochs
+/// of 40–60 µs). Windows now also end where a walk's chunk ends and its next chunk lies on
+/// another node (docs/simulator.md, "Fast-forward"): 0.2 % (−0.7 to +1.9 % at 40–60 µs). The
+/// run epoch by epoch holds here as a reference: within 2 % from 5 to 60 µs epochs
+/// (docs/results/fast-vs-exact.md, "A reference that is not there").
 #[test]
 fn a_window_ends_where_a_walk_turns_to_a_chunk_on_another_node() {
     let text = r#"
