@@ -211,10 +211,13 @@ impl World<'_> {
             // one the epoch-by-epoch loop would not resolve either.
             if in_chunk < e.remaining() && in_chunk as f64 >= epoch_ns * refs_per_ns {
                 let at = clock + in_chunk as f64 / refs_per_ns;
-                let node_of =
-                    |offset: u64| e.line_ahead(offset).and_then(|l| home.get((l >> shift) as usize)).map(|&b| (b & NODE_MASK) as usize);
+                let mut nodes = e
+                    .lines_ahead([in_chunk - 1, in_chunk].into_iter())
+                    .into_iter()
+                    .flatten()
+                    .map(|l| home.get((l >> shift) as usize).map(|&b| (b & NODE_MASK) as usize));
                 if at < end
-                    && matches!((node_of(in_chunk - 1), node_of(in_chunk)), (Some(a), Some(b)) if a != b && a < self.n && b < self.n)
+                    && matches!((nodes.next().flatten(), nodes.next().flatten()), (Some(a), Some(b)) if a != b && a < self.n && b < self.n)
                 {
                     chunk_moves = Some(chunk_moves.map_or(at, |f: f64| f.min(at)));
                 }
