@@ -10,6 +10,12 @@
 //! only to several per cent. Each check therefore also says whether the difference is within
 //! twice its standard error (the two engines' standard errors of the mean combined), and a
 //! pair is `within`, `within noise` or `outside`.
+//!
+//! The exact engine is itself a discretisation: its demand lags one epoch, and the epoch length
+//! has no single right value. Documents given with `--band` hold the exact engine's runs of the
+//! same cells under other such settings (the epoch length); where the fast engine is outside a
+//! tolerance of the default reference but within it of the band the exact engine spans, the
+//! check says `band` and the pair is `within band` (docs/study.md, "The reference's own band").
 
 use crate::study::{CellDoc, StudyDoc};
 use anyhow::{bail, Result};
@@ -42,6 +48,9 @@ pub enum Verdict {
     Within,
     /// Outside the tolerance, but within `noise_se` standard errors.
     Noise,
+    /// Outside the tolerance of the default reference, within it of the band the exact engine
+    /// spans under the `--band` documents' settings.
+    Band,
     Outside,
 }
 
@@ -50,6 +59,7 @@ impl Verdict {
         match self {
             Verdict::Within => "ok",
             Verdict::Noise => "noise",
+            Verdict::Band => "band",
             Verdict::Outside => "OUT",
         }
     }
@@ -84,6 +94,10 @@ pub struct Check {
     pub fast: f64,
     /// fast − exact, relative to exact for `time_s` (a fraction), absolute otherwise.
     pub diff: f64,
+    /// The lowest and highest mean of the exact engine over the default reference and the
+    /// band cells; absent without band cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<[f64; 2]>,
     pub verdict: Verdict,
 }
 
@@ -97,6 +111,8 @@ pub struct Pair {
     pub grid: BTreeMap<String, toml::Value>,
     pub runs_exact: usize,
     pub runs_fast: usize,
+    /// Cells of the `--band` documents that are this pair's exact cell under other settings.
+    pub band_cells: usize,
     pub checks: Vec<Check>,
     /// Cross-node thread migrations per simulated second, exact and fast, as in the
     /// `thread_migrations_per_s` check: what decides most differences (a thread pulled to
@@ -114,6 +130,7 @@ pub struct EngineCheck {
     pub pairs_total: usize,
     pub within: usize,
     pub within_noise: usize,
+    pub within_band: usize,
     pub outside: usize,
     /// Cells run by one engine only (machine/workload/policy and engine).
     pub unpaired: Vec<String>,
@@ -155,23 +172,59 @@ fn cv_moments(times: &Moments, runs: usize) -> Moments {
     Moments { mean: cv, sd: f64::NAN, se }
 }
 
-fn pair(exact: &CellDoc, fast: &CellDoc, t: &Tolerances) -> Result<Pair> {
+/// A check outside its tolerance (and the noise) of the default reference is `band` when the
+/// exact engine's band cells make it acceptable: the fast engine's mean is within the limit of
+/// some value between the lowest and highest exact mean, `[lowest − limit, highest + limit]`,
+/// or it passes against one of the band cells as it would against the default reference
+/// (within the limit or within the noise of their runs).
+fn with_band(verdict: Verdict, exact: &Moments, fast: &Moments, band: &[Moments], limit: f64, t: &Tolerances) -> Verdict {
+    if verdict != Verdict::Outside {
+        return verdict;
+    }
+    let Some([lo, hi]) = band_span(exact, band) else { return verdict };
+    let between = fast.mean >= lo - limit && fast.mean <= hi + limit;
+    if between || band.iter().any(|b| judge(b, fast, limit, t) != Verdict::Outside) {
+        Verdict::Band
+    } else {
+        verdict
+    }
+}
+
+/// The lowest and highest mean over the default reference and the band cells; `None` without
+/// band cells.
+fn band_span(exact: &Moments, band: &[Moments]) -> Option<[f64; 2]> {
+    if band.is_empty() {
+        return None;
+    }
+    span(std::iter::once(exact.mean).chain(band.iter().map(|b| b.mean)))
+}
+
+/// The lowest and highest of `xs`; `None` when empty.
+fn span(xs: impl IntoIterator<Item = f64>) -> Option<[f64; 2]> {
+    xs.into_iter().fold(None, |acc, x| match acc {
+        None => Some([x, x]),
+        Some([lo, hi]) => Some([lo.min(x), hi.max(x)]),
+    })
+}
+
+fn pair(exact: &CellDoc, fast: &CellDoc, band: &[&CellDoc], t: &Tolerances) -> Result<Pair> {
     let what = |c: &CellDoc| format!("{}/{}/{}", c.machine, c.workload, c.policy);
     let moments = |c: &CellDoc, f: &dyn Fn(&numalab_sim::RunMetrics) -> Option<f64>| Moments::of(&series(c, f));
+    // A metric's moments in each band cell that has it.
+    let band_of = |f: &dyn Fn(&CellDoc) -> Option<Moments>| -> Vec<Moments> { band.iter().filter_map(|c| f(c)).collect() };
     let (Some(te), Some(tf)) = (moments(exact, &|m| Some(m.exec_time_s)), moments(fast, &|m| Some(m.exec_time_s))) else {
         bail!("cell {} has no runs in one of the engines", what(exact));
     };
     let mut checks = Vec::new();
-    let time_verdict = judge(&te, &tf, t.time_rel * te.mean.abs(), t);
-    checks.push(Check { metric: "time_s", exact: te.mean, fast: tf.mean, diff: tf.mean / te.mean - 1.0, verdict: time_verdict });
-    if let (Some(le), Some(lf)) = (moments(exact, &|m| m.local_access_ratio), moments(fast, &|m| m.local_access_ratio)) {
-        checks.push(Check {
-            metric: "local_ratio",
-            exact: le.mean,
-            fast: lf.mean,
-            diff: lf.mean - le.mean,
-            verdict: judge(&le, &lf, t.local_abs, t),
-        });
+    let mut check = |metric: &'static str, e: &Moments, f: &Moments, diff: f64, limit: f64, band: Vec<Moments>| {
+        let verdict = with_band(judge(e, f, limit, t), e, f, &band, limit, t);
+        checks.push(Check { metric, exact: e.mean, fast: f.mean, diff, band: band_span(e, &band), verdict });
+    };
+    let time = |m: &numalab_sim::RunMetrics| Some(m.exec_time_s);
+    check("time_s", &te, &tf, tf.mean / te.mean - 1.0, t.time_rel * te.mean.abs(), band_of(&|c| moments(c, &time)));
+    let local = |m: &numalab_sim::RunMetrics| m.local_access_ratio;
+    if let (Some(le), Some(lf)) = (moments(exact, &local), moments(fast, &local)) {
+        check("local_ratio", &le, &lf, lf.mean - le.mean, t.local_abs, band_of(&|c| moments(c, &local)));
     }
     let rates: [(&'static str, Metric); 3] = [
         ("hint_faults_per_s", |m| m.hint_faults_per_s),
@@ -179,21 +232,26 @@ fn pair(exact: &CellDoc, fast: &CellDoc, t: &Tolerances) -> Result<Pair> {
         ("thread_migrations_per_s", |m| m.thread_migrations_per_s),
     ];
     for (metric, f) in rates {
-        let (Some(e), Some(fm)) = (moments(exact, &|m| Some(f(m))), moments(fast, &|m| Some(f(m)))) else { continue };
+        let rate = |m: &numalab_sim::RunMetrics| Some(f(m));
+        let (Some(e), Some(fm)) = (moments(exact, &rate), moments(fast, &rate)) else { continue };
         let limit = t.rate_rel * e.mean.abs().max(fm.mean.abs());
-        checks.push(Check { metric, exact: e.mean, fast: fm.mean, diff: fm.mean - e.mean, verdict: judge(&e, &fm, limit, t) });
+        check(metric, &e, &fm, fm.mean - e.mean, limit, band_of(&|c| moments(c, &rate)));
     }
+    let cv_of = |c: &CellDoc| moments(c, &time).map(|x| cv_moments(&x, c.runs.len())).filter(|x| !x.mean.is_nan());
     let (ce, cf) = (cv_moments(&te, exact.runs.len()), cv_moments(&tf, fast.runs.len()));
     if !ce.mean.is_nan() && !cf.mean.is_nan() {
         let limit = (t.cv_rel * ce.mean).max(t.cv_abs);
-        checks.push(Check { metric: "cv", exact: ce.mean, fast: cf.mean, diff: cf.mean - ce.mean, verdict: judge(&ce, &cf, limit, t) });
+        check("cv", &ce, &cf, cf.mean - ce.mean, limit, band_of(&cv_of));
     }
-    let verdict = if checks.iter().all(|c| c.verdict == Verdict::Within) {
-        Verdict::Within
-    } else if checks.iter().all(|c| c.verdict != Verdict::Outside) {
+    let any = |v: Verdict| checks.iter().any(|c| c.verdict == v);
+    let verdict = if any(Verdict::Outside) {
+        Verdict::Outside
+    } else if any(Verdict::Band) {
+        Verdict::Band
+    } else if any(Verdict::Noise) {
         Verdict::Noise
     } else {
-        Verdict::Outside
+        Verdict::Within
     };
     let tmig = checks.iter().find(|c| c.metric == "thread_migrations_per_s").map_or([f64::NAN; 2], |c| [c.exact, c.fast]);
     let mut grid = exact.grid.clone();
@@ -205,15 +263,43 @@ fn pair(exact: &CellDoc, fast: &CellDoc, t: &Tolerances) -> Result<Pair> {
         grid,
         runs_exact: exact.runs.len(),
         runs_fast: fast.runs.len(),
+        band_cells: band.len(),
         checks,
         thread_migrations_per_s: tmig,
         verdict,
     })
 }
 
+/// The value at a dotted path (`sim.epoch_us`) of a resolved config.
+fn at_path<'a>(config: &'a mut serde_json::Value, path: &str) -> Option<&'a mut serde_json::Value> {
+    path.split('.').try_fold(config, |v, key| v.get_mut(key))
+}
+
+/// Whether band cell `c` is `exact` under other settings: the same machine, workload and policy,
+/// and a resolved config that equals `exact`'s once the keys of `c`'s grid take `exact`'s
+/// values.
+fn is_band_of(c: &CellDoc, exact: &CellDoc) -> bool {
+    if (&c.machine, &c.workload, &c.policy) != (&exact.machine, &exact.workload, &exact.policy) || engine_of(c).as_deref() != Some("exact")
+    {
+        return false;
+    }
+    let mut config = c.config.clone();
+    let mut reference = exact.config.clone();
+    for key in c.grid.keys() {
+        let Some(theirs) = at_path(&mut reference, key).map(|v| v.clone()) else { return false };
+        match at_path(&mut config, key) {
+            Some(v) => *v = theirs,
+            None => return false,
+        }
+    }
+    config == exact.config
+}
+
 /// Pair the study's exact and fast cells (same machine, workload, policy and grid point but
-/// for `sim.engine`) and check each pair. Errors when no cell has both engines.
-pub fn check(doc: &StudyDoc, t: &Tolerances) -> Result<EngineCheck> {
+/// for `sim.engine`) and check each pair, with the exact cells of the `band` documents that are
+/// a pair's exact cell under other settings as its band. Errors when no cell has both engines,
+/// or a band document has no cell of any pair.
+pub fn check(doc: &StudyDoc, band: &[(String, StudyDoc)], t: &Tolerances) -> Result<EngineCheck> {
     // Cells keyed by everything but the engine, in the document's order.
     type Key = (String, String, String, String);
     let key = |c: &CellDoc| -> Key {
@@ -237,9 +323,18 @@ pub fn check(doc: &StudyDoc, t: &Tolerances) -> Result<EngineCheck> {
     }
     let mut pairs = Vec::new();
     let mut unpaired = Vec::new();
+    let mut band_used = vec![false; band.len()];
     for k in &order {
         match by_key[k] {
-            [Some(e), Some(f)] => pairs.push(pair(e, f, t)?),
+            [Some(e), Some(f)] => {
+                let mut cells = Vec::new();
+                for (i, (_, b)) in band.iter().enumerate() {
+                    let before = cells.len();
+                    cells.extend(b.cells.iter().filter(|c| is_band_of(c, e)));
+                    band_used[i] |= cells.len() > before;
+                }
+                pairs.push(pair(e, f, &cells, t)?)
+            }
             [Some(c), None] | [None, Some(c)] => {
                 unpaired.push(format!("{}/{}/{} {} ({})", c.machine, c.workload, c.policy, k.3, engine_of(c).unwrap_or_default()))
             }
@@ -252,6 +347,13 @@ pub fn check(doc: &StudyDoc, t: &Tolerances) -> Result<EngineCheck> {
             doc.study.study.name
         );
     }
+    if let Some(i) = band_used.iter().position(|used| !used) {
+        bail!(
+            "band document {} holds no exact cell of the pairs of study {}: its cells must be the same machines, workloads, policies and settings run by the exact engine, but for the keys of their own grid",
+            band[i].0,
+            doc.study.study.name
+        );
+    }
     let count = |v: Verdict| pairs.iter().filter(|p| p.verdict == v).count();
     Ok(EngineCheck {
         schema: SCHEMA,
@@ -261,6 +363,7 @@ pub fn check(doc: &StudyDoc, t: &Tolerances) -> Result<EngineCheck> {
         pairs_total: pairs.len(),
         within: count(Verdict::Within),
         within_noise: count(Verdict::Noise),
+        within_band: count(Verdict::Band),
         outside: count(Verdict::Outside),
         unpaired,
         pairs,
@@ -275,9 +378,11 @@ pub fn table(c: &EngineCheck) -> crate::output::Table {
         "policy",
         "grid",
         "runs",
+        "band_cells",
         "time_exact_s",
         "time_fast_s",
         "time_diff_pct",
+        "time_band_pct",
         "time",
         "local_exact",
         "local_fast",
@@ -306,9 +411,14 @@ pub fn table(c: &EngineCheck) -> crate::output::Table {
             p.policy.clone(),
             grid.join(" "),
             format!("{}/{}", p.runs_exact, p.runs_fast),
+            p.band_cells.to_string(),
             format!("{:.4}", time.exact),
             format!("{:.4}", time.fast),
             format!("{:+.2}", 100.0 * time.diff),
+            // The exact engine's band of mean times, relative to its default reference.
+            time.band.map_or("-".to_string(), |[lo, hi]| {
+                format!("{:+.2}..{:+.2}", 100.0 * (lo / time.exact - 1.0), 100.0 * (hi / time.exact - 1.0))
+            }),
             time.verdict.word().to_string(),
             le,
             lf,
@@ -324,6 +434,7 @@ pub fn table(c: &EngineCheck) -> crate::output::Table {
             match p.verdict {
                 Verdict::Within => "within",
                 Verdict::Noise => "within noise",
+                Verdict::Band => "within band",
                 Verdict::Outside => "outside",
             }
             .to_string(),
@@ -361,6 +472,33 @@ mod tests {
         assert_eq!(judge(&m(&[0.999, 1.001]), &m(&[1.099, 1.101]), 0.02, &t), Verdict::Outside);
         // One run each: no standard error, so no noise to hide in.
         assert_eq!(judge(&m(&[1.0]), &m(&[1.1]), 0.02, &t), Verdict::Outside);
+    }
+
+    #[test]
+    fn an_outside_check_is_band_when_the_fast_mean_is_within_the_limit_of_the_exact_band() {
+        let t = Tolerances::default();
+        // The exact engine took 1.00 at the default epoch and 1.03 and 1.05 under the band,
+        // each with tight runs.
+        let exact = m(&[0.999, 1.001]);
+        let band = [m(&[1.049, 1.051]), m(&[1.029, 1.031])];
+        let [lo, hi] = band_span(&exact, &band).unwrap();
+        assert!((lo - 1.0).abs() < 1e-12 && (hi - 1.05).abs() < 1e-12, "{lo} {hi}");
+        let outside_then = |fast: &Moments| with_band(judge(&exact, fast, 0.02, &t), &exact, fast, &band, 0.02, &t);
+        // Fast 1.06 is 6 % from the default reference but within 2 % of 1.05.
+        assert_eq!(outside_then(&m(&[1.059, 1.061])), Verdict::Band);
+        // 1.08 is 3 % beyond the band's top, and 0.97 below its bottom: still outside.
+        assert_eq!(outside_then(&m(&[1.079, 1.081])), Verdict::Outside);
+        assert_eq!(outside_then(&m(&[0.969, 0.971])), Verdict::Outside);
+        // The edges are inside, as the tolerance's own edge is.
+        assert_eq!(with_band(Verdict::Outside, &exact, &m(&[0.98, 0.98]), &band, 0.02, &t), Verdict::Band);
+        // Beyond the band, but within the noise of a band cell whose runs are spread.
+        let spread = [m(&[0.95, 1.15])];
+        assert_eq!(with_band(Verdict::Outside, &exact, &m(&[1.079, 1.081]), &spread, 0.02, &t), Verdict::Band);
+        // Without band cells nothing changes, and a verdict better than outside stays.
+        assert_eq!(with_band(Verdict::Outside, &exact, &m(&[1.06, 1.06]), &[], 0.02, &t), Verdict::Outside);
+        assert_eq!(band_span(&exact, &[]), None);
+        assert_eq!(with_band(Verdict::Noise, &exact, &m(&[1.06, 1.06]), &band, 0.02, &t), Verdict::Noise);
+        assert_eq!(span(std::iter::empty()), None);
     }
 
     #[test]

@@ -472,6 +472,95 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
     assert_eq!(check["outside"], 1);
 }
 
+/// The exact engine's runs of BOTH_ENGINES' cell at half and twice the default epoch.
+const BAND: &str = r#"
+[study]
+name = "engines-band"
+machines = ["server-a-2n"]
+workloads = ["is-like"]
+policies = ["linux"]
+runs = 2
+scale = 0.001
+threads = 4
+[grid]
+"sim.engine" = ["exact"]
+"sim.epoch_us" = [25.0, 100.0]
+"#;
+
+/// `--band`: the exact engine's cells under other epochs widen what the fast engine may be
+/// within (docs/study.md, "The reference's own band").
+#[test]
+fn the_engine_check_takes_the_exact_engine_s_band_from_other_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let doc_path = study_doc(&a, BOTH_ENGINES);
+    let band_path = study_doc(&b, BAND);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc_path).unwrap()).unwrap();
+    let band: Value = serde_json::from_str(&std::fs::read_to_string(&band_path).unwrap()).unwrap();
+    let (check, _) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--band", band_path.to_str().unwrap(), "--report-only"]);
+    let pair = &check["pairs"][0];
+    assert_eq!(pair["band_cells"], 2);
+    // The time check's band is the lowest and highest mean of the three exact cells.
+    let mean = |c: &Value| c["summary"]["exec_time_s"]["mean"].as_f64().unwrap();
+    let exact = doc["cells"].as_array().unwrap().iter().find(|c| c["grid"]["sim.engine"] == "exact").unwrap();
+    let means: Vec<f64> = band["cells"].as_array().unwrap().iter().map(mean).chain([mean(exact)]).collect();
+    let time = pair["checks"].as_array().unwrap().iter().find(|c| c["metric"] == "time_s").unwrap();
+    let lo = means.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!((time["band"][0].as_f64(), time["band"][1].as_f64()), (Some(lo), Some(hi)));
+    // Without --band there is no band.
+    let (plain, _) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--report-only"]);
+    assert_eq!(plain["pairs"][0]["band_cells"], 0);
+    assert!(plain["pairs"][0]["checks"][0].get("band").is_none());
+
+    // A fast engine 50 % slower than the default reference, where the exact engine at 25 µs
+    // epochs is 50 % slower too: the pair is within the band, and the command exits zero.
+    let slow_mean = 1.5 * mean(exact);
+    let mut slow = doc.clone();
+    for cell in slow["cells"].as_array_mut().unwrap().iter_mut().filter(|c| c["grid"]["sim.engine"] == "fast") {
+        for run in cell["runs"].as_array_mut().unwrap() {
+            run["exec_time_s"] = Value::from(slow_mean);
+        }
+    }
+    let mut slow_band = band.clone();
+    for cell in slow_band["cells"].as_array_mut().unwrap().iter_mut().filter(|c| c["grid"]["sim.epoch_us"] == 25.0) {
+        for run in cell["runs"].as_array_mut().unwrap() {
+            run["exec_time_s"] = Value::from(slow_mean);
+        }
+    }
+    let (slow_path, slow_band_path) = (dir.path().join("slow.json"), dir.path().join("slow-band.json"));
+    std::fs::write(&slow_path, serde_json::to_string(&slow).unwrap()).unwrap();
+    std::fs::write(&slow_band_path, serde_json::to_string(&slow_band).unwrap()).unwrap();
+    let out = numalab()
+        .args(["study", "engines", slow_path.to_str().unwrap(), "--band", slow_band_path.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 within the exact engine's own band"), "{err}");
+    let check: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((check["within_band"].as_u64(), check["outside"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(check["pairs"][0]["verdict"], "band");
+    assert_eq!(check["pairs"][0]["checks"][0]["verdict"], "band");
+    // The same fast engine against a band that does not reach it is outside.
+    let out = numalab()
+        .args(["study", "engines", slow_path.to_str().unwrap(), "--band", band_path.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // A band document of other cells (another scale) is refused, naming it.
+    let c = dir.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    let other = study_doc(&c, &BAND.replace("scale = 0.001", "scale = 0.002"));
+    let out = numalab().args(["study", "engines", doc_path.to_str().unwrap(), "--band", other.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains(&format!("band document {} holds no exact cell of the pairs of study engines", other.display())), "{err}");
+}
+
 #[test]
 fn the_engine_check_refuses_a_study_run_by_one_engine() {
     let dir = tempfile::tempdir().unwrap();

@@ -55,10 +55,17 @@ pub enum StudyCommand {
     /// page migrations and cross-node thread migrations per second within 5 %, CV within 20 %
     /// or 0.005; a difference outside a
     /// tolerance but within two standard errors is reported as noise. Exits non-zero when a
-    /// cell is outside (docs/study.md, "Comparing the engines").
+    /// cell is outside (docs/study.md, "Comparing the engines"). With --band, a difference
+    /// within the tolerance of the band the exact engine spans under other settings (the epoch
+    /// length) is reported as `band` (docs/study.md, "The reference's own band").
     Engines {
         /// A numalab.study/1 document (`numalab study FILE --format json --out DOC`).
         doc: PathBuf,
+        /// A numalab.study/1 document of the same cells run by the exact engine under other
+        /// settings, e.g. a grid over "sim.epoch_us" (repeat for several); only its exact cells
+        /// are used.
+        #[arg(long, value_name = "DOC")]
+        band: Vec<PathBuf>,
         /// Also write the table as CSV to this file.
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
@@ -75,7 +82,7 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
             let doc = study::merge(docs)?;
             return finish(&doc, csv.as_deref(), out);
         }
-        Some(StudyCommand::Engines { doc, csv, report_only }) => return check_engines(doc, csv.as_deref(), *report_only, out),
+        Some(StudyCommand::Engines { doc, band, csv, report_only }) => return check_engines(doc, band, csv.as_deref(), *report_only, out),
         None => {}
     }
     let file = a.file.as_ref().ok_or_else(|| anyhow!("numalab study needs a study file (see docs/study.md), or `merge`"))?;
@@ -156,19 +163,22 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
 }
 
 /// `numalab study engines`: the check, its table, and a non-zero exit for cells outside.
-fn check_engines(doc_path: &Path, csv: Option<&Path>, report_only: bool, out: &OutputOpts) -> Result<()> {
+fn check_engines(doc_path: &Path, band: &[PathBuf], csv: Option<&Path>, report_only: bool, out: &OutputOpts) -> Result<()> {
     let doc = read_doc(doc_path)?;
-    let check = crate::engines::check(&doc, &crate::engines::Tolerances::default()).with_context(|| doc_path.display().to_string())?;
+    let band = band.iter().map(|p| Ok((p.display().to_string(), read_doc(p)?))).collect::<Result<Vec<_>>>()?;
+    let check =
+        crate::engines::check(&doc, &band, &crate::engines::Tolerances::default()).with_context(|| doc_path.display().to_string())?;
     let t = crate::engines::table(&check);
     if let Some(path) = csv {
         write_text(Some(path), &t.render_csv())?;
     }
     emit(out, &serde_json::to_value(&check)?, &t)?;
     eprintln!(
-        "{} pairs: {} within the tolerances, {} more within the noise of their runs, {} outside{}",
+        "{} pairs: {} within the tolerances, {} more within the noise of their runs,{} {} outside{}",
         check.pairs_total,
         check.within,
         check.within_noise,
+        if band.is_empty() { String::new() } else { format!(" {} within the exact engine's own band,", check.within_band) },
         check.outside,
         if check.unpaired.is_empty() { String::new() } else { format!("; {} cells run by one engine only", check.unpaired.len()) }
     );
