@@ -806,8 +806,12 @@ impl<I: Iterator<Item = u64>> Iterator for LinesAhead<'_, I> {
 
     fn next(&mut self) -> Option<u64> {
         let offset = self.offsets.next()?;
-        // Whole passes over every segment come back to the same place.
-        let at = (self.base + offset) % self.total;
+        // Whole passes over every segment come back to the same place (the division only
+        // when the offset reaches past the pass: most forecasts look less than a pass ahead).
+        let at = match self.base + offset {
+            at if at < self.total => at,
+            at => at % self.total,
+        };
         if at < self.seg_start {
             // The offsets passed the end of a pass: the search starts again from the first
             // segment.

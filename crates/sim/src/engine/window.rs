@@ -23,6 +23,28 @@ const OWN_WAIT_MIN: f64 = 0.02;
 /// charging the window's references [ours].
 const FORECAST_SAMPLES: u64 = 32;
 
+/// The middle of each of `parts` equal parts of `refs` references, `⌊(2i + 1) · refs / (2 ·
+/// parts)⌋` for `i` in `0..parts`, by adding the step's quotient and remainder instead of a
+/// division per offset (the forecast takes 32 per entry and window), and without the product
+/// that would overflow 64 bits on walks of more than 2^57 references.
+fn middles(refs: u64, parts: u64) -> impl Iterator<Item = u64> {
+    let d = (2 * parts as u128).max(1);
+    let (step_q, step_r) = ((2 * refs as u128 / d) as u64, (2 * refs as u128 % d) as u64);
+    let d = d as u64;
+    let (mut q, mut r) = (refs / d, refs % d);
+    (0..parts).map(move |_| {
+        let at = q;
+        // Past the last offset the sum may leave 64 bits; it is never read.
+        q = q.wrapping_add(step_q);
+        r += step_r;
+        if r >= d {
+            q += 1;
+            r -= d;
+        }
+        at
+    })
+}
+
 /// The entries a thread is running now and whether they are its step's main entries: the
 /// main entries interleave, each at its share of the step's predicted rate; once they are
 /// done, the epilogue's entries run one after the other, the current one alone.
@@ -281,14 +303,7 @@ impl World<'_> {
             'entries: for e in current.iter().filter(|e| e.remaining() > 0) {
                 let refs = (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64;
                 let samples = refs.min(FORECAST_SAMPLES);
-                // The middle of each of `samples` equal parts of the entry's references (in
-                // 64 bits while `(2 · samples − 1) · refs` fits, as it does but for walks of
-                // more than 2^57 references).
-                let offsets = (0..samples).map(|i| match (2 * i + 1).checked_mul(refs) {
-                    Some(scaled) => scaled / (2 * samples),
-                    None => ((2 * i + 1) as u128 * refs as u128 / (2 * samples) as u128) as u64,
-                });
-                let Some(lines) = e.lines_ahead(offsets) else {
+                let Some(lines) = e.lines_ahead(middles(refs, samples)) else {
                     known = false;
                     break 'entries;
                 };
@@ -378,6 +393,32 @@ impl World<'_> {
             if !progressed {
                 return Ok(());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::middles;
+    use proptest::prelude::*;
+
+    /// The formula `middles` adds up, in 128 bits.
+    fn by_division(refs: u64, parts: u64) -> Vec<u64> {
+        (0..parts).map(|i| ((2 * i + 1) as u128 * refs as u128 / (2 * parts) as u128) as u64).collect()
+    }
+
+    #[test]
+    fn middles_of_small_and_huge_walks() {
+        assert_eq!(middles(10, 4).collect::<Vec<_>>(), [1, 3, 6, 8]);
+        assert_eq!(middles(1, 1).collect::<Vec<_>>(), [0]);
+        assert_eq!(middles(7, 0).count(), 0);
+        assert_eq!(middles(u64::MAX, 32).collect::<Vec<_>>(), by_division(u64::MAX, 32));
+    }
+
+    proptest! {
+        #[test]
+        fn middles_are_the_divided_middles(refs in prop_oneof![0u64..100_000, any::<u64>()], parts in 1u64..=32) {
+            prop_assert_eq!(middles(refs, parts).collect::<Vec<_>>(), by_division(refs, parts));
         }
     }
 }
