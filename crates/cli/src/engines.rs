@@ -277,7 +277,8 @@ fn at_path<'a>(config: &'a mut serde_json::Value, path: &str) -> Option<&'a mut 
 
 /// Whether band cell `c` is `exact` under other settings: the same machine, workload and policy,
 /// and a resolved config that equals `exact`'s once the keys of `c`'s grid take `exact`'s
-/// values.
+/// values. A grid key that is no path of the config (`fast_tier_fraction`, which sizes the
+/// machine's nodes) is not replaced: what it set must then be equal.
 fn is_band_of(c: &CellDoc, exact: &CellDoc) -> bool {
     if (&c.machine, &c.workload, &c.policy) != (&exact.machine, &exact.workload, &exact.policy) || engine_of(c).as_deref() != Some("exact")
     {
@@ -286,10 +287,10 @@ fn is_band_of(c: &CellDoc, exact: &CellDoc) -> bool {
     let mut config = c.config.clone();
     let mut reference = exact.config.clone();
     for key in c.grid.keys() {
-        let Some(theirs) = at_path(&mut reference, key).map(|v| v.clone()) else { return false };
-        match at_path(&mut config, key) {
-            Some(v) => *v = theirs,
-            None => return false,
+        match (at_path(&mut reference, key).map(|v| v.clone()), at_path(&mut config, key)) {
+            (Some(theirs), Some(ours)) => *ours = theirs,
+            (None, None) => {}
+            _ => return false,
         }
     }
     config == exact.config
@@ -499,6 +500,44 @@ mod tests {
         assert_eq!(band_span(&exact, &[]), None);
         assert_eq!(with_band(Verdict::Noise, &exact, &m(&[1.06, 1.06]), &band, 0.02, &t), Verdict::Noise);
         assert_eq!(span(std::iter::empty()), None);
+    }
+
+    fn cell(grid: &[(&str, toml::Value)], config: serde_json::Value) -> CellDoc {
+        CellDoc {
+            machine: "m".into(),
+            workload: "w".into(),
+            policy: "p".into(),
+            grid: grid.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            key: String::new(),
+            config,
+            runs: Vec::new(),
+            summary: None,
+        }
+    }
+
+    #[test]
+    fn a_band_cell_is_the_exact_cell_but_for_its_own_grid() {
+        use serde_json::json;
+        let config = |epoch: f64, engine: &str, mem: u64| json!({"sim": {"epoch_us": epoch, "engine": engine}, "machine": {"nodes": [{"mem_bytes": mem}]}});
+        let exact = cell(&[("sim.engine", "exact".into())], config(50.0, "exact", 4096));
+        let grid = [("sim.engine", toml::Value::from("exact")), ("sim.epoch_us", 25.0.into()), ("fast_tier_fraction", 0.5.into())];
+        assert!(is_band_of(&cell(&grid, config(25.0, "exact", 4096)), &exact));
+        // What a key outside the config (the fast tier's fraction) set must be equal.
+        assert!(!is_band_of(&cell(&grid, config(25.0, "exact", 8192)), &exact));
+        // A fast cell is no reference, and other settings than the grid's make another cell.
+        let fast_grid = [("sim.engine", toml::Value::from("fast")), ("sim.epoch_us", 25.0.into())];
+        assert!(!is_band_of(&cell(&fast_grid, config(25.0, "fast", 4096)), &exact));
+        let mut other = config(25.0, "exact", 4096);
+        other["sim"]["tick_ms"] = json!(1.0);
+        assert!(!is_band_of(&cell(&grid, other), &exact));
+        // A grid key that is a path in one config only.
+        let odd = [("sim.engine", toml::Value::from("exact")), ("sim.no_such_key", 1.into())];
+        let mut with_key = config(50.0, "exact", 4096);
+        with_key["sim"]["no_such_key"] = json!(1);
+        assert!(!is_band_of(&cell(&odd, with_key), &exact));
+        let mut elsewhere = cell(&grid, config(25.0, "exact", 4096));
+        elsewhere.machine = "n".into();
+        assert!(!is_band_of(&elsewhere, &exact));
     }
 
     #[test]
