@@ -174,14 +174,14 @@ fn cv_moments(times: &Moments, runs: usize) -> Moments {
 
 /// A check outside its tolerance (and the noise) of the default reference is `band` when the
 /// exact engine's band cells make it acceptable: the fast engine's mean is within the limit of
-/// some value between the lowest and highest exact mean, `[lowest − limit, highest + limit]`,
-/// or it passes against one of the band cells as it would against the default reference
-/// (within the limit or within the noise of their runs).
+/// some value the exact engine is shown to take ([`band_span`]), `[lowest − limit, highest +
+/// limit]`, or it passes against one of the band cells as it would against the default
+/// reference (within the limit or within the noise of their runs).
 fn with_band(verdict: Verdict, exact: &Moments, fast: &Moments, band: &[Moments], limit: f64, t: &Tolerances) -> Verdict {
     if verdict != Verdict::Outside {
         return verdict;
     }
-    let Some([lo, hi]) = band_span(exact, band) else { return verdict };
+    let Some([lo, hi]) = band_span(exact, band, t) else { return verdict };
     let between = fast.mean >= lo - limit && fast.mean <= hi + limit;
     if between || band.iter().any(|b| judge(b, fast, limit, t) != Verdict::Outside) {
         Verdict::Band
@@ -190,13 +190,25 @@ fn with_band(verdict: Verdict, exact: &Moments, fast: &Moments, band: &[Moments]
     }
 }
 
-/// The lowest and highest mean over the default reference and the band cells; `None` without
-/// band cells.
-fn band_span(exact: &Moments, band: &[Moments]) -> Option<[f64; 2]> {
+/// The lowest and highest mean the exact engine is shown to take over the default reference and
+/// the band cells; `None` without band cells.
+fn band_span(exact: &Moments, band: &[Moments], t: &Tolerances) -> Option<[f64; 2]> {
     if band.is_empty() {
         return None;
     }
-    span(std::iter::once(exact.mean).chain(band.iter().map(|b| b.mean)))
+    // What the band cells are shown to reach: each mean moved towards the default reference by
+    // `noise_se` standard errors, not past it, so that a band cell whose runs are spread (one
+    // run with a thread pulled to another node) does not widen the band by its noise. A single
+    // run has no standard error and counts as it is.
+    let shown = |b: &Moments| {
+        let margin = if b.se.is_nan() { 0.0 } else { t.noise_se * b.se };
+        if b.mean > exact.mean {
+            (b.mean - margin).max(exact.mean)
+        } else {
+            (b.mean + margin).min(exact.mean)
+        }
+    };
+    span(std::iter::once(exact.mean).chain(band.iter().map(shown)))
 }
 
 /// The lowest and highest of `xs`; `None` when empty.
@@ -218,7 +230,7 @@ fn pair(exact: &CellDoc, fast: &CellDoc, band: &[&CellDoc], t: &Tolerances) -> R
     let mut checks = Vec::new();
     let mut check = |metric: &'static str, e: &Moments, f: &Moments, diff: f64, limit: f64, band: Vec<Moments>| {
         let verdict = with_band(judge(e, f, limit, t), e, f, &band, limit, t);
-        checks.push(Check { metric, exact: e.mean, fast: f.mean, diff, band: band_span(e, &band), verdict });
+        checks.push(Check { metric, exact: e.mean, fast: f.mean, diff, band: band_span(e, &band, t), verdict });
     };
     let time = |m: &numalab_sim::RunMetrics| Some(m.exec_time_s);
     check("time_s", &te, &tf, tf.mean / te.mean - 1.0, t.time_rel * te.mean.abs(), band_of(&|c| moments(c, &time)));
@@ -479,15 +491,22 @@ mod tests {
     fn an_outside_check_is_band_when_the_fast_mean_is_within_the_limit_of_the_exact_band() {
         let t = Tolerances::default();
         // The exact engine took 1.00 at the default epoch and 1.03 and 1.05 under the band,
-        // each with tight runs.
+        // each with tight runs (standard error 0.001): shown to reach 1.048.
         let exact = m(&[0.999, 1.001]);
         let band = [m(&[1.049, 1.051]), m(&[1.029, 1.031])];
-        let [lo, hi] = band_span(&exact, &band).unwrap();
-        assert!((lo - 1.0).abs() < 1e-12 && (hi - 1.05).abs() < 1e-12, "{lo} {hi}");
+        let [lo, hi] = band_span(&exact, &band, &t).unwrap();
+        assert!((lo - 1.0).abs() < 1e-12 && (hi - 1.048).abs() < 1e-12, "{lo} {hi}");
+        // A band cell whose mean is off by its noise alone (1.1, standard error 0.1) shows no
+        // band; a single run counts as it is; below the reference the band reaches down.
+        let [lo, hi] = band_span(&exact, &[m(&[1.0, 1.2])], &t).unwrap();
+        assert_eq!([lo, hi], [1.0, 1.0]);
+        assert_eq!(band_span(&exact, &[m(&[1.1])], &t), Some([1.0, 1.1]));
+        let [lo, _] = band_span(&exact, &[m(&[0.899, 0.901])], &t).unwrap();
+        assert!((lo - 0.902).abs() < 1e-12, "{lo}");
         let outside_then = |fast: &Moments| with_band(judge(&exact, fast, 0.02, &t), &exact, fast, &band, 0.02, &t);
-        // Fast 1.06 is 6 % from the default reference but within 2 % of 1.05.
+        // Fast 1.06 is 6 % from the default reference but within 2 % of 1.048.
         assert_eq!(outside_then(&m(&[1.059, 1.061])), Verdict::Band);
-        // 1.08 is 3 % beyond the band's top, and 0.97 below its bottom: still outside.
+        // 1.08 is 3 % beyond the band cell's 1.05, and 0.97 below the band: still outside.
         assert_eq!(outside_then(&m(&[1.079, 1.081])), Verdict::Outside);
         assert_eq!(outside_then(&m(&[0.969, 0.971])), Verdict::Outside);
         // The edges are inside, as the tolerance's own edge is.
@@ -497,7 +516,7 @@ mod tests {
         assert_eq!(with_band(Verdict::Outside, &exact, &m(&[1.079, 1.081]), &spread, 0.02, &t), Verdict::Band);
         // Without band cells nothing changes, and a verdict better than outside stays.
         assert_eq!(with_band(Verdict::Outside, &exact, &m(&[1.06, 1.06]), &[], 0.02, &t), Verdict::Outside);
-        assert_eq!(band_span(&exact, &[]), None);
+        assert_eq!(band_span(&exact, &[], &t), None);
         assert_eq!(with_band(Verdict::Noise, &exact, &m(&[1.06, 1.06]), &band, 0.02, &t), Verdict::Noise);
         assert_eq!(span(std::iter::empty()), None);
     }

@@ -502,14 +502,28 @@ fn the_engine_check_takes_the_exact_engine_s_band_from_other_documents() {
     let (check, _) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--band", band_path.to_str().unwrap(), "--report-only"]);
     let pair = &check["pairs"][0];
     assert_eq!(pair["band_cells"], 2);
-    // The time check's band is the lowest and highest mean of the three exact cells.
+    // The time check's band is the lowest and highest mean of the three exact cells, each band
+    // cell's moved towards the default reference by two standard errors of its runs.
     let mean = |c: &Value| c["summary"]["exec_time_s"]["mean"].as_f64().unwrap();
     let exact = doc["cells"].as_array().unwrap().iter().find(|c| c["grid"]["sim.engine"] == "exact").unwrap();
-    let means: Vec<f64> = band["cells"].as_array().unwrap().iter().map(mean).chain([mean(exact)]).collect();
+    let reference = mean(exact);
+    let shown = |c: &Value| {
+        let times: Vec<f64> = c["runs"].as_array().unwrap().iter().map(|r| r["exec_time_s"].as_f64().unwrap()).collect();
+        let n = times.len() as f64;
+        let m = times.iter().sum::<f64>() / n;
+        let se = (times.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt();
+        if m > reference {
+            (m - 2.0 * se).max(reference)
+        } else {
+            (m + 2.0 * se).min(reference)
+        }
+    };
+    let ends: Vec<f64> = band["cells"].as_array().unwrap().iter().map(shown).chain([reference]).collect();
     let time = pair["checks"].as_array().unwrap().iter().find(|c| c["metric"] == "time_s").unwrap();
-    let lo = means.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    assert_eq!((time["band"][0].as_f64(), time["band"][1].as_f64()), (Some(lo), Some(hi)));
+    let lo = ends.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ends.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let band_of = |i: usize| time["band"][i].as_f64().unwrap();
+    assert!((band_of(0) - lo).abs() < 1e-12 && (band_of(1) - hi).abs() < 1e-12, "{} against {lo}..{hi}", time["band"]);
     // Without --band there is no band.
     let (plain, _) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--report-only"]);
     assert_eq!(plain["pairs"][0]["band_cells"], 0);
