@@ -94,8 +94,8 @@ pub struct Check {
     pub fast: f64,
     /// fast − exact, relative to exact for `time_s` (a fraction), absolute otherwise.
     pub diff: f64,
-    /// The lowest and highest mean of the exact engine over the default reference and the
-    /// band cells; absent without band cells.
+    /// The lowest and highest mean the exact engine is shown to take over the default reference
+    /// and the band cells ([`band_span`]); absent without band cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub band: Option<[f64; 2]>,
     pub verdict: Verdict,

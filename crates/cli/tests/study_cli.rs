@@ -473,19 +473,11 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
 }
 
 /// The exact engine's runs of BOTH_ENGINES' cell at half and twice the default epoch.
-const BAND: &str = r#"
-[study]
-name = "engines-band"
-machines = ["server-a-2n"]
-workloads = ["is-like"]
-policies = ["linux"]
-runs = 2
-scale = 0.001
-threads = 4
-[grid]
-"sim.engine" = ["exact"]
-"sim.epoch_us" = [25.0, 100.0]
-"#;
+fn band_study() -> String {
+    BOTH_ENGINES
+        .replace("name = \"engines\"", "name = \"engines-band\"")
+        .replace("\"sim.engine\" = [\"exact\", \"fast\"]", "\"sim.engine\" = [\"exact\"]\n\"sim.epoch_us\" = [25.0, 100.0]")
+}
 
 /// `--band`: the exact engine's cells under other epochs widen what the fast engine may be
 /// within (docs/study.md, "The reference's own band").
@@ -496,7 +488,7 @@ fn the_engine_check_takes_the_exact_engine_s_band_from_other_documents() {
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
     let doc_path = study_doc(&a, BOTH_ENGINES);
-    let band_path = study_doc(&b, BAND);
+    let band_path = study_doc(&b, &band_study());
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc_path).unwrap()).unwrap();
     let band: Value = serde_json::from_str(&std::fs::read_to_string(&band_path).unwrap()).unwrap();
     let (check, _) = run_json(&["study", "engines", doc_path.to_str().unwrap(), "--band", band_path.to_str().unwrap(), "--report-only"]);
@@ -568,7 +560,7 @@ fn the_engine_check_takes_the_exact_engine_s_band_from_other_documents() {
     // A band document of other cells (another scale) is refused, naming it.
     let c = dir.path().join("c");
     std::fs::create_dir_all(&c).unwrap();
-    let other = study_doc(&c, &BAND.replace("scale = 0.001", "scale = 0.002"));
+    let other = study_doc(&c, &band_study().replace("scale = 0.001", "scale = 0.002"));
     let out = numalab().args(["study", "engines", doc_path.to_str().unwrap(), "--band", other.to_str().unwrap()]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
