@@ -94,7 +94,7 @@ proptest::proptest! {
         };
         let mk = || Entry::new(Cursor::Strided { seg, pos, start, stride }, 1 << 20, write_frac, AccessKind::Stream, None);
         let (mut a, mut b) = (mk(), mk());
-        let mut cache = StridePasses { table_after, dense_entries, ..StridePasses::default() };
+        let mut cache = StridePasses::with_table_settings(table_after, dense_entries);
         for k in ks {
             let (mut ca, mut wa) = ([0u64; 3], [0u64; 3]);
             a.take_strided(k, |line, write| {
