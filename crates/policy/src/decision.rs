@@ -303,6 +303,43 @@ pub struct Extent {
     pub node: NodeId,
 }
 
+/// A set of nodes, as the node masks of `migrate_pages(2)` hold them, for nodes 0 to 63 (the
+/// simulator's limit is 63 nodes). Written as the list of its nodes, ascending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NodeMask(u64);
+
+impl NodeMask {
+    /// The highest node a mask can hold, plus one.
+    pub const NODES: usize = 64;
+
+    /// The mask of `nodes`; `None` if one of them is past [`NodeMask::NODES`].
+    pub fn of(nodes: &[NodeId]) -> Option<NodeMask> {
+        nodes.iter().try_fold(NodeMask(0), |m, &n| ((n as usize) < Self::NODES).then(|| NodeMask(m.0 | 1u64 << n)))
+    }
+
+    pub fn contains(self, node: NodeId) -> bool {
+        (node as usize) < Self::NODES && self.0 >> node & 1 == 1
+    }
+
+    /// Its nodes, ascending.
+    pub fn nodes(self) -> impl Iterator<Item = NodeId> {
+        (0..Self::NODES as NodeId).filter(move |&n| self.contains(n))
+    }
+}
+
+impl Serialize for NodeMask {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.nodes())
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeMask {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NodeMask, D::Error> {
+        let nodes = Vec::<NodeId>::deserialize(d)?;
+        NodeMask::of(&nodes).ok_or_else(|| serde::de::Error::custom(format!("a node mask holds nodes 0 to {}", NodeMask::NODES - 1)))
+    }
+}
+
 /// An action a policy asks the driver to carry out. The driver may refuse one it cannot do
 /// (the live agent refuses replication; nobody migrates to a full node) and says why in a
 /// [`Refusal`].
@@ -331,8 +368,15 @@ pub enum Decision {
     /// The node a thread should run on, which the load balancer honours (Linux's
     /// `numa_preferred_nid`, read by `migrate_degrades_locality`); `None` clears it.
     SetPreferredNode { thread: ThreadId, node: Option<NodeId> },
-    /// Move every page of an address space to a node (tier migration, HyDM).
-    MoveSpace { space: SpaceId, to: NodeId },
+    /// Move the pages of an address space to a node (tier migration, HyDM): those on the
+    /// nodes of `from`, or with `None` every page not on `to`, as `migrate_pages(2)` moves
+    /// the pages on its `old_nodes` (docs/policies/README.md, "Decisions").
+    MoveSpace {
+        space: SpaceId,
+        to: NodeId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<NodeMask>,
+    },
     /// Remove the per-node mappings of a page, all of them or all but `keep`'s, so that the
     /// next reference of each node that lost its mapping faults (DUnX's re-evaluation
     /// trigger). Only where the driver keeps per-node mappings, for a policy that asked for
@@ -469,4 +513,28 @@ pub enum MempolicyMode {
     PreferredMany,
     Interleave,
     WeightedInterleave,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_masks_hold_nodes_0_to_63_and_are_written_as_lists() {
+        let m = NodeMask::of(&[3, 0, 63, 3]).unwrap();
+        assert_eq!(m.nodes().collect::<Vec<_>>(), vec![0, 3, 63]);
+        assert!(m.contains(0) && m.contains(63) && !m.contains(1) && !m.contains(64) && !m.contains(u16::MAX));
+        assert_eq!(NodeMask::of(&[64]), None);
+        assert_eq!(NodeMask::of(&[]).unwrap().nodes().count(), 0);
+        // In a decision: `from` is written only when set, and read back.
+        let d = Decision::MoveSpace { space: 2, to: 1, from: NodeMask::of(&[2, 3]) };
+        let text = serde_json::to_string(&d).unwrap();
+        assert_eq!(text, r#"{"kind":"move_space","space":2,"to":1,"from":[2,3]}"#);
+        assert_eq!(serde_json::from_str::<Decision>(&text).unwrap(), d);
+        let all = Decision::MoveSpace { space: 2, to: 1, from: None };
+        assert_eq!(serde_json::to_string(&all).unwrap(), r#"{"kind":"move_space","space":2,"to":1}"#);
+        assert_eq!(serde_json::from_str::<Decision>(r#"{"kind":"move_space","space":2,"to":1}"#).unwrap(), all);
+        let err = serde_json::from_str::<Decision>(r#"{"kind":"move_space","space":2,"to":1,"from":[64]}"#).unwrap_err();
+        assert!(err.to_string().contains("a node mask holds nodes 0 to 63"), "{err}");
+    }
 }

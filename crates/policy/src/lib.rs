@@ -27,8 +27,8 @@ pub mod tiering;
 pub mod vm;
 
 pub use decision::{
-    AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, Outcome,
-    PageScan, PlaceRequest, Refusal, RegionHeat, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
+    AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, NodeMask,
+    Outcome, PageScan, PlaceRequest, Refusal, RegionHeat, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,
 };
 pub use error::{OutOfMemory, PolicyError};
 pub use policy::{AddressSpaceInfo, AppMove, AppMoveKind, DynPolicy, MemoryState, Policy, PolicyEnv, SystemView};

@@ -152,7 +152,7 @@ impl World<'_> {
                 self.sched.set_preferred(thread, node);
                 Ok((0.0, Outcome::Applied))
             }
-            Decision::MoveSpace { space, to } => {
+            Decision::MoveSpace { space, to, from: from_nodes } => {
                 self.node_ok(to)?;
                 let sp = self.spaces.get(space as usize).ok_or(Refusal::NoSuchTarget)?.clone();
                 if sp.exited {
@@ -168,10 +168,12 @@ impl World<'_> {
                 let mut moved = 0u64;
                 let mut full = false;
                 let mut placed = false;
+                // The pages it moves: on a node of `from_nodes` (all when `None`), not on `to`.
+                let moves = |node: NodeId| node != to && from_nodes.is_none_or(|m| m.contains(node));
                 for g in sp.first_page..sp.first_page + sp.pages {
                     let Some(from) = self.mem.node_of(g) else { continue };
                     placed = true;
-                    if from == to {
+                    if !moves(from) {
                         continue;
                     }
                     if !self.mem.migrate(g, to) {
@@ -202,7 +204,7 @@ impl World<'_> {
                 // policy's books follow the pages that moved (docs/policies/README.md,
                 // "Decisions").
                 let outcome = if full {
-                    let left = (sp.first_page..sp.first_page + sp.pages).filter(|&g| self.mem.node_of(g).is_some_and(|n| n != to)).count();
+                    let left = (sp.first_page..sp.first_page + sp.pages).filter(|&g| self.mem.node_of(g).is_some_and(moves)).count();
                     Outcome::Partial { moved_pages: moved, left_pages: left as u64 }
                 } else {
                     Outcome::Applied

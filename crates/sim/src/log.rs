@@ -62,7 +62,7 @@ mod tests {
             log.record(
                 1700,
                 &EventRef::Tick,
-                &Decision::MoveSpace { space: 2, to: 1 },
+                &Decision::MoveSpace { space: 2, to: 1, from: None },
                 &Outcome::Partial { moved_pages: 5, left_pages: 3 },
             );
             log.finish().unwrap();

@@ -321,7 +321,7 @@ impl Policy for Chaos {
     fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
         if self.rng.random_range(0..4) == 0 {
             let space = self.rng.random_range(0..view.spaces());
-            out.push(Decision::MoveSpace { space, to: self.node() });
+            out.push(Decision::MoveSpace { space, to: self.node(), from: None });
         }
     }
     fn on_thread_migrated(&mut self, m: &ThreadMigrated, view: &dyn SystemView, _out: &mut Vec<Decision>) {

@@ -82,7 +82,7 @@ impl Policy for Probe {
             self.asked = true;
             let t = view.space_threads(s).start;
             out.extend([
-                Decision::MoveSpace { space: s, to: 1 },
+                Decision::MoveSpace { space: s, to: 1, from: None },
                 Decision::MigratePage { space: s, page: 0, to: 1 },
                 Decision::Replicate { space: s, page: 0, to: 1 },
                 Decision::Unmap { space: s, page: 0 },

@@ -107,7 +107,7 @@ fn decisions_follow_the_windows_and_capacity_holds() {
     let mut moves = 0;
     for t in &trace {
         for d in &t.out {
-            let Decision::MoveSpace { space, to } = *d else { panic!("hydm only moves spaces: {d:?}") };
+            let Decision::MoveSpace { space, to, .. } = *d else { panic!("hydm only moves spaces: {d:?}") };
             if to == 1 {
                 moves += 1;
                 // The mover was not in F before, is in F now, and had no more faults than the
@@ -150,7 +150,7 @@ fn the_run_reports_the_moves_and_finish_times() {
         .iter()
         .flat_map(|t| {
             t.out.iter().map(move |d| {
-                let Decision::MoveSpace { space, to } = *d else { panic!("{d:?}") };
+                let Decision::MoveSpace { space, to, .. } = *d else { panic!("{d:?}") };
                 (t.time_ns, space, to, t.after.predicted_intensity(space, 64).unwrap())
             })
         })

@@ -3,7 +3,10 @@
 
 use numalab_core::machine::presets;
 use numalab_core::NodeId;
-use numalab_policy::{Decision, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SpaceWindow, SystemView, Tick};
+use numalab_policy::{
+    Decision, EventRef, MemoryState, NodeMask, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError, Refusal, SpaceWindow,
+    SystemView, Tick,
+};
 use numalab_sim::{run_with_policy, RunMetrics, Scenario, SimConfig};
 use numalab_workload::{compile_spec, presets as wp, CompileOptions, WorkloadSpec};
 use serde::{Deserialize, Serialize};
@@ -39,7 +42,7 @@ impl Policy for Recorder {
     fn on_tick(&mut self, tick: &Tick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
         let mut seen = self.seen.lock().unwrap();
         if self.move_first && seen.is_empty() {
-            out.push(Decision::MoveSpace { space: 0, to: 1 });
+            out.push(Decision::MoveSpace { space: 0, to: 1, from: None });
         }
         seen.push(tick.spaces.clone());
     }
@@ -169,4 +172,82 @@ fn timeline_points_carry_each_application() {
     let (r1, _) = run(&one, false);
     assert!(r1.timeline.len() >= 2 && r1.timeline.iter().all(|p| p.apps.is_empty()));
     assert!(!serde_json::to_string(&r1).unwrap().contains("\"apps\""));
+}
+
+type Outcomes = Arc<Mutex<Vec<(Decision, Outcome)>>>;
+
+/// Places the pages of every space round-robin over nodes 0, 1 and 2 of cxl-expander, and at
+/// the first tick moves space 0 with the decisions it is given; records their outcomes and
+/// the windows of the tick after them.
+struct SourceMover {
+    config: RecorderConfig,
+    next: NodeId,
+    moves: Vec<Decision>,
+    outcomes: Outcomes,
+    seen: Seen,
+}
+
+impl Policy for SourceMover {
+    type Config = RecorderConfig;
+    const NAME: &'static str = "source-mover";
+    const SUMMARY: &'static str = "test only";
+
+    fn new(config: RecorderConfig, _env: &PolicyEnv) -> Result<Self, PolicyError> {
+        Ok(SourceMover { config, next: 0, moves: Vec::new(), outcomes: Outcomes::default(), seen: Seen::default() })
+    }
+    fn config(&self) -> &RecorderConfig {
+        &self.config
+    }
+    fn place(&mut self, _req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+        self.next = (self.next + 1) % 3;
+        Ok(self.next)
+    }
+    fn on_tick(&mut self, tick: &Tick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
+        out.append(&mut self.moves);
+        self.seen.lock().unwrap().push(tick.spaces.clone());
+    }
+    fn on_outcomes(&mut self, _cause: &EventRef, decisions: &[Decision], outcomes: &[Outcome]) {
+        self.outcomes.lock().unwrap().extend(decisions.iter().copied().zip(outcomes.iter().copied()));
+    }
+}
+
+/// A whole-space move with source nodes (`from`, as `migrate_pages(2)`'s `old_nodes`) moves
+/// only the pages on those nodes: HyDM's promotion on a machine with a fast node per socket
+/// leaves the pages already on either fast node where they are (docs/simulator.md,
+/// "Whole-space moves"). Sources that hold none of the space's pages: `already_there`.
+#[test]
+fn move_space_from_moves_only_the_pages_on_its_source_nodes() {
+    let m = Arc::new(presets::load("cxl-expander").unwrap());
+    let mut file = wp::load("cg-like").unwrap();
+    file.workload.copies = 2;
+    let program = compile_spec(&WorkloadSpec::Single(file), "cg-like", &m, &CompileOptions { threads: Some(4), scale: 0.0005 }).unwrap();
+    let s = Scenario {
+        machine: m,
+        program: Arc::new(program),
+        policy: numalab_policy::find("first-touch").unwrap(),
+        policy_config: toml::Table::new(),
+        sim: SimConfig { tick_ms: 1.0, ..SimConfig::default() },
+    };
+    let (from_cxl, from_node_3) = (NodeMask::of(&[2, 3]), NodeMask::of(&[3]));
+    let outcomes = Outcomes::default();
+    let seen = Seen::default();
+    let p = SourceMover {
+        config: RecorderConfig {},
+        next: 0,
+        moves: vec![Decision::MoveSpace { space: 0, to: 1, from: from_cxl }, Decision::MoveSpace { space: 0, to: 1, from: from_node_3 }],
+        outcomes: outcomes.clone(),
+        seen: seen.clone(),
+    };
+    let r = run_with_policy(&s, Box::new(p), 3, None).unwrap();
+    let windows = seen.lock().unwrap().clone();
+    let (before, after) = (&windows[0][0].pages_per_node, &windows[1][0].pages_per_node);
+    assert!(before[0] > 0 && before[2] > 0, "space 0 on nodes 0 and 2: {before:?}");
+    assert_eq!(after[2], 0, "its CXL pages moved: {after:?}");
+    assert!(after[0] >= before[0], "its pages on the other DRAM node stayed: {after:?}");
+    assert!(after[1] >= before[1] + before[2], "{before:?} -> {after:?}");
+    assert_eq!(r.page_migrations, before[2], "the pages of node 2 and nothing else");
+    let got = outcomes.lock().unwrap().clone();
+    let of = |from: Option<NodeMask>| got.iter().find(|(d, _)| matches!(d, Decision::MoveSpace { from: f, .. } if *f == from)).map(|x| x.1);
+    assert_eq!(of(from_cxl), Some(Outcome::Applied));
+    assert_eq!(of(from_node_3), Some(Outcome::Refused(Refusal::AlreadyThere)), "no page of space 0 on node 3");
 }

@@ -32,8 +32,8 @@ use crate::error::LinuxError;
 use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use numalab_policy::scan::{scan_walk, ScanCursor, ScanPages};
 use numalab_policy::{
-    AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, Outcome, Refusal, RegionHeat, ScanStepDone,
-    SpaceId, SystemView, TaskTick, ThreadMigrated, Tick,
+    AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, NodeMask, Outcome, Refusal, RegionHeat,
+    ScanStepDone, SpaceId, SystemView, TaskTick, ThreadMigrated, Tick,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -397,8 +397,8 @@ pub struct LiveEngine {
     pending: Vec<Pending>,
     follow_ups: VecDeque<FollowUp>,
     log_error: Option<String>,
-    /// Whole-process moves decided this round: (pending hook, decision index, to).
-    space_moves: Vec<(usize, usize, NodeId)>,
+    /// Whole-process moves decided this round: (pending hook, decision index, to, source nodes).
+    space_moves: Vec<(usize, usize, NodeId, Option<NodeMask>)>,
     /// Marks changed since the observer was last told which pages to watch.
     arm_dirty: bool,
     /// Where the next set of marked pages handed to the observer starts (its capacity may be
@@ -945,14 +945,14 @@ impl LiveEngine {
                 }
                 Ok(Some(Outcome::Applied))
             }
-            Decision::MoveSpace { space, to } => {
+            Decision::MoveSpace { space, to, from } => {
                 if space != 0 || to as usize >= nodes {
                     return refused(Refusal::NoSuchTarget);
                 }
                 if self.st.cfg.dry_run {
                     return Ok(Some(Outcome::Applied));
                 }
-                self.space_moves.push((pending, k, to));
+                self.space_moves.push((pending, k, to, from));
                 Ok(None)
             }
             // Linux keeps a task's preferred node (`numa_preferred_nid`) in the kernel, with no
@@ -965,12 +965,12 @@ impl LiveEngine {
     }
 
     /// A whole-process move to policy node `to` (docs/live.md, "Whole-process moves"): one
-    /// `migrate_pages` call from every other node, at the end of the round, after its page
-    /// moves. The pages are located first (`move_pages` status, in batches); the kernel then
-    /// says how many pages it could not move, not which: the pages that were elsewhere are
-    /// then unknown until located again, and the outcome is `Partial` with the count of
-    /// pages that were elsewhere minus those left.
-    fn move_space(&mut self, io: &mut LiveIo, to: NodeId) -> Result<Outcome, LiveError> {
+    /// `migrate_pages` call from the nodes of `from` (every other node when `None`), at the
+    /// end of the round, after its page moves. The pages are located first (`move_pages`
+    /// status, in batches); the kernel then says how many pages it could not move, not which:
+    /// the pages that were on the source nodes are then unknown until located again, and the
+    /// outcome is `Partial` with the count of pages that were there minus those left.
+    fn move_space(&mut self, io: &mut LiveIo, to: NodeId, from: Option<NodeMask>) -> Result<Outcome, LiveError> {
         if self.st.gone {
             return Ok(Outcome::Refused(Refusal::SpaceExited));
         }
@@ -990,11 +990,16 @@ impl LiveEngine {
             }
             start = end;
         }
+        let moves = |node: usize| node != to as usize && from.is_none_or(|m| m.contains(node as NodeId));
         let elsewhere: Vec<usize> =
-            (0..self.st.page_node.len()).filter(|&p| self.st.page_node[p] != UNKNOWN && self.st.page_node[p] != to as u8).collect();
+            (0..self.st.page_node.len()).filter(|&p| self.st.page_node[p] != UNKNOWN && moves(self.st.page_node[p] as usize)).collect();
         let kernel = &self.st.host.kernel_nodes;
-        let from: Vec<u32> = kernel.iter().enumerate().filter(|&(i, _)| i != to as usize).map(|(_, &k)| k).collect();
-        match io.mover.migrate_pages(self.st.pid, &from, &[kernel[to as usize]]) {
+        let old_nodes: Vec<u32> = kernel.iter().enumerate().filter(|&(i, _)| moves(i)).map(|(_, &k)| k).collect();
+        if old_nodes.is_empty() {
+            // Nothing to move from (`from` holds only `to`): as the simulator answers it.
+            return Ok(Outcome::Refused(Refusal::AlreadyThere));
+        }
+        match io.mover.migrate_pages(self.st.pid, &old_nodes, &[kernel[to as usize]]) {
             Ok(left) => {
                 self.st.summary.space_moves += 1;
                 self.st.summary.space_move_pages_left += left;
@@ -1095,8 +1100,8 @@ impl LiveEngine {
                 self.st.gone = true;
             }
         }
-        for (pending, k, to) in std::mem::take(&mut self.space_moves) {
-            self.pending[pending].outcomes[k] = Some(self.move_space(io, to)?);
+        for (pending, k, to, from) in std::mem::take(&mut self.space_moves) {
+            self.pending[pending].outcomes[k] = Some(self.move_space(io, to, from)?);
         }
         let pending = std::mem::take(&mut self.pending);
         for p in pending {

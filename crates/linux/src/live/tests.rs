@@ -9,8 +9,8 @@ use crate::act::pages::FakePageMover;
 use crate::export::{to_machine, ExportOptions};
 use crate::Topology;
 use numalab_policy::{
-    Decision, DynPolicy, EventRef, MemoryState, MoveCause, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError, RegionHeat,
-    SystemView, TaskTick, ThreadMigrated,
+    Decision, DynPolicy, EventRef, MemoryState, MoveCause, NodeMask, OutOfMemory, Outcome, PlaceRequest, Policy, PolicyEnv, PolicyError,
+    RegionHeat, SystemView, TaskTick, ThreadMigrated,
 };
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -421,15 +421,39 @@ fn an_observer_of_its_own_choosing_is_not_asked() {
 #[test]
 fn a_whole_process_move_is_one_migrate_pages_call() {
     let mut w = world(&[(100, 0)], 0, 2);
-    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]]);
+    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1, from: None }]]);
     let (s, _) = run(e, &mut w, 2);
     assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
     assert_eq!(mover_calls(&w), vec![(addrs(0..64), None)], "the location pass, no move_pages move");
     assert!(w.mover.location.values().all(|&n| n == 1));
     assert_eq!((s.space_moves, s.space_move_pages_left, s.applied), (1, 0, 1));
-    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1 } => Applied"]);
+    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1, from: None } => Applied"]);
     let line = log_lines(&w).into_iter().find(|l| l.contains("move_space")).unwrap();
     assert!(line.contains(r#""outcome":"applied""#), "{line}");
+}
+
+/// A move with source nodes (`from`, HyDM's promotion from the slow tier) calls
+/// `migrate_pages` with those nodes as `old_nodes`, less the target; a source that is only the
+/// target leaves nothing to move: `already_there`, and no call. (On this 2-node guest the
+/// sources besides the target are node 0 at most; the simulator's test moves from some nodes
+/// of four, crates/sim/tests/space_windows.rs.)
+#[test]
+fn a_whole_process_move_from_source_nodes_names_them_as_old_nodes() {
+    let mut w = world(&[(100, 0)], 0, 3);
+    let (e, heard) = scripted(vec![vec![
+        Decision::MoveSpace { space: 0, to: 1, from: NodeMask::of(&[1]) },
+        Decision::MoveSpace { space: 0, to: 1, from: NodeMask::of(&[0, 1]) },
+    ]]);
+    run(e, &mut w, 3);
+    assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
+    assert!(w.mover.location.values().all(|&n| n == 1));
+    assert_eq!(
+        heard.lock().unwrap().clone(),
+        vec![
+            "MoveSpace { space: 0, to: 1, from: Some(NodeMask(2)) } => Refused(AlreadyThere)",
+            "MoveSpace { space: 0, to: 1, from: Some(NodeMask(3)) } => Applied",
+        ]
+    );
 }
 
 /// Pages the kernel could not move (shared or busy): the call's count, a partial outcome with
@@ -439,32 +463,33 @@ fn a_whole_process_move_is_one_migrate_pages_call() {
 fn whole_process_moves_partial_dry_gone_and_refused() {
     let mut w = world(&[(100, 0)], 0, 2);
     w.mover.shared = addrs([3, 9]);
-    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }, Decision::MoveSpace { space: 0, to: 7 }]]);
+    let (e, heard) =
+        scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1, from: None }, Decision::MoveSpace { space: 0, to: 7, from: None }]]);
     let (s, _) = run(e, &mut w, 2);
     assert_eq!((s.space_moves, s.space_move_pages_left), (1, 2));
     assert_eq!(
         heard.lock().unwrap().clone(),
         vec![
-            "MoveSpace { space: 0, to: 1 } => Partial { moved_pages: 62, left_pages: 2 }",
-            "MoveSpace { space: 0, to: 7 } => Refused(NoSuchTarget)"
+            "MoveSpace { space: 0, to: 1, from: None } => Partial { moved_pages: 62, left_pages: 2 }",
+            "MoveSpace { space: 0, to: 7, from: None } => Refused(NoSuchTarget)"
         ]
     );
     assert_eq!(w.mover.location[&(BASE + 3 * PAGE)], 0);
 
     let mut w = world(&[(100, 0)], 0, 2);
     let cfg = LiveConfig { dry_run: true, ..LiveConfig::default() };
-    let (e, _) = scripted_with(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]], cfg);
+    let (e, _) = scripted_with(vec![vec![Decision::MoveSpace { space: 0, to: 1, from: None }]], cfg);
     let (s, _) = run(e, &mut w, 2);
     assert!(w.mover.whole_calls.is_empty() && w.mover.calls.is_empty());
     assert_eq!(s.dry_run, 1);
 
     let mut w = world(&[(100, 0)], 0, 3);
     w.mover.exits_after_calls = Some(1);
-    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1 }]]);
+    let (e, heard) = scripted(vec![vec![Decision::MoveSpace { space: 0, to: 1, from: None }]]);
     let (s, ends) = run(e, &mut w, 3);
     assert_eq!(w.mover.whole_calls, vec![(PID, vec![0], vec![1])]);
     assert!(s.target_gone && ends.last() == Some(&RoundEnd::TargetGone));
-    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1 } => Refused(SpaceExited)"]);
+    assert_eq!(heard.lock().unwrap().clone(), vec!["MoveSpace { space: 0, to: 1, from: None } => Refused(SpaceExited)"]);
 }
 
 /// Region heat (docs/live.md, "Region heat"): the DAMON-like observer's regions of a round reach

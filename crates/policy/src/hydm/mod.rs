@@ -17,7 +17,7 @@ mod tests;
 pub use config::{HydmConfig, NewPages};
 pub use state::{LoopState, Pending, Record, Step};
 
-use crate::decision::{Decision, EventRef, Outcome, PlaceRequest, SpaceId, Tick};
+use crate::decision::{Decision, EventRef, NodeMask, Outcome, PlaceRequest, SpaceId, Tick};
 use crate::error::{OutOfMemory, PolicyError};
 use crate::fallback::first_fit;
 use crate::policy::{AppMove, AppMoveKind, MemoryState, Policy, PolicyEnv, SystemView};
@@ -41,6 +41,9 @@ pub struct Hydm {
     /// Fast- and slow-tier nodes (ascending).
     fast: Vec<NodeId>,
     slow: Vec<NodeId>,
+    /// The same as node masks: what a rollback and a promotion move from.
+    fast_mask: NodeMask,
+    slow_mask: NodeMask,
     /// Per accessing node, where new pages go (`new_pages`): every allowed node by distance
     /// (`local`), or slow nodes by distance, then fast nodes, then any other (`slow-first`).
     order: Vec<Vec<NodeId>>,
@@ -163,9 +166,13 @@ impl Hydm {
         let step = self.state.migrate_step(b, used, capacity, self.config.threshold, self.config.rollback_rel_eps);
         self.pending = self.state.pending(step, &fast_before);
         self.windows_ended += 1;
-        let (space, kind, to) = match step {
-            Step::Migrate(a) => (a, AppMoveKind::Promote, self.fast_target(view)),
-            Step::Rollback { back, .. } => (back, AppMoveKind::Rollback, self.slow_target(back, view)),
+        // A promotion moves the pages on the slow tier and a rollback those on the fast tier,
+        // as the source's `migrate_pages(2)` from one tier's nodes to the other's: with two
+        // fast nodes (one per socket) the pages already on the fast tier stay where first touch
+        // put them (docs/policies/hydm.md, "Migration, threshold and rollback").
+        let (space, kind, to, from) = match step {
+            Step::Migrate(a) => (a, AppMoveKind::Promote, self.fast_target(view), self.slow_mask),
+            Step::Rollback { back, .. } => (back, AppMoveKind::Rollback, self.slow_target(back, view), self.fast_mask),
             Step::Blocked { .. } => {
                 self.blocked += 1;
                 self.steps.push((self.state.g, step));
@@ -173,7 +180,7 @@ impl Hydm {
             }
             Step::Idle => return,
         };
-        out.push(Decision::MoveSpace { space, to });
+        out.push(Decision::MoveSpace { space, to, from: Some(from) });
         let resident_pages = self.state.windows.front().and_then(|w| w.apps.get(&space)).map_or(0, |r| r.rss_bytes / self.page_bytes);
         self.moves.push(AppMove {
             time_ns: tick.time_ns,
@@ -204,6 +211,8 @@ impl Policy for Hydm {
             page_bytes: env.page_bytes,
             fast: Vec::new(),
             slow: Vec::new(),
+            fast_mask: NodeMask::default(),
+            slow_mask: NodeMask::default(),
             order: Vec::new(),
             max_intensity: None,
             state: LoopState::new(config.history),
@@ -252,6 +261,13 @@ impl Policy for Hydm {
                 }
             })
             .collect();
+        let mask = |nodes: &[NodeId]| {
+            NodeMask::of(nodes).ok_or_else(|| PolicyError::Config {
+                policy: Self::NAME.into(),
+                message: format!("its tiers' nodes must be below {} (a whole-space move names them in a node mask)", NodeMask::NODES),
+            })
+        };
+        (h.fast_mask, h.slow_mask) = (mask(&fast)?, mask(&slow)?);
         h.fast = fast;
         h.slow = slow;
         Ok(h)

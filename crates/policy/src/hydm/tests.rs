@@ -202,6 +202,16 @@ fn tick(ms: u64, spaces: Vec<SpaceWindow>) -> Tick {
     }
 }
 
+/// On the KNL (fast tier node 1, slow tier node 0): a promotion moves a space's pages on the
+/// DDR4 to the MCDRAM, a rollback its pages on the MCDRAM to the DDR4.
+fn promote(space: SpaceId) -> Decision {
+    Decision::MoveSpace { space, to: 1, from: NodeMask::of(&[0]) }
+}
+
+fn rollback(space: SpaceId) -> Decision {
+    Decision::MoveSpace { space, to: 0, from: NodeMask::of(&[1]) }
+}
+
 fn on_tick(p: &mut Hydm, sys: &FakeSystem, t: &Tick) -> Vec<Decision> {
     let mut out = Vec::new();
     p.on_tick(t, sys, &mut out);
@@ -229,19 +239,19 @@ fn scripted_windows_move_in_intensity_order() {
     let mut sys = system();
     let w = |a0: f64| vec![sw(0, a0, 1000, 2, 300, 0), sw(1, 0.1, 1000, 2, 300, 0), sw(2, 1.0, 1000, 2, 300, 0)];
     assert_eq!(on_tick(&mut p, &sys, &tick(50, w(0.5))), vec![], "half a window: nothing");
-    assert_eq!(on_tick(&mut p, &sys, &tick(100, w(0.5))), vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w(0.5))), vec![promote(1)]);
     assert_eq!(p.state().g, 1);
     // Window 2: space 1 is on the fast tier (300 of 1000 pages used), its flops unchanged.
     sys.mem.take(1, 300);
     let w2 = |a0: f64| vec![sw(0, a0, 1000, 2, 300, 0), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 300, 0)];
     on_tick(&mut p, &sys, &tick(150, w2(0.5)));
-    assert_eq!(on_tick(&mut p, &sys, &tick(200, w2(0.5))), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(200, w2(0.5))), vec![promote(0)]);
     // Window 3: 600 of 1000 pages used; space 2 (300 pages): 600 + 300 = 900 ≤ 0.9 × 1000,
     // it fits exactly.
     sys.mem.take(1, 300);
     let w3 = vec![sw(0, 0.5, 1000, 2, 0, 300), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 300, 0)];
     on_tick(&mut p, &sys, &tick(250, w3.clone()));
-    assert_eq!(on_tick(&mut p, &sys, &tick(300, w3)), vec![Decision::MoveSpace { space: 2, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(300, w3)), vec![promote(2)]);
     // Window 4: every space is in F: no candidate, no decision.
     sys.mem.take(1, 350);
     let w4 = vec![sw(0, 0.5, 1000, 2, 0, 300), sw(1, 0.1, 1000, 2, 0, 300), sw(2, 1.0, 1000, 2, 0, 350)];
@@ -259,17 +269,17 @@ fn scripted_rollback_and_misprediction() {
     let mut sys = system();
     // Window 1: space 1 (lowest AI) moves.
     let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(out, vec![promote(1)]);
     sys.mem.take(1, 500);
     // Window 2: space 0 (500 pages) does not fit (500 + 500 > 900); space 1's flops did not
     // grow (same references, same intensity): it rolls back to node 0 and joins V.
     let w = vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 0, 500)];
-    assert_eq!(on_tick(&mut p, &sys, &tick(100, w)), vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w)), vec![rollback(1)]);
     assert!(p.state().mispredicted.contains(&1));
     sys.mem.free[1] += 500;
     // Window 3: the fast tier is empty; space 1 has the lowest AI but is in V: space 0 moves.
     let w = vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 500, 0)];
-    assert_eq!(on_tick(&mut p, &sys, &tick(150, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(150, w)), vec![promote(0)]);
 }
 
 /// A space whose flops rose after its move stays; the candidate waits.
@@ -293,7 +303,7 @@ fn scripted_fault_filter() {
     let mut p = hydm(cfg);
     let sys = system();
     let w = vec![sw(0, 0.5, 1000, 1, 10, 0), sw(1, 0.1, 1000, 50, 10, 0), sw(2, 0.9, 1000, 3, 10, 0)];
-    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![promote(0)]);
 }
 
 /// Finished spaces are not monitored, so never selected, and leave F.
@@ -304,7 +314,7 @@ fn scripted_finished_spaces_are_ignored() {
     let mut sys = system();
     sys.alive[1] = false;
     let w = vec![sw(0, 0.5, 1000, 0, 10, 0), sw(1, 0.1, 1000, 0, 10, 0)];
-    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(50, w)), vec![promote(0)]);
     assert!(!p.state().windows[0].apps.contains_key(&1));
 }
 
@@ -363,14 +373,14 @@ fn outcome_refused_move_leaves_the_space_off_f() {
     let sys = system();
     let w = || vec![sw(0, 0.5, 1000, 0, 300, 0), sw(1, 0.1, 1000, 0, 300, 0)];
     let out = on_tick(&mut p, &sys, &tick(50, w()));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(out, vec![promote(1)]);
     assert!(p.state().fast.contains_key(&1), "recorded when decided");
     settle(&mut p, &out, Outcome::Refused(Refusal::NodeFull));
     assert!(p.state().fast.is_empty());
     assert_eq!(p.state().believed_fast_bytes(), 0);
     assert_eq!(p.outcomes(), &[(1, Step::Migrate(1), Outcome::Refused(Refusal::NodeFull))]);
     // Nothing moved (the fast tier's use is unchanged): space 1 is still the best candidate.
-    assert_eq!(on_tick(&mut p, &sys, &tick(100, w())), vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w())), vec![promote(1)]);
 }
 
 /// A partial move counts only the pages that moved; a full one the resident bytes that were
@@ -382,7 +392,7 @@ fn outcome_partial_move_counts_only_moved_pages() {
     let mut sys = system();
     // Space 1: 500 pages, 20 of them already on the fast tier.
     let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 100, 0), sw(1, 0.1, 1000, 0, 480, 20)]));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(out, vec![promote(1)]);
     settle(&mut p, &out, Outcome::Partial { moved_pages: 200, left_pages: 280 });
     assert_eq!(p.state().fast.get(&1), Some(&1), "partly on the fast tier: in F");
     assert_eq!(p.state().moved_bytes.get(&1), Some(&(200 * PAGE)));
@@ -390,7 +400,7 @@ fn outcome_partial_move_counts_only_moved_pages() {
     // Window 2: space 0 (100 pages) fits (220 + 100 ≤ 900) and moves in full: 100 pages.
     sys.mem.take(1, 220);
     let out = on_tick(&mut p, &sys, &tick(100, vec![sw(0, 0.5, 1000, 0, 100, 0), sw(1, 0.1, 1000, 0, 280, 220)]));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 0, to: 1 }]);
+    assert_eq!(out, vec![promote(0)]);
     settle(&mut p, &out, Outcome::Applied);
     assert_eq!(p.state().moved_bytes.get(&0), Some(&(100 * PAGE)));
     assert_eq!(p.state().believed_fast_bytes(), 300 * PAGE);
@@ -405,27 +415,27 @@ fn outcome_partial_and_refused_rollbacks_keep_the_space_in_f() {
     let mut p = hydm(cfg);
     let mut sys = system();
     let out = on_tick(&mut p, &sys, &tick(50, vec![sw(0, 0.5, 1000, 0, 800, 0), sw(1, 0.1, 1000, 0, 500, 0)]));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(out, vec![promote(1)]);
     settle(&mut p, &out, Outcome::Applied);
     assert_eq!(p.state().moved_bytes.get(&1), Some(&(500 * PAGE)));
     sys.mem.take(1, 500);
     // Window 2: space 0 (800 pages) does not fit; space 1's flops did not grow: roll back.
     let w = || vec![sw(0, 0.5, 1000, 0, 800, 0), sw(1, 0.1, 1000, 0, 0, 500)];
     let out = on_tick(&mut p, &sys, &tick(100, w()));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert_eq!(out, vec![rollback(1)]);
     settle(&mut p, &out, Outcome::Partial { moved_pages: 150, left_pages: 350 });
     assert_eq!(p.state().fast.get(&1), Some(&1), "back in F with the window it moved in");
     assert!(p.state().mispredicted.contains(&1));
     assert_eq!(p.state().moved_bytes.get(&1), Some(&(350 * PAGE)));
     // Window 3: still no room; space 1 is named again; this time the slow tier is full.
     let out = on_tick(&mut p, &sys, &tick(150, w()));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert_eq!(out, vec![rollback(1)]);
     settle(&mut p, &out, Outcome::Refused(Refusal::NodeFull));
     assert_eq!(p.state().fast.get(&1), Some(&1));
     assert_eq!(p.state().moved_bytes.get(&1), Some(&(350 * PAGE)));
     // Window 4: the rollback goes through.
     let out = on_tick(&mut p, &sys, &tick(200, w()));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert_eq!(out, vec![rollback(1)]);
     settle(&mut p, &out, Outcome::Applied);
     assert!(!p.state().fast.contains_key(&1) && p.state().mispredicted.contains(&1));
     assert_eq!(p.state().believed_fast_bytes(), 0);
@@ -440,11 +450,11 @@ fn outcome_already_there_and_exited() {
     let sys = system();
     let w = vec![sw(0, 0.5, 1000, 0, 10, 0), sw(1, 0.1, 1000, 0, 0, 10)];
     let out = on_tick(&mut p, &sys, &tick(50, w.clone()));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 1 }]);
+    assert_eq!(out, vec![promote(1)]);
     settle(&mut p, &out, Outcome::Refused(Refusal::AlreadyThere));
     assert_eq!(p.state().moved_bytes.get(&1), Some(&0));
-    assert_eq!(on_tick(&mut p, &sys, &tick(100, w.clone())), vec![Decision::MoveSpace { space: 0, to: 1 }]);
-    let out = vec![Decision::MoveSpace { space: 0, to: 1 }];
+    assert_eq!(on_tick(&mut p, &sys, &tick(100, w.clone())), vec![promote(0)]);
+    let out = vec![promote(0)];
     settle(&mut p, &out, Outcome::Refused(Refusal::SpaceExited));
     assert!(!p.state().fast.contains_key(&0) && !p.state().mispredicted.contains(&0));
     // Outcomes of other events (a hint fault's) are not HyDM's: nothing changes.
@@ -489,7 +499,7 @@ fn app_moves_report_order_intensity_and_outcome() {
     // The refused rollback returns space 1 to F; window 3: space 0 still does not fit, and
     // space 1 is judged again (its flops still flat): another rollback.
     let out = on_tick(&mut p, &sys, &tick(150, vec![sw(0, 0.5, 1000, 0, 500, 0), sw(1, 0.1, 1000, 0, 0, 500)]));
-    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0 }]);
+    assert_eq!(out, vec![rollback(1)]);
     let c: BTreeMap<&str, u64> = p.counters().into_iter().collect();
     assert_eq!(c["hydm_windows"], 3);
     assert_eq!((c["hydm_promotions"], c["hydm_rollbacks"], c["hydm_blocked"]), (1, 2, 0));
@@ -539,4 +549,36 @@ fn new_pages_on_cxl_follow_linux_default_or_slow_first() {
     assert_eq!(q.place(&req(0), &mem), Ok(0), "the fast tier only when the slow one is full");
     let e = crate::registry::build("hydm", toml::from_str("new_pages = \"fast\"").unwrap(), &env).err().unwrap().to_string();
     assert!(e.contains("unknown variant `fast`"), "{e}");
+}
+
+/// With a fast node per socket (cxl-expander: DRAM nodes 0-1 fast, CXL nodes 2-3 slow), a
+/// promotion moves only the pages on the slow tier and a rollback only those on the fast tier
+/// (docs/policies/hydm.md, "Migration, threshold and rollback"): the pages first touch put on
+/// the other socket's DRAM stay there.
+#[test]
+fn moves_name_the_other_tier_as_their_source_nodes() {
+    let env = PolicyEnv::new(Arc::new(presets::load("cxl-expander").unwrap()));
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = Hydm::new(cfg, &env).unwrap();
+    let mut sys = FakeSystem::new(4, 4, 2, 100, 1000);
+    sys.space_of_thread = vec![0, 1];
+    sys.space_pages = vec![2000, 2000];
+    let space = |space: SpaceId, ai: f64, pages_per_node: Vec<u64>| SpaceWindow {
+        space,
+        flops: ai * 64.0 * 1000.0,
+        mem_refs: 1000,
+        page_faults: 0,
+        pages_per_node,
+    };
+    // Window 1: space 1 (lowest intensity; 200 pages on each DRAM node, 100 on CXL) fits
+    // under the threshold: its CXL pages move to the DRAM node with the most free pages.
+    let out = on_tick(&mut p, &sys, &tick(50, vec![space(0, 0.5, vec![100, 0, 0, 0]), space(1, 0.1, vec![200, 200, 100, 0])]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 0, from: NodeMask::of(&[2, 3]) }]);
+    settle(&mut p, &out, Outcome::Applied);
+    // Window 2: space 0 (1 900 pages) no longer fits and space 1's flops did not grow: space 1
+    // goes back to the CXL node nearest its thread's node (0), from both DRAM nodes.
+    sys.mem.take(0, 900);
+    sys.mem.take(1, 900);
+    let out = on_tick(&mut p, &sys, &tick(100, vec![space(0, 0.5, vec![1900, 0, 0, 0]), space(1, 0.1, vec![300, 200, 0, 0])]));
+    assert_eq!(out, vec![Decision::MoveSpace { space: 1, to: 2, from: NodeMask::of(&[0, 1]) }]);
 }
