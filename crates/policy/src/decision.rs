@@ -327,6 +327,12 @@ impl NodeMask {
     }
 }
 
+/// Whether `MoveSpace { to, from, .. }` takes a page on `node`: one on a node of `from` (every
+/// node when `None`) that is not `to`. The simulator and the live agent both move by it.
+pub fn space_move_takes(to: NodeId, from: Option<NodeMask>, node: NodeId) -> bool {
+    node != to && from.is_none_or(|m| m.contains(node))
+}
+
 impl Serialize for NodeMask {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.nodes())

@@ -26,6 +26,7 @@ pub mod testing;
 pub mod tiering;
 pub mod vm;
 
+pub use decision::space_move_takes;
 pub use decision::{
     AccessSample, CacheRefills, Decision, DecisionRecord, EventRef, Extent, HintFault, MempolicyIntent, MempolicyMode, MoveCause, NodeMask,
     Outcome, PageScan, PlaceRequest, Refusal, RegionHeat, ScanStepDone, ScannedPage, SpaceId, SpaceWindow, TaskTick, ThreadMigrated, Tick,

@@ -7,7 +7,7 @@ use crate::engine::World;
 use crate::memory::{Memory, ARMED, NODE_MASK, REPLICATED, UNPLACED};
 use numalab_core::{NodeId, ThreadId};
 use numalab_policy::scan::{scan_walk, ScanPages};
-use numalab_policy::{Decision, MoveCause, Outcome, Refusal, ScanStepDone, SpaceId};
+use numalab_policy::{space_move_takes, Decision, MoveCause, Outcome, Refusal, ScanStepDone, SpaceId};
 
 impl World<'_> {
     /// A space's page as a global page index, if the decision names an existing one.
@@ -168,8 +168,7 @@ impl World<'_> {
                 let mut moved = 0u64;
                 let mut full = false;
                 let mut placed = false;
-                // The pages it moves: on a node of `from_nodes` (all when `None`), not on `to`.
-                let moves = |node: NodeId| node != to && from_nodes.is_none_or(|m| m.contains(node));
+                let moves = |node: NodeId| space_move_takes(to, from_nodes, node);
                 for g in sp.first_page..sp.first_page + sp.pages {
                     let Some(from) = self.mem.node_of(g) else { continue };
                     placed = true;

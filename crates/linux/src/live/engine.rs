@@ -32,8 +32,8 @@ use crate::error::LinuxError;
 use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use numalab_policy::scan::{scan_walk, ScanCursor, ScanPages};
 use numalab_policy::{
-    AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, NodeMask, Outcome, Refusal, RegionHeat,
-    ScanStepDone, SpaceId, SystemView, TaskTick, ThreadMigrated, Tick,
+    space_move_takes, AccessSample, Decision, DecisionRecord, DynPolicy, EventRef, HintFault, MemoryState, NodeMask, Outcome, Refusal,
+    RegionHeat, ScanStepDone, SpaceId, SystemView, TaskTick, ThreadMigrated, Tick,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -990,7 +990,7 @@ impl LiveEngine {
             }
             start = end;
         }
-        let moves = |node: usize| node != to as usize && from.is_none_or(|m| m.contains(node as NodeId));
+        let moves = |node: usize| space_move_takes(to, from, node as NodeId);
         let elsewhere: Vec<usize> =
             (0..self.st.page_node.len()).filter(|&p| self.st.page_node[p] != UNKNOWN && moves(self.st.page_node[p] as usize)).collect();
         let kernel = &self.st.host.kernel_nodes;
