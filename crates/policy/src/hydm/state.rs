@@ -154,9 +154,14 @@ impl LoopState {
 
     /// The oldest-moved application in `F` whose flops never grew by more than `eps` from one
     /// window to the next since it moved (the first window after the move compared with the
-    /// last one before). Applications with no retained window after their move are skipped.
+    /// last one before). Applications with no retained window after their move are skipped,
+    /// and so are those HyDM's moves put nothing on the fast tier for (moved bytes settled at
+    /// 0: a promotion refused `already_there`): rolling one back would move pages that first
+    /// touch put on the fast tier, which HyDM never took, and would not undo a move of its
+    /// own (docs/policies/hydm.md, "Migration, threshold and rollback").
     pub fn check_flops(&self, eps: f64) -> Option<SpaceId> {
-        let mut order: Vec<(u64, SpaceId)> = self.fast.iter().map(|(&a, &k)| (k, a)).collect();
+        let mut order: Vec<(u64, SpaceId)> =
+            self.fast.iter().filter(|(a, _)| self.moved_bytes.get(a) != Some(&0)).map(|(&a, &k)| (k, a)).collect();
         order.sort_unstable();
         order.into_iter().map(|(_, a)| a).find(|&a| {
             let moved = self.fast[&a];

@@ -463,6 +463,57 @@ fn outcome_already_there_and_exited() {
     assert_eq!(p.state(), &before);
 }
 
+/// An application whose promotion was refused `already_there` (first touch put all its pages
+/// on the fast tier) stays in `F` but is never rolled back: HyDM moved none of its pages, and a
+/// rollback would move first-touch pages to the slow tier. The rollback takes the oldest
+/// application HyDM did move instead, or nothing.
+#[test]
+fn applications_hydm_never_moved_are_not_rolled_back() {
+    // The state alone: with nothing moved for `A`, nothing is named; once `A`'s moved bytes
+    // are unknown (not settled) or positive, it is judged as before.
+    let mut s = flops_history([100.0, 100.0, 95.0, 95.0, 90.0]);
+    s.moved_bytes.insert(A, 0);
+    assert_eq!(s.check_flops(0.0), None);
+    s.moved_bytes.insert(A, GIB);
+    assert_eq!(s.check_flops(0.0), Some(A));
+    // Scripted: space 1 is on the fast tier by first touch, space 0 is promoted a window
+    // later; neither's flops rise. When space 2 does not fit, space 0 goes back, although
+    // space 1 has been in `F` longer.
+    let cfg = HydmConfig { period_ms: 50, ..HydmConfig::default() };
+    let mut p = hydm(cfg);
+    let mut sys = system();
+    sys.mem.take(1, 300);
+    let w1 = vec![sw(0, 0.5, 1000, 0, 300, 0), sw(1, 0.1, 1000, 0, 0, 300), sw(2, 1.0, 1000, 0, 400, 0)];
+    let out = on_tick(&mut p, &sys, &tick(50, w1));
+    assert_eq!(out, vec![promote(1)]);
+    settle(&mut p, &out, Outcome::Refused(Refusal::AlreadyThere));
+    let w2 = vec![sw(0, 0.5, 1000, 0, 300, 0), sw(1, 0.1, 1000, 0, 0, 300), sw(2, 1.0, 1000, 0, 400, 0)];
+    let out = on_tick(&mut p, &sys, &tick(100, w2));
+    assert_eq!(out, vec![promote(0)]);
+    settle(&mut p, &out, Outcome::Applied);
+    sys.mem.take(1, 300);
+    // Window 3: 600 of 1000 pages used; space 2 (400 pages) does not fit under 900.
+    let w3 = vec![sw(0, 0.5, 1000, 0, 0, 300), sw(1, 0.1, 1000, 0, 0, 300), sw(2, 1.0, 1000, 0, 400, 0)];
+    let out = on_tick(&mut p, &sys, &tick(150, w3.clone()));
+    assert_eq!(out, vec![rollback(0)]);
+    settle(&mut p, &out, Outcome::Applied);
+    sys.mem.free[1] += 300;
+    assert!(p.state().fast.contains_key(&1) && !p.state().mispredicted.contains(&1));
+    // Window 4: space 2 fits now (300 + 400 ≤ 900) and moves.
+    let w4 = vec![sw(0, 0.5, 1000, 0, 300, 0), sw(1, 0.1, 1000, 0, 0, 300), sw(2, 1.0, 1000, 0, 400, 0)];
+    assert_eq!(on_tick(&mut p, &sys, &tick(200, w4)), vec![promote(2)]);
+    let steps: Vec<Step> = p.steps().iter().map(|s| s.1).collect();
+    assert_eq!(steps, [Step::Migrate(1), Step::Migrate(0), Step::Rollback { candidate: 2, back: 0 }, Step::Migrate(2)]);
+    // With only space 1 in `F` and a candidate that does not fit, the window is blocked.
+    let mut s = LoopState::new(5);
+    for _ in 0..3 {
+        s.push_window(window(&[(A, rec(1.0, 0)), (B, Record { rss_bytes: 4 * GIB, ..rec(0.5, 0) })]));
+    }
+    s.fast.insert(A, 1);
+    s.moved_bytes.insert(A, 0);
+    assert_eq!(s.migrate_step(Some(B), 12 * GIB, 16 * GIB, 0.9, 0.0), Step::Blocked { candidate: B });
+}
+
 /// What a run reports (docs/policies/hydm.md, "What a run reports"): every move in order,
 /// when, with the intensity it was chosen by and its outcome once settled; blocked windows
 /// and windows counted.
