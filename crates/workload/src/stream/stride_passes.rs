@@ -19,6 +19,12 @@ pub(super) const WRITE_TABLE_AFTER_PASSES: u32 = 4;
 const WRITE_TABLE_ROW_EVERY: usize = 16;
 pub(super) const WRITE_TABLE_DENSE_ENTRIES: usize = 4096;
 
+/// Write-table steps per bucket of phases, about: a pass's search for its phase's steps runs
+/// inside one bucket. A binary search over all the steps was half of `add_pass_writes`, 4 % of
+/// sp-like's instructions under autonuma on server-b-8n (about 200 whole passes read each
+/// table there).
+const STEPS_PER_PHASE_BUCKET: usize = 4;
+
 /// A packed write-table step's label and its sign (+1: the label gains a write).
 fn step_label(packed: u64) -> usize {
     ((packed >> 1) & 0xFF) as usize
@@ -60,6 +66,10 @@ pub struct StridePasses {
     row_every: usize,
     /// Scratch of `add_pass_writes`: one row being completed.
     row_scratch: Vec<i64>,
+    /// Per bucket of phases (bucket `b`: phases from `b << phase_bucket_shift` on), the first
+    /// step at or above the bucket's first phase; one more entry, the number of steps.
+    phase_bucket_first_step: Vec<usize>,
+    phase_bucket_shift: u32,
     /// Whether the write table above is built for this fill, and the whole passes with
     /// writes charged run by run since the fill.
     write_table_built: bool,
@@ -85,6 +95,8 @@ impl Default for StridePasses {
             write_step_sums: Vec::new(),
             row_every: 1,
             row_scratch: Vec::new(),
+            phase_bucket_first_step: Vec::new(),
+            phase_bucket_shift: 32,
             write_table_built: false,
             passes_without_table: 0,
             table_after: WRITE_TABLE_AFTER_PASSES,
@@ -201,14 +213,33 @@ impl StridePasses {
                 self.write_step_sums.extend_from_slice(&self.row_scratch);
             }
         }
+        // Buckets of phases, a power of two of them (every phase is below 2^32).
+        let buckets = (steps.len() / STEPS_PER_PHASE_BUCKET).max(1).next_power_of_two().min(1 << 16);
+        self.phase_bucket_shift = 32 - buckets.trailing_zeros();
+        self.phase_bucket_first_step.clear();
+        let mut first = 0;
+        for b in 0..=buckets as u64 {
+            while first < steps.len() && steps[first] >> 9 < b << self.phase_bucket_shift {
+                first += 1;
+            }
+            self.phase_bucket_first_step.push(first);
+        }
         self.packed_steps = steps;
+    }
+
+    /// The number of steps at or below `phase` (`phase < 2^32`): those before its bucket, and
+    /// a binary search inside it.
+    fn steps_upto(&self, phase: u64) -> usize {
+        let b = (phase >> self.phase_bucket_shift) as usize;
+        let (lo, hi) = (self.phase_bucket_first_step[b], self.phase_bucket_first_step[b + 1]);
+        lo + self.packed_steps[lo..hi].partition_point(|&p| p >> 9 <= phase)
     }
 
     /// Add a whole pass's writes, the pass starting at reference `i`, to `writes`: the steps
     /// at or below the pass's phase, from the last row before them and then one by one.
     pub(super) fn add_pass_writes(&mut self, i: u64, writes: &mut [u64]) {
         let phase = i.wrapping_mul(self.write_fp) & 0xFFFF_FFFF;
-        let j = self.packed_steps.partition_point(|&p| p >> 9 <= phase);
+        let j = self.steps_upto(phase);
         let n = self.writes_at_zero.len();
         let c = j / self.row_every;
         let row = &self.write_step_sums[c * n..(c + 1) * n];
@@ -224,6 +255,34 @@ impl StridePasses {
         };
         for ((w, &base), &step) in writes.iter_mut().zip(&self.writes_at_zero).zip(row) {
             *w += base.wrapping_add_signed(step);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bucketed search counts the steps at or below a phase as a search over all of them
+    /// does, for tables from no steps to many, phases at and around the steps and the buckets'
+    /// edges.
+    #[test]
+    fn steps_upto_matches_a_search_over_all_steps() {
+        for runs in [1u64, 2, 3, 7, 40, 300, 5000] {
+            // Runs of uneven lengths over 2 labels; a write fraction whose phases spread.
+            let ends: Vec<u64> = (1..=runs).map(|r| r * 7 + r * r % 13).collect();
+            let labels: Vec<u8> = (0..runs).map(|r| (r % 2) as u8).collect();
+            let mut cache = StridePasses::with_table_settings(0, WRITE_TABLE_DENSE_ENTRIES);
+            cache.fill((&ends, &labels), 2, 0, 5, 0, 2_654_435_769);
+            assert!(cache.write_table_ready(&labels, 2));
+            let mut phases: Vec<u64> = vec![0, (1 << 32) - 1, 1 << 31];
+            for &p in &cache.packed_steps {
+                phases.extend([(p >> 9) - 1, p >> 9, ((p >> 9) + 1).min((1 << 32) - 1)]);
+            }
+            phases.extend((0..=256u64).map(|b| (b << 24).min((1 << 32) - 1)));
+            for phase in phases {
+                assert_eq!(cache.steps_upto(phase), cache.packed_steps.partition_point(|&p| p >> 9 <= phase), "{runs} runs, phase {phase}");
+            }
         }
     }
 }
