@@ -269,15 +269,21 @@ mod tests {
     #[test]
     fn steps_upto_matches_a_search_over_all_steps() {
         for runs in [1u64, 2, 3, 7, 40, 300, 5000] {
-            // Runs of uneven lengths over 2 labels; a write fraction whose phases spread.
-            let ends: Vec<u64> = (1..=runs).map(|r| r * 7 + r * r % 13).collect();
+            // Runs of uneven lengths (1 to 13 positions; their ends ascend) over 2 labels; a
+            // write fraction whose phases spread.
+            let ends: Vec<u64> = (1..=runs)
+                .scan(0u64, |end, r| {
+                    *end += 1 + r * r % 13;
+                    Some(*end)
+                })
+                .collect();
             let labels: Vec<u8> = (0..runs).map(|r| (r % 2) as u8).collect();
             let mut cache = StridePasses::with_table_settings(0, WRITE_TABLE_DENSE_ENTRIES);
             cache.fill((&ends, &labels), 2, 0, 5, 0, 2_654_435_769);
             assert!(cache.write_table_ready(&labels, 2));
             let mut phases: Vec<u64> = vec![0, (1 << 32) - 1, 1 << 31];
             for &p in &cache.packed_steps {
-                phases.extend([(p >> 9) - 1, p >> 9, ((p >> 9) + 1).min((1 << 32) - 1)]);
+                phases.extend([(p >> 9).saturating_sub(1), p >> 9, ((p >> 9) + 1).min((1 << 32) - 1)]);
             }
             phases.extend((0..=256u64).map(|b| (b << 24).min((1 << 32) - 1)));
             for phase in phases {
