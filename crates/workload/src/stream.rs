@@ -430,8 +430,9 @@ impl Entry {
                 q = q1;
             }
             // The first run still to charge, searched only when some of the pass is left: a
-            // whole pass charged above needs none (searching anyway was 10 % of sp-like's
-            // instructions under autonuma on server-b-8n, 7 iterations).
+            // whole pass charged above needs none (searching anyway was about 6 % of sp-like's
+            // instructions under autonuma on server-b-8n, 7 iterations: docs/benchmarks.md,
+            // stop 54).
             let upto = &cache.upto;
             let mut r = if q < q1 { upto.partition_point(|&u| u <= q) } else { 0 };
             // Each run's end is the next run's start: one floor-rule product per run.

@@ -20,9 +20,9 @@ const WRITE_TABLE_ROW_EVERY: usize = 16;
 pub(super) const WRITE_TABLE_DENSE_ENTRIES: usize = 4096;
 
 /// Write-table steps per bucket of phases, about: a pass's search for its phase's steps runs
-/// inside one bucket. A binary search over all the steps was half of `add_pass_writes`, 4 % of
-/// sp-like's instructions under autonuma on server-b-8n (about 200 whole passes read each
-/// table there).
+/// inside one bucket instead of over all the steps (on sp-like under autonuma on server-b-8n,
+/// 7 iterations, `add_pass_writes` went from 156 M to 129 M instructions: docs/benchmarks.md,
+/// stop 54).
 const STEPS_PER_PHASE_BUCKET: usize = 4;
 
 /// A packed write-table step's label and its sign (+1: the label gains a write).
