@@ -418,37 +418,35 @@ impl Entry {
             let in_pass = *cache.upto.last().expect("at least one run");
             let q0 = (*pos - s) / stride;
             let q1 = in_pass.min(q0 + left);
-            let mut q = q0;
             // A whole pass at once when its writes need no run-by-run count (none, or the
-            // write table is ready); otherwise by the loop below, the same integers.
+            // write table is ready); otherwise run by run from the first run still to charge,
+            // the same integers. (Searching for that run after a whole pass, where nothing is
+            // left, was about 6 % of sp-like's instructions under autonuma on server-b-8n, 7
+            // iterations: docs/benchmarks.md, stop 54.)
             if q0 == 0 && q1 == in_pass && (w == 0 || cache.write_table_ready(labels, counts.len())) {
                 counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += n);
                 if w != 0 {
                     cache.add_pass_writes(i, writes);
                 }
                 i += in_pass;
-                q = q1;
-            }
-            // The first run still to charge, searched only when some of the pass is left: a
-            // whole pass charged above needs none (searching anyway was about 6 % of sp-like's
-            // instructions under autonuma on server-b-8n, 7 iterations: docs/benchmarks.md,
-            // stop 54).
-            let upto = &cache.upto;
-            let mut r = if q < q1 { upto.partition_point(|&u| u <= q) } else { 0 };
-            // Each run's end is the next run's start: one floor-rule product per run.
-            let mut written = if w != 0 && q < q1 { written_before(i) } else { 0 };
-            while q < q1 {
-                let here = upto[r].min(q1) - q;
-                let label = labels[r] as usize;
-                counts[label] += here;
-                if w != 0 {
-                    let written_after = written_before(i + here);
-                    writes[label] += written_after - written;
-                    written = written_after;
+            } else {
+                let upto = &cache.upto;
+                let (mut q, mut r) = (q0, upto.partition_point(|&u| u <= q0));
+                // Each run's end is the next run's start: one floor-rule product per run.
+                let mut written = if w != 0 { written_before(i) } else { 0 };
+                while q < q1 {
+                    let here = upto[r].min(q1) - q;
+                    let label = labels[r] as usize;
+                    counts[label] += here;
+                    if w != 0 {
+                        let written_after = written_before(i + here);
+                        writes[label] += written_after - written;
+                        written = written_after;
+                    }
+                    i += here;
+                    q += here;
+                    r += 1;
                 }
-                i += here;
-                q += here;
-                r += 1;
             }
             left -= q1 - q0;
             if q1 == in_pass {
