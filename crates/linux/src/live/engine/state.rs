@@ -9,6 +9,7 @@ use numalab_core::{CpuId, NodeId, PageIdx, ThreadId};
 use numalab_policy::scan::{ScanCursor, ScanPages};
 use numalab_policy::{MemoryState, SpaceId, SystemView};
 use std::collections::BTreeMap;
+
 #[derive(Clone, Debug)]
 pub(super) struct LiveThread {
     pub(super) tid: i32,
