@@ -124,6 +124,22 @@ pub struct MemoryConfig {
     /// part of one thread's CPU; the cost tables still take every thread's current CPU share
     /// (docs/simulator.md, "The fast engine") [ours]. 0: any change of a CPU share re-solves.
     pub population_tolerance: f64,
+    /// Where each step's access mix for the contention solve comes from (docs/simulator.md,
+    /// "Contention", "The demand: the references ahead").
+    pub demand: DemandSource,
+}
+
+/// Where the contention solve takes each thread's access mix from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DemandSource {
+    /// The nodes of the pages the thread's walks will reach in the coming step, sampled; a
+    /// thread whose references do not all walk keeps the mix of its last epoch with traffic.
+    #[default]
+    Ahead,
+    /// The references the thread made in the last epoch, one epoch behind its walks (the
+    /// engines before this setting existed).
+    LastEpoch,
 }
 
 impl Default for MemoryConfig {
@@ -135,6 +151,7 @@ impl Default for MemoryConfig {
             solver_extrapolation: true,
             demand_tolerance: 1e-3,
             population_tolerance: 0.01,
+            demand: DemandSource::Ahead,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The epoch loop. Every `epoch_us` of simulated time: the scheduler places threads and
-//! background noise, the contention model turns last epoch's traffic into latencies, and
+//! background noise, the contention model turns the coming step's traffic into latencies, and
 //! every running thread issues accesses until its clock passes the epoch's end or it blocks
 //! at a barrier. Threads run one after another in id order; the result depends only on the
 //! seed.
@@ -7,7 +7,7 @@
 //! [`World`] is the simulated machine and program; the policy lives in the [`Driver`], which
 //! calls it with a view of the world and carries out its decisions (docs/simulator.md).
 
-use crate::config::SimConfig;
+use crate::config::{DemandSource, SimConfig};
 use crate::contention::{Contention, Demand};
 use crate::driver::{Driver, FollowUp};
 use crate::fast::{EscapeMemo, FastEntry, FastState, SegShares};
@@ -88,7 +88,8 @@ struct Thread {
     /// Counters of the current epoch.
     acc: Vec<u64>,
     wr: Vec<u64>,
-    /// Access mix of the last epoch with traffic, for the contention demand.
+    /// Access mix for the contention demand: the references ahead where the forecast knows
+    /// them (`World::forecast_mix`), else the last epoch with traffic.
     frac: Vec<f64>,
     write_frac: f64,
     /// CPU time until this thread's next access sample (docs/simulator.md, "Access sampling").
@@ -244,7 +245,11 @@ impl<'a, 'l> Engine<'a, 'l> {
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);
-            if end - start > epoch {
+            // The solve takes each thread's mix from the pages its walks will reach in this
+            // step (docs/simulator.md, "Contention", "The demand: the references ahead"); a
+            // window of several epochs always does, or it would run up to 2 ms on traffic its
+            // threads have left.
+            if end - start > epoch || w.cfg.memory.demand == DemandSource::Ahead {
                 w.forecast_mix(start, end);
             }
             w.update_costs();

@@ -28,9 +28,13 @@ const FORECAST_SAMPLES: u64 = 32;
 /// division per offset (the forecast takes 32 per entry and window), and without the product
 /// that would overflow 64 bits on walks of more than 2^57 references.
 fn middles(refs: u64, parts: u64) -> impl Iterator<Item = u64> {
-    let d = (2 * parts as u128).max(1);
-    let (step_q, step_r) = ((2 * refs as u128 / d) as u64, (2 * refs as u128 % d) as u64);
-    let d = d as u64;
+    let d = parts.saturating_mul(2).max(1);
+    // `2 · refs` in 64 bits where it fits: a 128-bit division is a library call, and the
+    // forecast makes one per entry and step.
+    let (step_q, step_r) = match refs.checked_mul(2) {
+        Some(twice) => (twice / d, twice % d),
+        None => ((2 * refs as u128 / d as u128) as u64, (2 * refs as u128 % d as u128) as u64),
+    };
     let (mut q, mut r) = (refs / d, refs % d);
     (0..parts).map(move |_| {
         let at = q;
@@ -272,17 +276,17 @@ impl World<'_> {
         }
     }
 
-    /// Each running thread's access mix for the window `[start, end)` of several epochs
-    /// (docs/simulator.md, "Fast-forward", the window's demand): the nodes of the pages its
-    /// walks will cover in the window, each entry at its share of the step's references left
-    /// (the blocks interleave them so), sampled at `FORECAST_SAMPLES` evenly spaced
-    /// references of each entry; the window's references are predicted from the thread's cost
-    /// table, as the window's length was. Epoch by epoch the solve takes the last epoch's
-    /// traffic, 50 µs behind the walks; a window that took the last window's would run up to
-    /// 2 ms on traffic its threads have left, and where many threads' walks move to other
-    /// nodes together (a phase's halo, then its own planes) the latencies it charges would be
-    /// those of the load before. A thread with an entry that does not walk or escapes, or
-    /// whose samples reach an unplaced or replicated page, keeps the mix of its last window.
+    /// Each running thread's access mix for the step `[start, end)`, one epoch or a window of
+    /// several (docs/simulator.md, "Contention", "The demand: the references ahead"): the
+    /// nodes of the pages its walks will cover in the step, each entry at its share of the
+    /// step's references left (the blocks interleave them so), sampled at `FORECAST_SAMPLES`
+    /// evenly spaced references of each entry; the step's references are predicted from the
+    /// thread's cost table, as a window's length was. The mix of the last epoch is up to a
+    /// step behind the walks: where many threads' walks move to other nodes together (a
+    /// phase's halo, then its own planes; a transpose's slices) the latencies it charges
+    /// would be those of the load before. A thread with an entry that does not walk or
+    /// escapes, or whose samples reach an unplaced or replicated page, keeps the mix of its
+    /// last epoch.
     pub(super) fn forecast_mix(&mut self, start: f64, end: f64) {
         let n = self.n;
         let (home, shift) = (self.mem.home(), self.p.line_shift());
@@ -301,7 +305,10 @@ impl World<'_> {
             counts.iter_mut().for_each(|c| *c = 0.0);
             let mut known = true;
             'entries: for e in current.iter().filter(|e| e.remaining() > 0) {
-                let refs = (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64;
+                let refs = match window_refs.checked_mul(e.remaining()) {
+                    Some(product) => product.div_ceil(left),
+                    None => (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64,
+                };
                 let samples = refs.min(FORECAST_SAMPLES);
                 let Some(lines) = e.lines_ahead(middles(refs, samples)) else {
                     known = false;

@@ -1,4 +1,4 @@
-//! Set-up shared by the VM tests.
+//! Set-up shared by the simulator's integration tests.
 
 use numalab_core::Machine;
 use numalab_sim::{Scenario, SimConfig};
@@ -17,3 +17,26 @@ pub fn quiet_first_touch(machine: Arc<Machine>, program: Program, mut sim: SimCo
         sim,
     }
 }
+
+/// Sixteen pinned threads on amd48 walk one shared region together, a node's block at a time,
+/// each from its own block: the load moves from controller to controller with the walks
+/// (docs/simulator.md, "Contention", "The demand: the references ahead", and "Fast-forward").
+#[allow(dead_code)] // used by the demand and fast-forward tests, not by every test that shares this module
+pub const WALK_TOGETHER: &str = r#"
+    [workload]
+    name = "walk-together"
+    threads = 16
+    pinned = true
+    init = "parallel_ft"
+    run = { iterations = 1 }
+    [[region]]
+    name = "data"
+    pages = 2048
+    sharing = "shared_ro"
+    partition = "block"
+    [[phase]]
+    name = "sweep"
+    barrier = "end"
+    refs = 2097152
+    accesses = [ { region = "data", who = "all", pattern = "seq", share = 1.0 } ]
+"#;
