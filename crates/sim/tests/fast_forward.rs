@@ -456,6 +456,50 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
     close("time", lockstep_s, ordered_s, 0.01);
 }
 
+/// The exact engine takes an epoch with armed pages in the order of time too (docs/simulator.md,
+/// "Fast-forward", "The exact engine in the order of time too"): its policy sees every hinting
+/// fault at or after the one before it. With `exact_time_order = false` it runs the epoch thread
+/// after thread, and a later thread's faults come up to about an epoch before faults already
+/// seen; the references charged are the same either way, and the run's faults and time agree.
+#[test]
+fn the_exact_engine_takes_faults_in_the_order_of_time() {
+    use numalab_policy::{Policy, PolicyEnv};
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "stream-like",
+        threads: 8,
+        scale: 0.05,
+        policy: "first-touch",
+        iterations: Some(2),
+        policy_config: &[],
+        noise: false,
+    };
+    let epoch_ns = SimConfig::default().epoch_us as u64 * 1000;
+    let run = |time_order: bool| {
+        let mut sc = scenario(&s, EngineKind::Exact, 2000.0, 0.01);
+        sc.sim.tick_ms = 5.0;
+        sc.sim.exact_time_order = time_order;
+        let p = fault_clock::FaultClock::new(fault_clock::Config { migrate_next: false }, &PolicyEnv::new(sc.machine.clone())).unwrap();
+        let seen = p.seen_ns.clone();
+        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(seen.len() > 1000, "the run must fault for the test to mean anything: {} faults", seen.len());
+        let (mut latest, mut back) = (0u64, 0u64);
+        for &t in seen.iter() {
+            back = back.max(latest.saturating_sub(t));
+            latest = latest.max(t);
+        }
+        (back, r.accesses, r.hint_faults, r.exec_time_s)
+    };
+    let (ordered_back, ordered_refs, ordered_faults, ordered_s) = run(true);
+    let (apart_back, apart_refs, apart_faults, apart_s) = run(false);
+    assert_eq!(ordered_back, 0, "in the order of time: a fault came {ordered_back} ns before one already seen");
+    assert!(apart_back > 0 && apart_back <= 2 * epoch_ns, "thread after thread in an epoch: {apart_back} ns back at most");
+    assert_eq!(ordered_refs, apart_refs, "the same references either way");
+    close("hint faults", apart_faults as f64, ordered_faults as f64, 0.02);
+    close("time", apart_s, ordered_s, 0.01);
+}
+
 /// ua-like repartitions its regions: its steps range over about 16 new blocks and 16 new escape
 /// mixtures per iteration (docs/simulator.md, "The fast engine"). The fast engine's table of
 /// them is swept when it has doubled, so it stays the same size however long the run; without

@@ -1,5 +1,6 @@
 //! Fast-forward windows run in the order of time (docs/simulator.md, "Fast-forward", "In the
-//! order of time").
+//! order of time"), and so do the exact engine's epochs (its windows of one epoch; "The exact
+//! engine in the order of time too").
 //!
 //! While the policy observes references one at a time (pages armed for hinting faults), a
 //! window of several epochs used to run in lockstep: every thread to the end of the first
@@ -128,13 +129,17 @@ impl World<'_> {
         }
     }
 
-    /// Whether this window may run in the order of time: the fast engine runs it (the exact
-    /// engine, the reference, runs every epoch thread after thread), the policy observes
-    /// references through armed pages only (no access sampling, no per-node mappings) and no
-    /// thread is in a pipelined step (whose stages wait on each other epoch by epoch).
+    /// Whether this window may run in the order of time: the engine's setting allows it
+    /// (`fast_forward_time_order` on the fast engine, `exact_time_order` on the exact one,
+    /// whose windows are single epochs), the policy observes references through armed pages
+    /// only (no access sampling, no per-node mappings) and no thread is in a pipelined step
+    /// (whose stages wait on each other epoch by epoch).
     pub(super) fn time_order_applies(&self) -> bool {
-        self.cfg.engine == EngineKind::Fast
-            && self.cfg.fast_forward_time_order
+        let allowed = match self.cfg.engine {
+            EngineKind::Fast => self.cfg.fast_forward_time_order,
+            EngineKind::Exact => self.cfg.exact_time_order,
+        };
+        allowed
             && self.sample_period_ns.is_none()
             && self.maps.is_none()
             && self.threads.iter().enumerate().all(|(t, th)| th.state == State::Done || self.p.steps_of(t as u32)[th.step].p2p.is_none())
