@@ -37,6 +37,13 @@ pub struct ScenarioArgs {
     /// Results do not depend on it.
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Simulator engine: `exact` draws and charges every reference (the reference), `fast`
+    /// charges random references by expected per-node counts and steady stretches in one step
+    /// (docs/simulator.md, "The fast engine"; validated in docs/results/fast-vs-exact.md).
+    /// The same as `--set sim.engine=ENGINE`; a `--set sim.engine=` given too wins
+    /// [default: the config's, `exact`].
+    #[arg(long, value_parser = ["exact", "fast"])]
+    pub engine: Option<String>,
     /// Override any key of the resolved config, e.g. machine.nodes[2].mem_bw_gbps=40,
     /// sim.epoch_us=10, policy.nodes=[0,1], workload.definition.workload.run.iterations=5.
     /// `policy.NAME.key=value` sets a key of one policy only (for `compare`).
@@ -193,6 +200,9 @@ pub fn resolve(args: &ScenarioArgs, policy: &str) -> Result<Resolved> {
             usage!("--iterations applies to a single program; set each program's run.iterations in the mix file instead");
         }
         numalab_core::overrides::apply(&mut tree, &format!("workload.definition.workload.run.iterations={n}"))?;
+    }
+    if let Some(engine) = &args.engine {
+        numalab_core::overrides::apply(&mut tree, &format!("sim.engine={engine}"))?;
     }
     for s in &args.set {
         if let Some(s) = policy_scoped(s, policy).or_else(|| policy_scoped(s, alias)) {

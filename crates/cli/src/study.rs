@@ -246,6 +246,7 @@ pub fn cells(f: &StudyFile) -> Result<Vec<Cell>> {
                         runs: f.study.runs,
                         seed: f.study.seed,
                         jobs: None,
+                        engine: None,
                         set,
                         // A study is a cached, resumable batch the user sized on purpose.
                         force: true,

@@ -110,6 +110,28 @@ fn sim_is_deterministic_across_repeats_and_jobs() {
     assert_eq!(jobs2, jobs1, "--jobs 2 differs from --jobs 1");
 }
 
+/// `--engine fast` is `--set sim.engine=fast` (the same bytes), a `--set` given too wins, and
+/// the fast engine's runs differ from the exact engine's (it draws no line for the random
+/// references it charges by expectation). An unknown engine is refused by name.
+#[test]
+fn engine_flag_selects_the_engine_like_set() {
+    let base = [&["sim", "--format", "json"][..], &VARIED].concat();
+    let flag = stdout_of(&[&base[..], &["--engine", "fast"]].concat());
+    let set = stdout_of(&[&base[..], &["--set", "sim.engine=fast"]].concat());
+    assert_eq!(flag, set, "--engine fast differs from --set sim.engine=fast");
+    let doc: Value = serde_json::from_str(&flag).unwrap();
+    assert_eq!(doc["config"]["sim"]["engine"], "fast");
+    let exact = stdout_of(&[&base[..], &["--engine", "exact"]].concat());
+    assert_eq!(exact, stdout_of(&base), "--engine exact differs from the default");
+    assert_ne!(exact, flag, "the engines gave the same runs");
+    let both = stdout_of(&[&base[..], &["--engine", "exact", "--set", "sim.engine=fast"]].concat());
+    assert_eq!(both, flag, "a --set sim.engine given with --engine wins");
+    // clap's own message (several lines, exit status 2) names the value and the choices.
+    let out = numalab().args([&base[..], &["--engine", "quick"]].concat()).assert().code(2).get_output().clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("'quick'") && err.contains("[possible values: exact, fast]"), "{err}");
+}
+
 #[test]
 fn different_seeds_give_different_run_seeds() {
     let seeds = |seed: &str| -> Vec<u64> {

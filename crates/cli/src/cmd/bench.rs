@@ -125,6 +125,7 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 runs: 1,
                 seed: 1,
                 jobs: None,
+                engine: None,
                 set: iterations
                     .map(|i| format!("{}={i}", crate::study::ITERATIONS_KEY))
                     .into_iter()
