@@ -399,6 +399,24 @@ mod fault_clock {
     }
 }
 
+/// Run `sc` under the fault-clock policy (which arms every page at each tick and notes each
+/// hinting fault's time) and return the largest step back in time from one fault the policy
+/// saw to the next, with the run's metrics.
+fn largest_step_back(sc: &Scenario, migrate_next: bool) -> (u64, RunMetrics) {
+    use numalab_policy::{Policy, PolicyEnv};
+    let p = fault_clock::FaultClock::new(fault_clock::Config { migrate_next }, &PolicyEnv::new(sc.machine.clone())).unwrap();
+    let seen = p.seen_ns.clone();
+    let r = numalab_sim::run_with_policy(sc, Box::new(p), 1, None).unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() > 1000, "the run must fault for the test to mean anything: {} faults", seen.len());
+    let (mut latest, mut back) = (0u64, 0u64);
+    for &t in seen.iter() {
+        back = back.max(latest.saturating_sub(t));
+        latest = latest.max(t);
+    }
+    (back, r)
+}
+
 /// While pages are armed, a window runs its threads in the order of time (docs/simulator.md,
 /// "Fast-forward", "In the order of time"): the policy sees every hinting fault at or after the
 /// one before it. With that off, in lockstep, one epoch at a time: in the order of time up to
@@ -407,7 +425,6 @@ mod fault_clock {
 /// back in time from one fault to the next, and on the calls of the charging loop it takes.
 #[test]
 fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
-    use numalab_policy::{Policy, PolicyEnv};
     let s = Setup {
         machine: "server-a-4n",
         workload: "stream-like",
@@ -425,16 +442,7 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
         sc.sim.tick_ms = 5.0;
         sc.sim.fast_forward_time_order = time_order;
         sc.sim.fast_forward_lockstep = lockstep;
-        let p = fault_clock::FaultClock::new(fault_clock::Config { migrate_next }, &PolicyEnv::new(sc.machine.clone())).unwrap();
-        let seen = p.seen_ns.clone();
-        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
-        let seen = seen.lock().unwrap();
-        assert!(seen.len() > 1000, "the run must fault for the test to mean anything: {} faults", seen.len());
-        let (mut latest, mut back) = (0u64, 0u64);
-        for &t in seen.iter() {
-            back = back.max(latest.saturating_sub(t));
-            latest = latest.max(t);
-        }
+        let (back, r) = largest_step_back(&sc, migrate_next);
         (back, r.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64), r.hint_faults, r.exec_time_s)
     };
     let (ordered_back, ordered_steps, ordered_faults, ordered_s) = run(true, true, false);
@@ -463,7 +471,6 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
 /// seen; the references charged are the same either way, and the run's faults and time agree.
 #[test]
 fn the_exact_engine_takes_faults_in_the_order_of_time() {
-    use numalab_policy::{Policy, PolicyEnv};
     let s = Setup {
         machine: "server-a-4n",
         workload: "stream-like",
@@ -479,16 +486,7 @@ fn the_exact_engine_takes_faults_in_the_order_of_time() {
         let mut sc = scenario(&s, EngineKind::Exact, 2000.0, 0.01);
         sc.sim.tick_ms = 5.0;
         sc.sim.exact_time_order = time_order;
-        let p = fault_clock::FaultClock::new(fault_clock::Config { migrate_next: false }, &PolicyEnv::new(sc.machine.clone())).unwrap();
-        let seen = p.seen_ns.clone();
-        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
-        let seen = seen.lock().unwrap();
-        assert!(seen.len() > 1000, "the run must fault for the test to mean anything: {} faults", seen.len());
-        let (mut latest, mut back) = (0u64, 0u64);
-        for &t in seen.iter() {
-            back = back.max(latest.saturating_sub(t));
-            latest = latest.max(t);
-        }
+        let (back, r) = largest_step_back(&sc, false);
         (back, r.accesses, r.hint_faults, r.exec_time_s)
     };
     let (ordered_back, ordered_refs, ordered_faults, ordered_s) = run(true);
