@@ -399,6 +399,21 @@ mod fault_clock {
     }
 }
 
+/// stream-like with 8 threads on server-a-4n at scale 0.05, noise off: the run the fault-order
+/// tests arm page by page with the fault-clock policy.
+fn faulting_stream(iterations: u32) -> Setup {
+    Setup {
+        machine: "server-a-4n",
+        workload: "stream-like",
+        threads: 8,
+        scale: 0.05,
+        policy: "first-touch",
+        iterations: Some(iterations),
+        policy_config: &[],
+        noise: false,
+    }
+}
+
 /// Run `sc` under the fault-clock policy (which arms every page at each tick and notes each
 /// hinting fault's time) and return the largest step back in time from one fault the policy
 /// saw to the next, with the run's metrics.
@@ -425,16 +440,7 @@ fn largest_step_back(sc: &Scenario, migrate_next: bool) -> (u64, RunMetrics) {
 /// back in time from one fault to the next, and on the calls of the charging loop it takes.
 #[test]
 fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
-    let s = Setup {
-        machine: "server-a-4n",
-        workload: "stream-like",
-        threads: 8,
-        scale: 0.05,
-        policy: "first-touch",
-        iterations: Some(3),
-        policy_config: &[],
-        noise: false,
-    };
+    let s = faulting_stream(3);
     let epoch_ns = SimConfig::default().epoch_us as u64 * 1000;
     // The largest step back, the loop steps per epoch, the faults and the run's time.
     let run = |time_order: bool, lockstep: bool, migrate_next: bool| {
@@ -471,16 +477,7 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
 /// seen; the references charged are the same either way, and the run's faults and time agree.
 #[test]
 fn the_exact_engine_takes_faults_in_the_order_of_time() {
-    let s = Setup {
-        machine: "server-a-4n",
-        workload: "stream-like",
-        threads: 8,
-        scale: 0.05,
-        policy: "first-touch",
-        iterations: Some(2),
-        policy_config: &[],
-        noise: false,
-    };
+    let s = faulting_stream(2);
     let epoch_ns = SimConfig::default().epoch_us as u64 * 1000;
     let run = |time_order: bool| {
         let mut sc = scenario(&s, EngineKind::Exact, 2000.0, 0.01);
