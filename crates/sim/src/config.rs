@@ -40,8 +40,8 @@ pub struct SimConfig {
     /// thread after thread, the lowest-numbered threads took their hinting faults first in
     /// every epoch, and a policy that decides at a fault (AutoNUMA's task placement at the
     /// first fault after a barrier) saw them in that order (docs/simulator.md, "Fast-forward",
-    /// "In the order of time"; docs/results/fast-vs-exact.md, "The reference in the order of
-    /// time") [ours]. `false` gives the exact engine's results before issue 9's stop 56.
+    /// "The exact engine in the order of time too"; docs/results/fast-vs-exact.md, "The
+    /// reference in the order of time") [ours]. `false` gives the exact engine's results before issue 9's stop 56.
     pub exact_time_order: bool,
 }
 
