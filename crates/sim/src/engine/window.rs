@@ -352,16 +352,16 @@ impl World<'_> {
     }
 
     /// Run the threads from `start` to `end`, a window of whole epochs. While the policy
-    /// observes references one at a time (pages armed for hinting faults, or access
-    /// sampling), a window of several epochs runs in lockstep, every thread one epoch at a
-    /// time, as the epoch-by-epoch loop would: run thread after thread over the whole
-    /// window, the first thread would take the hinting fault of every page it shares with
-    /// the others, and a page-state machine would see each shared page as the first thread's
-    /// (docs/simulator.md, "Fast-forward"). The window's other savings stay: one scheduler
+    /// observes references one at a time (pages armed for hinting faults, access sampling,
+    /// or per-node mappings whose faults it decides), a window of several epochs runs in
+    /// lockstep, every thread one epoch at a time, as the epoch-by-epoch loop would: run
+    /// thread after thread over the whole window, the first thread would take the hinting
+    /// or mapping fault of every page it shares with the others, and a page-state machine
+    /// would see each shared page as the first thread's (docs/simulator.md, "Fast-forward"). The window's other savings stay: one scheduler
     /// step, one contention solve, one round of services.
     pub(super) fn run_window(&mut self, drv: &mut Driver, start: f64, end: f64, epoch_ns: f64) -> Result<(), SimError> {
         let epochs = ((end - start) / epoch_ns).round() as u64;
-        let observed = self.mem.armed_pages() > 0 || self.sample_period_ns.is_some();
+        let observed = self.mem.armed_pages() > 0 || self.sample_period_ns.is_some() || self.maps.is_some();
         if !observed {
             return self.run_epoch(drv, end);
         }
