@@ -354,7 +354,9 @@ fn a_window_under_two_epochs_is_off_and_bad_settings_are_refused() {
 /// the faults reach it.
 mod fault_clock {
     use numalab_core::NodeId;
-    use numalab_policy::{Decision, HintFault, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick};
+    use numalab_policy::{
+        Decision, HintFault, MemoryState, OutOfMemory, PageScan, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick,
+    };
     use serde::{Deserialize, Serialize};
     use std::sync::{Arc, Mutex};
 
@@ -364,6 +366,10 @@ mod fault_clock {
         /// beyond the faulting page.
         #[serde(default)]
         pub migrate_next: bool,
+        /// Instead of arming pages: keep per-node mappings, with a page scanner every 5 ms
+        /// that drops every mapping it reports, so threads fault on their pages again.
+        #[serde(default)]
+        pub mappings: bool,
     }
 
     pub struct FaultClock {
@@ -384,7 +390,18 @@ mod fault_clock {
         fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
             Ok(req.cpu_node)
         }
+        fn page_scanner_period_ns(&self) -> Option<u64> {
+            self.config.mappings.then_some(5_000_000)
+        }
+        fn on_page_scan(&mut self, scan: &PageScan, _view: &dyn SystemView, out: &mut Vec<Decision>) {
+            for p in &scan.pages {
+                out.push(Decision::DropMappings { space: p.space, page: p.page, keep: None });
+            }
+        }
         fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
+            if self.config.mappings {
+                return;
+            }
             for space in 0..view.spaces() {
                 let thread = view.space_threads(space).start;
                 out.push(Decision::ScanStep { space, thread, pages: 1 << 20 });
@@ -418,8 +435,13 @@ fn faulting_stream(iterations: u32) -> Setup {
 /// hinting fault's time) and return the largest step back in time from one fault the policy
 /// saw to the next, with the run's metrics.
 fn largest_step_back(sc: &Scenario, migrate_next: bool) -> (u64, RunMetrics) {
+    largest_step_back_with(sc, fault_clock::Config { migrate_next, mappings: false })
+}
+
+/// [`largest_step_back`] under any configuration of the fault-clock policy.
+fn largest_step_back_with(sc: &Scenario, config: fault_clock::Config) -> (u64, RunMetrics) {
     use numalab_policy::{Policy, PolicyEnv};
-    let p = fault_clock::FaultClock::new(fault_clock::Config { migrate_next }, &PolicyEnv::new(sc.machine.clone())).unwrap();
+    let p = fault_clock::FaultClock::new(config, &PolicyEnv::new(sc.machine.clone())).unwrap();
     let seen = p.seen_ns.clone();
     let r = numalab_sim::run_with_policy(sc, Box::new(p), 1, None).unwrap();
     let seen = seen.lock().unwrap();
@@ -468,6 +490,29 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
     // The same run in another order: the faults and the time agree closely.
     close("hint faults", lockstep_faults as f64, ordered_faults as f64, 0.02);
     close("time", lockstep_s, ordered_s, 0.01);
+}
+
+/// While the run keeps per-node mappings, whose faults the policy decides (DUnX), a window runs
+/// its threads in lockstep too (docs/simulator.md, "Fast-forward"): the policy sees a mapping
+/// fault at most about an epoch before one already seen. Thread after thread over whole
+/// windows (lockstep off, the witness, and what the fast engine did before issue 9's stop
+/// 57), the first thread took the fault of every page it shares with the others a whole
+/// window ahead.
+#[test]
+fn windows_with_mappings_run_in_lockstep() {
+    let s = faulting_stream(3);
+    let epoch_ns = SimConfig::default().epoch_us as u64 * 1000;
+    let run = |lockstep: bool| {
+        let mut sc = scenario(&s, EngineKind::Fast, 2000.0, 0.01);
+        sc.sim.fast_forward_lockstep = lockstep;
+        let (back, r) = largest_step_back_with(&sc, fault_clock::Config { migrate_next: false, mappings: true });
+        (back, r.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64))
+    };
+    let (lockstep_back, lockstep_steps) = run(true);
+    let (apart_back, _) = run(false);
+    assert!(lockstep_steps < 0.5, "the windows stay: {lockstep_steps} loop steps per epoch");
+    assert!(lockstep_back <= 2 * epoch_ns, "lockstep: a mapping fault came {lockstep_back} ns before one already seen");
+    assert!(apart_back > 10 * epoch_ns, "thread after thread over whole windows: {apart_back} ns back at most");
 }
 
 /// The exact engine takes an epoch with armed pages in the order of time too (docs/simulator.md,
