@@ -31,6 +31,7 @@ use timeorder::{OrderQueue, TimeOrder};
 mod close;
 mod costs;
 mod issue;
+mod sample_entry;
 mod setup;
 mod steps;
 mod timeorder;
@@ -67,6 +68,8 @@ struct Thread {
     escape_lists: EscapeLists,
     /// The fast engine charged some of this step: `swrr` no longer matches what is left.
     swrr_stale: bool,
+    /// The round-robin's successors, for the entry of an access sample after fast blocks.
+    sample_next: sample_entry::Successors,
     fast: FastState,
     epilogue_idx: usize,
     clock: f64,

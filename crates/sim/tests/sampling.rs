@@ -78,9 +78,11 @@ fn samples_land_on_the_entries_at_their_shares_on_both_engines() {
     assert!((0.22..0.38).contains(&exact), "exact engine: {exact:.3} of the samples on the vectors");
     // The fast engine once restarted the round-robin at every sample, which always picks the
     // entry with the most references left (the matrix rows): then 0.146 of its samples
-    // reached the vectors, against 0.351. Now it draws the sample's entry at the entries'
-    // shares. What is left (0.05 on seed 4): the exact engine's round-robin takes the sample
-    // after the reference in flight when the countdown ran out, more often a slow gather,
-    // and after a gather comes a matrix row (docs/simulator.md, "Access sampling").
-    assert!((fast - exact).abs() < 0.08, "fast engine {fast:.3} against exact {exact:.3} of the samples on the vectors");
+    // reached the vectors, against 0.351. Drawing the sample's entry at the entries' shares
+    // gave 0.404: the exact engine samples the reference after the one in flight when the
+    // countdown ran out, more often a slow gather, and its round-robin puts a matrix row after
+    // a gather. The fast engine now draws the reference in flight at the entries' shares of
+    // the time and takes its round-robin successor: 0.369 on seed 4 (docs/simulator.md,
+    // "Access sampling").
+    assert!((fast - exact).abs() < 0.035, "fast engine {fast:.3} against exact {exact:.3} of the samples on the vectors");
 }

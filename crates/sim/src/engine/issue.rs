@@ -102,15 +102,15 @@ impl World<'_> {
                 }
                 ready
             };
-            // The entry of an access sample that follows fast blocks: the blocks interleave
-            // the entries at their shares of the references left, so the sample is drawn from
-            // them at those shares, as the round-robin's next pick lands on each entry in the
-            // exact engine. The round-robin restarted below would always pick the entry with
-            // the most references left (docs/simulator.md, "Access sampling").
+            // The entry of an access sample that follows fast blocks: the blocks do not follow
+            // the round-robin, which restarted below would always pick the entry with the most
+            // references left (`sample_entry`; docs/simulator.md, "Access sampling").
             let mut sample_entry = None;
             if in_main && th.fast_ok && !fast_now && th.swrr_stale {
                 if sample_now && th.work.entries.len() > 1 {
-                    sample_entry = entry_at_share(&th.work.entries, &mut th.rng);
+                    let th_ref: &super::Thread = th;
+                    let ns_per_ref: [f64; 3] = std::array::from_fn(|k| super::window::per_ref_ns(th_ref, k, n));
+                    sample_entry = th.sample_next.draw_among(&th.work.entries, |kind| ns_per_ref[kind_index(kind)], &mut th.rng);
                 }
                 th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.remaining()));
                 th.swrr_stale = false;
@@ -299,53 +299,5 @@ impl World<'_> {
         th.clock += c;
         th.busy_ns += c;
         Ok(())
-    }
-}
-
-/// An entry drawn at its share of the references the step's entries have left; `None` when
-/// none has any left.
-fn entry_at_share(entries: &[numalab_workload::stream::Entry], rng: &mut numalab_core::rng::StreamRng) -> Option<usize> {
-    use rand::Rng;
-    let left: u64 = entries.iter().map(|e| e.remaining()).sum();
-    if left == 0 {
-        return None;
-    }
-    let mut r = rng.random_range(0..left);
-    entries.iter().position(|e| {
-        let here = e.remaining();
-        if r < here {
-            true
-        } else {
-            r -= here;
-            false
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::entry_at_share;
-    use numalab_workload::stream::{AccessKind, Cursor, Entry, Seg};
-
-    fn walk(refs: u64) -> Entry {
-        Entry::new(Cursor::Walk { segs: vec![Seg::contiguous(0, 1 << 20)], seg: 0, pos: 0 }, refs, 0.0, AccessKind::Stream, None)
-    }
-
-    /// Samples after fast blocks land on each entry at its share of the references left, as
-    /// the exact engine's round-robin gives them, not always on the largest entry.
-    #[test]
-    fn a_sample_after_fast_blocks_lands_on_each_entry_at_its_share() {
-        let entries = [walk(600), walk(300), walk(0), walk(100)];
-        let mut rng = numalab_core::rng::stream(5, "entry-share-test", 0);
-        let mut hits = [0u32; 4];
-        for _ in 0..20_000 {
-            hits[entry_at_share(&entries, &mut rng).expect("references are left")] += 1;
-        }
-        assert_eq!(hits[2], 0, "an entry with nothing left is never drawn");
-        for (i, share) in [(0, 0.6), (1, 0.3), (3, 0.1)] {
-            let got = hits[i] as f64 / 20_000.0;
-            assert!((got - share).abs() < 0.015, "entry {i}: {got} of the samples, share {share}");
-        }
-        assert_eq!(entry_at_share(&[walk(0), walk(0)], &mut rng), None);
     }
 }

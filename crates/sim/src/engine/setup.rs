@@ -157,6 +157,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     main_refs: 0,
                     fast_ok: false,
                     swrr_stale: false,
+                    sample_next: Default::default(),
                     fast_kinds: Vec::new(),
                     escape_memo: EscapeMemo::default(),
                     escape_lists: EscapeLists::default(),

@@ -49,6 +49,7 @@ impl World<'_> {
         th.fast_kinds.clear();
         th.fast_ok = false;
         th.swrr_stale = false;
+        th.sample_next.clear();
         if self.maps.is_some() {
             // Mappings are checked reference by reference (`Hot::issue` only).
             th.cycles = false;

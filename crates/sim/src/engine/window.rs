@@ -62,7 +62,7 @@ fn current_entries(th: &Thread) -> (&[Entry], bool) {
 }
 
 /// What one reference of kind index `k` costs thread `th` on average over its access mix, ns.
-fn per_ref_ns(th: &Thread, k: usize, n: usize) -> f64 {
+pub(super) fn per_ref_ns(th: &Thread, k: usize, n: usize) -> f64 {
     (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum()
 }
 
