@@ -15,7 +15,7 @@ mod issue;
 mod state;
 
 pub(crate) use crate::segshares::SegShares;
-pub(crate) use entry::{EscapeMemo, FastEntry};
+pub(crate) use entry::{EscapeMemo, FastEntry, FastKind};
 pub(crate) use issue::FastStep;
 pub(crate) use state::FastState;
 

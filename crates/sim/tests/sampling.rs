@@ -79,10 +79,10 @@ fn samples_land_on_the_entries_at_their_shares_on_both_engines() {
     // The fast engine once restarted the round-robin at every sample, which always picks the
     // entry with the most references left (the matrix rows): then 0.146 of its samples
     // reached the vectors, against 0.351. Drawing the sample's entry at the entries' shares
-    // gave 0.404: the exact engine samples the reference after the one in flight when the
-    // countdown ran out, more often a slow gather, and its round-robin puts a matrix row after
-    // a gather. The fast engine now draws the reference in flight at the entries' shares of
-    // the time and takes its round-robin successor: 0.369 on seed 4 (docs/simulator.md,
-    // "Access sampling").
-    assert!((fast - exact).abs() < 0.035, "fast engine {fast:.3} against exact {exact:.3} of the samples on the vectors");
+    // of the references gave 0.404: the exact engine samples the reference after the one in
+    // flight when the countdown ran out, more often a slow gather, and its round-robin puts
+    // a matrix row after a gather. The fast engine now draws the reference in flight at the
+    // entries' shares of the time and takes its successor in the step's round-robin: 0.358
+    // on seed 4 (docs/simulator.md, "Access sampling").
+    assert!((fast - exact).abs() < 0.02, "fast engine {fast:.3} against exact {exact:.3} of the samples on the vectors");
 }

@@ -2,7 +2,7 @@
 
 use super::{State, World};
 use crate::driver::Driver;
-use crate::fast::FastStep;
+use crate::fast::{FastKind, FastStep};
 use crate::hot::{kind_index, Hot, Tally};
 use crate::memory::{ARMED, FREED, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::SimError;
@@ -109,8 +109,13 @@ impl World<'_> {
             if in_main && th.fast_ok && !fast_now && th.swrr_stale {
                 if sample_now && th.work.entries.len() > 1 {
                     let th_ref: &super::Thread = th;
-                    let ns_per_ref: [f64; 3] = std::array::from_fn(|k| super::window::per_ref_ns(th_ref, k, n));
-                    sample_entry = th.sample_next.draw_among(&th.work.entries, |kind| ns_per_ref[kind_index(kind)], &mut th.rng);
+                    let mix_ns: [f64; 3] = std::array::from_fn(|k| super::window::per_ref_ns(th_ref, k, n));
+                    let (home, shares, kinds, cost) = (self.mem.home(), &self.shares, &th.fast_kinds, &th.cost);
+                    let ns_per_ref = |i: usize, e: &numalab_workload::Entry| {
+                        let k = kind_index(e.kind);
+                        entry_ns_per_ref(e, &kinds[i], shares, home, shift, &cost[k * n..(k + 1) * n], mix_ns[k])
+                    };
+                    sample_entry = th.sample_next.draw_among(&th.work.entries, ns_per_ref, &mut th.rng);
                 }
                 th.swrr = Swrr::new(th.work.entries.iter().map(|e| e.remaining()));
                 th.swrr_stale = false;
@@ -299,5 +304,43 @@ impl World<'_> {
         th.clock += c;
         th.busy_ns += c;
         Ok(())
+    }
+}
+
+/// What one reference of entry `e` costs on average, ns, where its lines are now, from the
+/// entry's row of the cost table (`cost_row[j]`: a reference served by node `j`): a walk or a
+/// fixed line at the node of its next line's page, a random or strided entry at its segment's
+/// node shares, owner escapes at their probability over the other blocks' shares. `mix_ns`,
+/// the cost at the thread's access mix, where the next page is not placed or shares are not
+/// known. The reference in flight when a sampling countdown runs out is drawn by this time
+/// (`sample_entry`): a remote gather is in flight longer than a local one.
+fn entry_ns_per_ref(
+    e: &numalab_workload::Entry,
+    fe: &crate::fast::FastEntry,
+    shares: &crate::segshares::SegShares,
+    home: &[u8],
+    shift: u32,
+    cost_row: &[f64],
+    mix_ns: f64,
+) -> f64 {
+    let at_shares = |s: usize| {
+        let w = shares.unarmed(s);
+        let total: f64 = w.iter().sum();
+        if total > 0.0 {
+            w.iter().zip(cost_row).map(|(x, c)| x * c).sum::<f64>() / total
+        } else {
+            mix_ns
+        }
+    };
+    let own = match fe.kind {
+        FastKind::Random(s) | FastKind::Strided(s) => at_shares(s),
+        FastKind::Walk | FastKind::Fixed => match e.next_line_known().and_then(|line| home.get((line >> shift) as usize)) {
+            Some(&b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < cost_row.len() => cost_row[(b & NODE_MASK) as usize],
+            _ => mix_ns,
+        },
+    };
+    match fe.escape {
+        Some((mix, q)) => (1.0 - q) * own + q * at_shares(mix),
+        None => own,
     }
 }
