@@ -239,6 +239,37 @@ fn policy_scoped(set: &str, policy: &str) -> Option<String> {
     (first == policy).then(|| format!("policy.{tail}"))
 }
 
+/// The `--set policy.NAME.key=v` settings whose NAME is a policy, but none of `run` (the
+/// policies this command runs, as given): each is ignored, as `policy_scoped` drops it. A
+/// combined policy has a table of its own (`policy.first-touch+carrefour.KEY`), so
+/// `policy.carrefour.KEY` does not reach Carrefour's part of it; the commands say so on
+/// standard error rather than ignore the setting without a word.
+pub fn sets_for_other_policies<'a>(sets: &'a [String], run: &[&str]) -> Vec<(&'a str, String)> {
+    let run: Vec<String> =
+        run.iter().flat_map(|p| [p.to_string(), canonical_policy(p).map(|(c, _)| c.to_string()).unwrap_or_default()]).collect();
+    sets.iter()
+        .filter_map(|set| {
+            let rest = set.strip_prefix("policy.")?;
+            let (first, tail) = rest.split_once('.')?;
+            let first = first.split(['=', '[']).next().unwrap_or(first);
+            let named = !tail.is_empty() && canonical_policy(first).is_ok() && !run.iter().any(|r| r == first);
+            named.then(|| (set.as_str(), first.to_string()))
+        })
+        .collect()
+}
+
+/// Say on standard error which `--set policy.NAME.…` settings name no policy of this command.
+pub fn note_sets_for_other_policies(sets: &[String], run: &[&str]) {
+    for (set, name) in sets_for_other_policies(sets, run) {
+        // A combined policy that has NAME as a part: its keys go under its own name.
+        let hint = match run.iter().find(|r| r.split('+').any(|part| part == name)) {
+            Some(combined) => format!("; the keys of '{combined}' go under policy.{combined}.KEY"),
+            None => String::new(),
+        };
+        eprintln!("note: --set {set}: policy '{name}' is not run here ({}), so the setting is ignored{hint}", run.join(", "));
+    }
+}
+
 fn take_table(tree: &Value, key: &str) -> Result<Value> {
     tree.get(key).cloned().ok_or_else(|| anyhow!("the config has no [{key}] table"))
 }

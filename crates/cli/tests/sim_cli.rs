@@ -132,6 +132,58 @@ fn engine_flag_selects_the_engine_like_set() {
     assert!(err.contains("'quick'") && err.contains("[possible values: exact, fast]"), "{err}");
 }
 
+/// A `--set policy.NAME.KEY` whose NAME is a policy this command does not run is ignored, as
+/// docs/config.md says, and a note on standard error says so: under `first-touch+carrefour`,
+/// `policy.carrefour.*` does not reach Carrefour (its keys go under the combined name). The
+/// output (results and resolved config) is the same as without the setting; a setting under
+/// the combined name reaches the resolved config.
+#[test]
+fn a_set_for_a_policy_not_run_is_noted_and_ignored() {
+    let base = [&["sim", "--format", "json", "--policy", "first-touch+carrefour", "--runs", "1"][..], &VARIED[..8]].concat();
+    let plain = numalab().args(&base).assert().success().get_output().clone();
+    let other =
+        numalab().args([&base[..], &["--set", "policy.carrefour.enable_migration=false"]].concat()).assert().success().get_output().clone();
+    let err = String::from_utf8(other.stderr).unwrap();
+    assert!(
+        err.contains("note: --set policy.carrefour.enable_migration=false: policy 'carrefour' is not run here (first-touch+carrefour)")
+            && err.contains("policy.first-touch+carrefour.KEY"),
+        "{err}"
+    );
+    assert_eq!(plain.stdout, other.stdout, "an ignored setting changed the run");
+    let own = numalab()
+        .args([&base[..], &["--set", "policy.first-touch+carrefour.interval_ms=1"]].concat())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(!String::from_utf8(own.stderr).unwrap().contains("not run here"));
+    let own: Value = serde_json::from_slice(&own.stdout).unwrap();
+    assert_eq!(own["config"]["policy"]["interval_ms"], 1, "the combined policy's own key did not reach it");
+    // compare: a setting for one of the compared policies is no note; one for another is.
+    let cmp = [
+        "compare",
+        "--format",
+        "json",
+        "--policies",
+        "first-touch,bind",
+        "--runs",
+        "1",
+        "--set",
+        "policy.bind.nodes=[0]",
+        "--set",
+        "policy.dunx.recent_mod=3",
+    ];
+    let out = numalab().args([&cmp[..], &VARIED[..8]].concat()).assert().success().get_output().clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("policy.bind.nodes"), "{err}");
+    assert!(
+        err.contains(
+            "note: --set policy.dunx.recent_mod=3: policy 'dunx' is not run here (first-touch, bind), so the setting is ignored\n"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn different_seeds_give_different_run_seeds() {
     let seeds = |seed: &str| -> Vec<u64> {

@@ -56,6 +56,8 @@ pub fn run(a: &CompareArgs, out: &OutputOpts) -> Result<()> {
         }
         seen.push((p, c));
     }
+    let names: Vec<&str> = a.policies.iter().map(String::as_str).collect();
+    crate::scenario::note_sets_for_other_policies(&a.scenario.set, &names);
     let mut results = Vec::new();
     let mut rows = Vec::new();
     for p in &a.policies {

@@ -183,6 +183,7 @@ pub fn run(a: &SimArgs, out: &OutputOpts) -> Result<()> {
             a.policy
         );
     }
+    crate::scenario::note_sets_for_other_policies(&a.scenario.set, &[a.policy.as_str()]);
     let (doc, runs, s, resolved) = simulate_resolved(&a.scenario, &a.policy, a.decision_log.as_deref(), vm.as_ref())?;
     if a.profile {
         return emit_profile(a, &runs[0], &resolved, out);
