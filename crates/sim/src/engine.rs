@@ -253,7 +253,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             // window of several epochs always does, or it would run up to 2 ms on traffic its
             // threads have left.
             if end - start > epoch || w.cfg.memory.demand == DemandSource::Ahead {
-                w.forecast_mix(start, end);
+                w.forecast_mix(start, end, end - start > epoch);
             }
             w.update_costs();
             w.update_sampling(drv.policy_mut().sample_period_ns());

@@ -137,7 +137,134 @@ fn a_window_ends_where_a_walk_moves_its_own_load() {
         policy_config: &[],
         noise: false,
     };
-    compare(&s, &[1], 2.0, 0.04, 0.01);
+    compare(&s, &[1], 2.0, 0.005, 0.01);
+}
+
+/// The same serial walk alone, on a smaller region: thread 0 reads 48 blocks of about 224
+/// pages, one on each node in turn, about five epochs each. Until stop 58 the walk's pace
+/// came from its mix of the step before, which after a move from a far node to a near one
+/// priced it at the far node's cost; the window then ran on past the end of the run, and a
+/// move inside a window's first epoch did not bound the window at all. Its solves averaged
+/// the loads of the runs it crossed, and the run ended 3.1 % early (cg-like above: 1.05 %).
+/// Each move's epoch is now solved alone, as the epoch-by-epoch loop solves it
+/// (docs/simulator.md, "Fast-forward").
+#[test]
+fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
+    let text = r#"
+        [workload]
+        name = "serial-walk"
+        threads = 48
+        footprint = 44_000_000
+        init = "parallel_ft"
+        [[region]]
+        name = "vecs"
+        frac = 1.0
+        sharing = "partitioned"
+        partition = "block"
+        init_by = "owner"
+        [[phase]]
+        name = "read"
+        parallel = false
+        barrier = "end"
+        flops_per_access = 8.2
+        accesses = [ { region = "vecs", who = "all", pattern = "seq", share = 1.0 } ]
+    "#;
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", text);
+    assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
+    close("serial walk on amd48, time", off, on, 0.001);
+}
+
+/// The serial walk again, after a policy has moved one page in 200 of the region to node 0 (as
+/// Carrefour moves pages that thread 0's reduction reads, docs/policies/carrefour.md): every
+/// node's run of pages now holds pages of node 0. A window that began just before such a page
+/// ran on over several nodes' runs, its one solve averaging their loads: with the bound
+/// looking one run ahead only, this run ends 6.2 % early; under Carrefour on cg-like on amd48
+/// the fast engine ran 1 to 2 % faster than the exact one (docs/results/fast-vs-exact.md, "A
+/// serial walk's windows, bounded again"). A page of another node inside a run is read
+/// through, and the window ends where the runs end. (With one page in 50, runs between such
+/// pages last about 1.4 epochs, and windows are 0.25 % early.)
+#[test]
+fn a_serial_walk_over_runs_with_pages_of_another_node_keeps_its_time_in_windows() {
+    use numalab_policy::{Policy, PolicyEnv};
+    let text = r#"
+        [workload]
+        name = "serial-walk"
+        threads = 48
+        footprint = 44_000_000
+        init = "parallel_ft"
+        [[region]]
+        name = "vecs"
+        frac = 1.0
+        sharing = "partitioned"
+        partition = "block"
+        init_by = "owner"
+        [[phase]]
+        name = "read"
+        repeat = 3
+        parallel = false
+        barrier = "each_repeat"
+        flops_per_access = 8.2
+        accesses = [ { region = "vecs", who = "all", pattern = "seq", share = 1.0 } ]
+    "#;
+    let m = Arc::new(presets::load("amd48").unwrap());
+    let file = wp::parse(text, "inline").unwrap();
+    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
+    let pages = 44_000_000u64.div_ceil(4096);
+    let time = |fast_forward_max_us: f64| {
+        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, tick_ms: 1.0, ..SimConfig::default() };
+        let sc = common::quiet_first_touch(m.clone(), program.clone(), sim);
+        let config = holes::Config { pages, every: 200, to: 0 };
+        let p = holes::Holes::new(config, &PolicyEnv::new(m.clone())).unwrap();
+        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
+        assert!(r.page_migrations >= pages / 200 * 7 / 8, "the policy moved {} pages", r.page_migrations);
+        (r.exec_time_s, r.loop_steps)
+    };
+    let ((off, off_steps), (on, on_steps)) = (time(0.0), time(2000.0));
+    assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
+    close("serial walk over runs with pages of node 0 on amd48, time", off, on, 0.001);
+}
+
+/// A policy that places pages by first touch and, at its first tick, moves one page in
+/// `every` of space 0 to node `to`.
+mod holes {
+    use numalab_core::NodeId;
+    use numalab_policy::{Decision, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    pub struct Config {
+        pub pages: u64,
+        pub every: u64,
+        pub to: NodeId,
+    }
+
+    pub struct Holes {
+        config: Config,
+        done: bool,
+    }
+
+    impl Policy for Holes {
+        type Config = Config;
+        const NAME: &'static str = "holes";
+        const SUMMARY: &'static str = "test only";
+        fn new(config: Config, _env: &PolicyEnv) -> Result<Self, PolicyError> {
+            Ok(Holes { config, done: false })
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
+            Ok(req.cpu_node)
+        }
+        fn on_tick(&mut self, _tick: &Tick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
+            if std::mem::replace(&mut self.done, true) {
+                return;
+            }
+            for page in (self.config.every / 2..self.config.pages).step_by(self.config.every as usize) {
+                out.push(Decision::MigratePage { space: 0, page, to: self.config.to });
+            }
+        }
+    }
 }
 
 /// Sixteen threads walk the same shared region together, a block of pages per node in turn,
@@ -154,7 +281,7 @@ fn a_window_ends_where_a_walk_moves_its_own_load() {
 /// windows land from 16 % below to 25 % above it. What the test asks: over five epoch lengths
 /// from 40 to 60 µs, the windows' mean time is not earlier than the epoch-by-epoch mean by more
 /// than 2 % (the error the forecast removed, which put the run early) and not later than the
-/// run at 5 µs epochs by more than 2 %; and they take at most four fifths of the loop steps.
+/// run at 5 µs epochs by more than 2 %; and they take at most nine tenths of the loop steps.
 #[test]
 fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
     let text = common::WALK_TOGETHER;
@@ -164,8 +291,11 @@ fn a_window_takes_the_traffic_of_the_pages_its_walks_will_cover() {
         (off_s, on_s, off_steps, on_steps) = (off_s + off / 5.0, on_s + on / 5.0, off_steps + off_n, on_steps + on_n);
     }
     // Windows end at each walk's wrap from the region's last node to its first (a chunk turn,
-    // docs/simulator.md "Fast-forward"), and the step after each is one epoch: 353 of 476 steps.
-    assert!(on_steps * 5 <= off_steps * 4, "windows: {on_steps} loop steps at five epoch lengths, epoch by epoch {off_steps}");
+    // docs/simulator.md "Fast-forward"), and the step after each is one epoch; since stop 58
+    // a walk that waits behind its own queues and moves to another node inside a window's
+    // first epoch also makes that epoch a step of its own: 568 of 643 steps (this asked for
+    // at most four fifths before).
+    assert!(on_steps * 10 <= off_steps * 9, "windows: {on_steps} loop steps at five epoch lengths, epoch by epoch {off_steps}");
     let ((short_epochs, _), _) = windows_off_and_on_at("amd48", text, 5.0);
     assert!(
         on_s >= 0.98 * off_s && on_s <= 1.02 * short_epochs,

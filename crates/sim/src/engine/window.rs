@@ -23,6 +23,10 @@ const OWN_WAIT_MIN: f64 = 0.02;
 /// charging the window's references [ours].
 const FORECAST_SAMPLES: u64 = 32;
 
+/// Runs of pages of one node past a walk's current one that a window's bound looks at for
+/// where the walk's load moves (`World::walk_moves_load`) [ours].
+const RUNS_AHEAD: usize = 16;
+
 /// The middle of each of `parts` equal parts of `refs` references, `⌊(2i + 1) · refs / (2 ·
 /// parts)⌋` for `i` in `0..parts`, by adding the step's quotient and remainder instead of a
 /// division per offset (the forecast takes 32 per entry and window), and without the product
@@ -64,6 +68,55 @@ fn current_entries(th: &Thread) -> (&[Entry], bool) {
 /// What one reference of kind index `k` costs thread `th` on average over its access mix, ns.
 pub(super) fn per_ref_ns(th: &Thread, k: usize, n: usize) -> f64 {
     (0..n).map(|j| th.frac[j] * th.cost[k * n + j]).sum()
+}
+
+/// What the references left of `entries` (a thread's current entries) cost from here,
+/// ns: each walk at what a reference costs on its current page's node, the others at
+/// the thread's mix. The mix is the last step's, which a walk that has just turned to
+/// another node has left: after a turn from a far node to a near one it priced the walk
+/// at the far node's cost, and the window's forecast then took more references than the
+/// window holds (cg-like's serial reduction on amd48 sampled the next node's pages for a
+/// window that never reached them).
+fn pace_ns(th: &Thread, entries: &[Entry], home: &[u8], shift: u32, n: usize) -> f64 {
+    let lines_per_page = 1u64 << shift;
+    entries
+        .iter()
+        .filter(|e| e.remaining() > 0)
+        .map(|e| {
+            let k = kind_index(e.kind);
+            let node = e
+                .peek_run_and_chunk(lines_per_page, u64::MAX)
+                .and_then(|(line, _, _)| home.get((line >> shift) as usize))
+                .map(|&b| (b & NODE_MASK) as usize)
+                .filter(|&j| j < n);
+            e.remaining() as f64 * node.map_or_else(|| per_ref_ns(th, k, n), |j| th.cost[k * n + j])
+        })
+        .sum()
+}
+
+/// The nodes of the next `window_refs` of a thread's `left` references in `entries` (each
+/// entry at its share of them, as the blocks interleave them), sampled at `FORECAST_SAMPLES`
+/// evenly spaced references of each entry, into `counts`. `None` where an entry does not walk
+/// or a sample reaches an unplaced or replicated page.
+fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shift: u32, counts: &mut [f64]) -> Option<()> {
+    let n = counts.len();
+    counts.iter_mut().for_each(|c| *c = 0.0);
+    for e in entries.iter().filter(|e| e.remaining() > 0) {
+        let refs = match window_refs.checked_mul(e.remaining()) {
+            Some(product) => product.div_ceil(left),
+            None => (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64,
+        };
+        let samples = refs.min(FORECAST_SAMPLES);
+        for line in e.lines_ahead(middles(refs, samples))? {
+            match home.get((line >> shift) as usize).copied() {
+                Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
+                    counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
+                }
+                _ => return None,
+            }
+        }
+    }
+    Some(())
 }
 
 impl World<'_> {
@@ -151,11 +204,12 @@ impl World<'_> {
             // the spin (no thread sleeps before), while the solve still counted the arrived
             // threads (docs/simulator.md, "Fast-forward").
             epochs = epochs.min(before(arrival).max(1.0));
-            // Where a walk's own load moves to another node: the epoch it moves in ends the
-            // window, and the next step is one epoch, whose traffic the solve after it takes.
-            if let Some(at) = self.walk_moves_load(t, start, start + epochs * epoch_ns, step_ns, epoch_ns) {
-                if until(at).max(1.0) < epochs {
-                    epochs = until(at).max(1.0);
+            // Where a walk's own load moves to another node: the window ends where the epoch
+            // it moves in begins, and that epoch is the next step, alone, whose solve takes
+            // its traffic on both sides of the move, as the epoch-by-epoch loop's does.
+            if let Some(at) = self.walk_moves_load(t, start, start + epochs * epoch_ns, epoch_ns) {
+                if before(at).max(1.0) < epochs {
+                    epochs = before(at).max(1.0);
                     load_moves = Some(epochs);
                 }
             }
@@ -211,7 +265,7 @@ impl World<'_> {
     /// one chunk of a chunked segment) ends and its next chunk lies on another node, the
     /// thread turns with the others that walk the same structure (a stencil's halo planes, a
     /// transpose's slices), however small its own share of the queues.
-    fn walk_moves_load(&self, t: usize, start: f64, end: f64, step_ns: f64, epoch_ns: f64) -> Option<f64> {
+    fn walk_moves_load(&self, t: usize, start: f64, end: f64, epoch_ns: f64) -> Option<f64> {
         let th = &self.threads[t];
         // An epilogue entry runs alone, at what a reference costs on its page's node.
         let (current, main) = current_entries(th);
@@ -220,6 +274,9 @@ impl World<'_> {
         let lines_per_page = 1u64 << shift;
         let mut first: Option<f64> = None;
         let mut chunk_moves: Option<f64> = None;
+        // The main entries' pace from here (`pace_ns`: not the last step's mix, which a walk
+        // that has just moved has left).
+        let here_ns = pace_ns(th, current, home, shift, self.n);
         for e in current.iter().filter(|e| e.remaining() > 0) {
             let Some((line, _, in_chunk)) = e.peek_run_and_chunk(lines_per_page, u64::MAX) else { continue };
             let page = (line >> shift) as usize;
@@ -228,7 +285,7 @@ impl World<'_> {
             if node >= self.n {
                 continue; // unplaced: first touches, on the exact path
             }
-            let refs_per_ns = if main { e.remaining() as f64 / step_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
+            let refs_per_ns = if main { e.remaining() as f64 / here_ns } else { 1.0 / th.cost[kind_index(e.kind) * self.n + node] };
             if refs_per_ns.is_nan() || refs_per_ns <= 0.0 {
                 continue;
             }
@@ -248,8 +305,20 @@ impl World<'_> {
                     chunk_moves = Some(chunk_moves.map_or(at, |f: f64| f.min(at)));
                 }
             }
-            // How far its pages stay on `node`, within the chunk and the window's reach.
-            let reach = (((end - clock) * refs_per_ns).ceil() as u64).min(in_chunk).min(e.remaining());
+            // Its pace on node `j` instead of `node`.
+            let k = kind_index(e.kind);
+            let rate_on = |j: usize| {
+                let c = th.cost[k * self.n + j];
+                if main {
+                    e.remaining() as f64 / (here_ns + e.remaining() as f64 * (c - th.cost[k * self.n + node]))
+                } else {
+                    1.0 / c
+                }
+            };
+            // How far its pages may reach in the window, within the chunk: at its fastest
+            // pace on any node (the runs after a turn are read at their own nodes' pace).
+            let fastest = (0..self.n).map(rate_on).filter(|r| r.is_finite() && *r > 0.0).fold(refs_per_ns, f64::max);
+            let reach = (((end - clock) * fastest).ceil() as u64).min(in_chunk).min(e.remaining());
             let to_page_end = lines_per_page - (line & (lines_per_page - 1));
             if reach <= to_page_end {
                 continue;
@@ -257,10 +326,41 @@ impl World<'_> {
             let to = (page + 1 + (reach - to_page_end).div_ceil(lines_per_page) as usize).min(home.len());
             let same = leading_equal_in(&home[(page + 1).min(to)..to], byte, NODE_MASK) as u64;
             let run = to_page_end + same * lines_per_page;
-            if run >= reach || (run as f64) < epoch_ns * refs_per_ns {
+            if run >= reach {
                 continue;
             }
-            let at = clock + run as f64 / refs_per_ns;
+            // The first place where the walk's load moves: the end of a run that lasts an
+            // epoch, or the start of one (the current run counted from here). Runs shorter
+            // than an epoch on both sides of a turn (a page that a policy moved into
+            // another node's run, pages interleaved page by page) move no load worth a
+            // solve of its own and are read through; at most `RUNS_AHEAD` runs are looked
+            // at. A move inside the window's first epoch makes that epoch a step of its own:
+            // a longer window would solve for the runs' loads averaged over it, where the
+            // epoch-by-epoch loop solves the move's epoch for both sides and the epochs after
+            // it for the new node alone.
+            let mut lasts = (run as f64) >= epoch_ns * refs_per_ns;
+            let (mut at, mut ahead, mut next) = (clock + run as f64 / refs_per_ns, run, page + 1 + same as usize);
+            let mut found = None;
+            for _ in 0..RUNS_AHEAD {
+                let Some(&next_byte) = home.get(next).filter(|_| next < to && ahead < reach) else { break };
+                let next_node = (next_byte & NODE_MASK) as usize;
+                if next_node >= self.n {
+                    break; // unplaced: first touches, on the exact path
+                }
+                let next_same = leading_equal_in(&home[next + 1..to], next_byte, NODE_MASK);
+                let next_run = (1 + next_same as u64) * lines_per_page;
+                let next_rate = rate_on(next_node);
+                if next_rate.is_nan() || next_rate <= 0.0 {
+                    break;
+                }
+                let next_lasts = ahead + next_run >= reach || (next_run as f64) >= epoch_ns * next_rate;
+                if lasts || next_lasts {
+                    found = Some(at);
+                    break;
+                }
+                (lasts, at, ahead, next) = (next_lasts, at + next_run as f64 / next_rate, ahead + next_run, next + 1 + next_same);
+            }
+            let Some(at) = found else { continue };
             first = Some(first.map_or(at, |f: f64| f.min(at)));
         }
         // Whether the thread waits behind its own queues for at least `OWN_WAIT_MIN` of its
@@ -287,7 +387,7 @@ impl World<'_> {
     /// would be those of the load before. A thread with an entry that does not walk or
     /// escapes, or whose samples reach an unplaced or replicated page, keeps the mix of its
     /// last epoch.
-    pub(super) fn forecast_mix(&mut self, start: f64, end: f64) {
+    pub(super) fn forecast_mix(&mut self, start: f64, end: f64, window: bool) {
         let n = self.n;
         let (home, shift) = (self.mem.home(), self.p.line_shift());
         let mut counts = std::mem::take(&mut self.forecast_counts);
@@ -296,36 +396,19 @@ impl World<'_> {
         for th in self.threads.iter_mut().filter(|th| th.state == State::Run) {
             let (current, _) = current_entries(th);
             let left: u64 = current.iter().map(|e| e.remaining()).sum();
-            let step_ns: f64 = current.iter().map(|e| e.remaining() as f64 * per_ref_ns(th, kind_index(e.kind), n)).sum();
+            // A window's references from the walks' own pace (`pace_ns`); a single epoch's
+            // from the thread's last mix, as both engines take it.
+            let step_ns = if window {
+                pace_ns(th, current, home, shift, n)
+            } else {
+                current.iter().map(|e| e.remaining() as f64 * per_ref_ns(th, kind_index(e.kind), n)).sum()
+            };
             let window_refs = (end - th.clock.max(start)) / step_ns * left as f64;
             if left == 0 || window_refs.is_nan() || window_refs < 1.0 {
                 continue; // nothing left, or no prediction (NaN): the last mix stays
             }
             let window_refs = (window_refs.ceil() as u64).min(left);
-            counts.iter_mut().for_each(|c| *c = 0.0);
-            let mut known = true;
-            'entries: for e in current.iter().filter(|e| e.remaining() > 0) {
-                let refs = match window_refs.checked_mul(e.remaining()) {
-                    Some(product) => product.div_ceil(left),
-                    None => (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64,
-                };
-                let samples = refs.min(FORECAST_SAMPLES);
-                let Some(lines) = e.lines_ahead(middles(refs, samples)) else {
-                    known = false;
-                    break 'entries;
-                };
-                for line in lines {
-                    match home.get((line >> shift) as usize).copied() {
-                        Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
-                            counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
-                        }
-                        _ => {
-                            known = false;
-                            break 'entries;
-                        }
-                    }
-                }
-            }
+            let known = sample_ahead(current, window_refs, left, home, shift, &mut counts).is_some();
             let total: f64 = counts.iter().sum();
             if known && total > 0.0 {
                 for (f, c) in th.frac.iter_mut().zip(&counts) {
