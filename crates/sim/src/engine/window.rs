@@ -277,6 +277,14 @@ impl World<'_> {
         // The main entries' pace from here (`pace_ns`: not the last step's mix, which a walk
         // that has just moved has left).
         let here_ns = pace_ns(th, current, home, shift, self.n);
+        // Whether the thread waits behind its own queues for at least `OWN_WAIT_MIN` of its
+        // latency to some node in the last solve: where its traffic was then, which its walk
+        // may since have left (the solve is the one the window would keep). Asked once, and
+        // only for a walk that may turn inside the window; without it the runs ahead are not
+        // looked at (under a policy that spreads pages they are many).
+        let cpu_node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+        let latency_ns = self.cont.latency(t);
+        let mut own_waits: Option<bool> = None;
         for e in current.iter().filter(|e| e.remaining() > 0) {
             let Some((line, _, in_chunk)) = e.peek_run_and_chunk(lines_per_page, u64::MAX) else { continue };
             let page = (line >> shift) as usize;
@@ -326,7 +334,10 @@ impl World<'_> {
             let to = (page + 1 + (reach - to_page_end).div_ceil(lines_per_page) as usize).min(home.len());
             let same = leading_equal_in(&home[(page + 1).min(to)..to], byte, NODE_MASK) as u64;
             let run = to_page_end + same * lines_per_page;
-            if run >= reach {
+            if run >= reach
+                || !*own_waits
+                    .get_or_insert_with(|| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]))
+            {
                 continue;
             }
             // The first place where the walk's load moves: the end of a run that lasts an
@@ -363,14 +374,7 @@ impl World<'_> {
             let Some(at) = found else { continue };
             first = Some(first.map_or(at, |f: f64| f.min(at)));
         }
-        // Whether the thread waits behind its own queues for at least `OWN_WAIT_MIN` of its
-        // latency to some node in the last solve: where its traffic was then, which its walk
-        // may since have left (the solve is the one the window would keep). Asked last: most
-        // walks under a policy that spreads pages change node every few pages.
-        let cpu_node = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
-        let latency_ns = self.cont.latency(t);
-        let own = first.filter(|_| (0..self.n).any(|j| self.cont.own_wait_ns(t, cpu_node, j) >= OWN_WAIT_MIN * latency_ns[j]));
-        match (own, chunk_moves) {
+        match (first, chunk_moves) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
