@@ -140,17 +140,11 @@ fn a_window_ends_where_a_walk_moves_its_own_load() {
     compare(&s, &[1], 2.0, 0.005, 0.01);
 }
 
-/// The same serial walk alone, on a smaller region: thread 0 reads 48 blocks of about 224
-/// pages, one on each node in turn, about five epochs each. Until stop 58 the walk's pace
-/// came from its mix of the step before, which after a move from a far node to a near one
-/// priced it at the far node's cost; the window then ran on past the end of the run, and a
-/// move inside a window's first epoch did not bound the window at all. Its solves averaged
-/// the loads of the runs it crossed, and the run ended 3.1 % early (cg-like above: 1.05 %).
-/// Each move's epoch is now solved alone, as the epoch-by-epoch loop solves it
-/// (docs/simulator.md, "Fast-forward").
-#[test]
-fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
-    let text = r#"
+/// Thread 0 alone reads a 44 MB region made of the 48 threads' blocks, one on each node of
+/// amd48 in turn, `repeat` times with barrier `barrier` (a serial reduction, as cg-like's).
+fn serial_walk(repeat: u32, barrier: &str) -> String {
+    format!(
+        r#"
         [workload]
         name = "serial-walk"
         threads = 48
@@ -164,12 +158,27 @@ fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
         init_by = "owner"
         [[phase]]
         name = "read"
+        repeat = {repeat}
         parallel = false
-        barrier = "end"
+        barrier = "{barrier}"
         flops_per_access = 8.2
-        accesses = [ { region = "vecs", who = "all", pattern = "seq", share = 1.0 } ]
-    "#;
-    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", text);
+        accesses = [ {{ region = "vecs", who = "all", pattern = "seq", share = 1.0 }} ]
+    "#
+    )
+}
+
+/// The same serial walk alone, on a smaller region: thread 0 reads 48 blocks of about 224
+/// pages, one on each node in turn, about five epochs each. Until stop 58 the walk's pace
+/// came from its mix of the step before, which after a move from a far node to a near one
+/// priced it at the far node's cost; the window then ran on past the end of the run, and a
+/// move inside a window's first epoch did not bound the window at all. Its solves averaged
+/// the loads of the runs it crossed, and the run ended 3.1 % early (cg-like above: 1.05 %).
+/// Each move's epoch is now solved alone, as the epoch-by-epoch loop solves it
+/// (docs/simulator.md, "Fast-forward").
+#[test]
+fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
+    let text = serial_walk(1, "end");
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on("amd48", &text);
     assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
     close("serial walk on amd48, time", off, on, 0.001);
 }
@@ -186,28 +195,9 @@ fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
 #[test]
 fn a_serial_walk_over_runs_with_pages_of_another_node_keeps_its_time_in_windows() {
     use numalab_policy::{Policy, PolicyEnv};
-    let text = r#"
-        [workload]
-        name = "serial-walk"
-        threads = 48
-        footprint = 44_000_000
-        init = "parallel_ft"
-        [[region]]
-        name = "vecs"
-        frac = 1.0
-        sharing = "partitioned"
-        partition = "block"
-        init_by = "owner"
-        [[phase]]
-        name = "read"
-        repeat = 3
-        parallel = false
-        barrier = "each_repeat"
-        flops_per_access = 8.2
-        accesses = [ { region = "vecs", who = "all", pattern = "seq", share = 1.0 } ]
-    "#;
+    let text = serial_walk(3, "each_repeat");
     let m = Arc::new(presets::load("amd48").unwrap());
-    let file = wp::parse(text, "inline").unwrap();
+    let file = wp::parse(&text, "inline").unwrap();
     let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let pages = 44_000_000u64.div_ceil(4096);
     let time = |fast_forward_max_us: f64| {
