@@ -37,11 +37,12 @@ pub struct ScenarioArgs {
     /// Results do not depend on it.
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Simulator engine: `exact` draws and charges every reference (the reference), `fast`
-    /// charges random references by expected per-node counts and steady stretches in one step
-    /// (docs/simulator.md, "The fast engine"; validated in docs/results/fast-vs-exact.md).
+    /// Simulator engine: `fast` charges random references by expected per-node counts and
+    /// steady stretches in one step, `exact` draws and charges every reference (the reference,
+    /// several times slower) (docs/simulator.md, "The fast engine"; the two compared in
+    /// docs/results/fast-vs-exact.md).
     /// The same as `--set sim.engine=ENGINE`; a `--set sim.engine=` given too wins
-    /// [default: the config's, `exact`].
+    /// [default: the config's, `fast`].
     #[arg(long, value_parser = ["exact", "fast"])]
     pub engine: Option<String>,
     /// Override any key of the resolved config, e.g. machine.nodes[2].mem_bw_gbps=40,

@@ -85,11 +85,24 @@ fn the_fast_engine_on_random_accesses_and_noise() {
 }
 
 /// Run `policy` on master-slave (one thread first-touches what all threads then read) with
-/// a decision log; returns (result JSON, decision log).
+/// a decision log, on the exact engine unless `extra` names another; returns (result JSON,
+/// decision log).
 fn dynamic_run(policy: &str, extra: &[&str]) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("decisions.jsonl");
-    let mut args = vec!["sim", "--machine", "xeon-e5-2690-2s", "--workload", "master-slave", "--scale", "0.01", "--policy", policy];
+    let mut args = vec![
+        "sim",
+        "--machine",
+        "xeon-e5-2690-2s",
+        "--workload",
+        "master-slave",
+        "--scale",
+        "0.01",
+        "--policy",
+        policy,
+        "--engine",
+        "exact",
+    ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--runs", "2", "--seed", "3", "--format", "json", "--decision-log", log.to_str().unwrap()]);
     let out = stdout_of(&args);
@@ -105,6 +118,19 @@ fn autonuma_results_and_decisions() {
     check("sim-master-slave-autonuma.json", &out);
     let digest = format!("lines {}\nsha256 {:x}\n", log.lines().count(), Sha256::digest(log.as_bytes()));
     check("sim-master-slave-autonuma.decisions.sha256", &digest);
+}
+
+/// The same AutoNUMA run on the fast engine, the default (docs/simulator.md, "The fast
+/// engine"): its windows, hinting faults drawn for random references and faults in the order
+/// of time are pinned as the exact engine's run is above.
+#[test]
+fn autonuma_on_the_fast_engine() {
+    let (out, log) =
+        dynamic_run("autonuma", &["--set", "policy.scan_delay_ms=5", "--set", "policy.scan_period_min_ms=5", "--set", "sim.engine=fast"]);
+    assert!(out.contains("\"engine\": \"fast\""), "the run is on the fast engine");
+    check("sim-master-slave-autonuma-fast.json", &out);
+    let digest = format!("lines {}\nsha256 {:x}\n", log.lines().count(), Sha256::digest(log.as_bytes()));
+    check("sim-master-slave-autonuma-fast.decisions.sha256", &digest);
 }
 
 /// Stable-NUMA's thread clustering and page-state decisions, the whole log.

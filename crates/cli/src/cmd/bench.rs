@@ -30,7 +30,7 @@ pub struct BenchArgs {
     pub iterations: Option<u32>,
     /// Engine of the slowdown benchmark: `exact` charges every reference, `fast` charges
     /// random references by expected per-node counts (docs/simulator.md, "The fast engine").
-    #[arg(long, default_value = "exact", requires = "slowdown", value_parser = ["exact", "fast"])]
+    #[arg(long, default_value = "fast", requires = "slowdown", value_parser = ["exact", "fast"])]
     pub engine: String,
     /// Run length of the slowdown benchmark's workloads: `short`, about 1 simulated second on
     /// server-a-4n (0.5–1 s on server-b-8n), or `study`, the 10–15 simulated seconds per run on
