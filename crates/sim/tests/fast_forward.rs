@@ -12,6 +12,9 @@ use numalab_workload::{compile, presets as wp, CompileOptions};
 use std::sync::Arc;
 
 mod common;
+#[path = "fast_forward/policies.rs"]
+mod policies;
+use policies::{fault_clock, holes};
 
 struct Setup {
     machine: &'static str,
@@ -69,12 +72,19 @@ fn windows_off_and_on(machine: &str, text: &str) -> ((f64, u64), (f64, u64)) {
 
 /// [`windows_off_and_on`] with epochs of `epoch_us`.
 fn windows_off_and_on_at(machine: &str, text: &str, epoch_us: f64) -> ((f64, u64), (f64, u64)) {
+    let sim = SimConfig { epoch_us, ..SimConfig::default() };
+    windows_off_and_on_with(machine, text, sim, |sc| run_one(sc, 1).unwrap())
+}
+
+/// [`windows_off_and_on`] with the simulator's other settings from `sim` (its engine and window
+/// are set here), each run made by `run`.
+fn windows_off_and_on_with(machine: &str, text: &str, sim: SimConfig, run: impl Fn(&Scenario) -> RunMetrics) -> ((f64, u64), (f64, u64)) {
     let m = Arc::new(presets::load(machine).unwrap());
     let file = wp::parse(text, "inline").unwrap();
     let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let time = |fast_forward_max_us: f64| {
-        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, epoch_us, ..SimConfig::default() };
-        let r = run_one(&common::quiet_first_touch(m.clone(), program.clone(), sim), 1).unwrap();
+        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..sim.clone() };
+        let r = run(&common::quiet_first_touch(m.clone(), program.clone(), sim));
         (r.exec_time_s, r.loop_steps)
     };
     (time(0.0), time(2000.0))
@@ -195,66 +205,17 @@ fn a_serial_walk_over_runs_on_every_node_keeps_its_time_in_windows() {
 #[test]
 fn a_serial_walk_over_runs_with_pages_of_another_node_keeps_its_time_in_windows() {
     use numalab_policy::{Policy, PolicyEnv};
-    let text = serial_walk(3, "each_repeat");
-    let m = Arc::new(presets::load("amd48").unwrap());
-    let file = wp::parse(&text, "inline").unwrap();
-    let program = compile(&file, "inline", &m, &CompileOptions::default()).unwrap();
     let pages = 44_000_000u64.div_ceil(4096);
-    let time = |fast_forward_max_us: f64| {
-        let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, tick_ms: 1.0, ..SimConfig::default() };
-        let sc = common::quiet_first_touch(m.clone(), program.clone(), sim);
+    let sim = SimConfig { tick_ms: 1.0, ..SimConfig::default() };
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on_with("amd48", &serial_walk(3, "each_repeat"), sim, |sc| {
         let config = holes::Config { pages, every: 200, to: 0 };
-        let p = holes::Holes::new(config, &PolicyEnv::new(m.clone())).unwrap();
-        let r = numalab_sim::run_with_policy(&sc, Box::new(p), 1, None).unwrap();
+        let p = holes::Holes::new(config, &PolicyEnv::new(sc.machine.clone())).unwrap();
+        let r = numalab_sim::run_with_policy(sc, Box::new(p), 1, None).unwrap();
         assert!(r.page_migrations >= pages / 200 * 7 / 8, "the policy moved {} pages", r.page_migrations);
-        (r.exec_time_s, r.loop_steps)
-    };
-    let ((off, off_steps), (on, on_steps)) = (time(0.0), time(2000.0));
+        r
+    });
     assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
     close("serial walk over runs with pages of node 0 on amd48, time", off, on, 0.001);
-}
-
-/// A policy that places pages by first touch and, at its first tick, moves one page in
-/// `every` of space 0 to node `to`.
-mod holes {
-    use numalab_core::NodeId;
-    use numalab_policy::{Decision, MemoryState, OutOfMemory, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick};
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-    pub struct Config {
-        pub pages: u64,
-        pub every: u64,
-        pub to: NodeId,
-    }
-
-    pub struct Holes {
-        config: Config,
-        done: bool,
-    }
-
-    impl Policy for Holes {
-        type Config = Config;
-        const NAME: &'static str = "holes";
-        const SUMMARY: &'static str = "test only";
-        fn new(config: Config, _env: &PolicyEnv) -> Result<Self, PolicyError> {
-            Ok(Holes { config, done: false })
-        }
-        fn config(&self) -> &Config {
-            &self.config
-        }
-        fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
-            Ok(req.cpu_node)
-        }
-        fn on_tick(&mut self, _tick: &Tick, _view: &dyn SystemView, out: &mut Vec<Decision>) {
-            if std::mem::replace(&mut self.done, true) {
-                return;
-            }
-            for page in (self.config.every / 2..self.config.pages).step_by(self.config.every as usize) {
-                out.push(Decision::MigratePage { space: 0, page, to: self.config.to });
-            }
-        }
-    }
 }
 
 /// Sixteen threads walk the same shared region together, a block of pages per node in turn,
@@ -467,73 +428,6 @@ fn a_window_under_two_epochs_is_off_and_bad_settings_are_refused() {
     let mut sim = SimConfig::default();
     sim.memory.population_tolerance = 2.0;
     assert!(sim.validate().unwrap_err().contains("sim.memory.population_tolerance = 2"));
-}
-
-/// A policy that arms every page of every space at each tick (a scan step per space, as
-/// autonuma's task work does it) and records when each hinting fault happened, in the order
-/// the faults reach it.
-mod fault_clock {
-    use numalab_core::NodeId;
-    use numalab_policy::{
-        Decision, HintFault, MemoryState, OutOfMemory, PageScan, PlaceRequest, Policy, PolicyEnv, PolicyError, SystemView, Tick,
-    };
-    use serde::{Deserialize, Serialize};
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-    pub struct Config {
-        /// At each fault, also move the next page to the faulting thread's node: a decision
-        /// beyond the faulting page.
-        #[serde(default)]
-        pub migrate_next: bool,
-        /// Instead of arming pages: keep per-node mappings, with a page scanner every 5 ms
-        /// that drops every mapping it reports, so threads fault on their pages again.
-        #[serde(default)]
-        pub mappings: bool,
-    }
-
-    pub struct FaultClock {
-        config: Config,
-        pub seen_ns: Arc<Mutex<Vec<u64>>>,
-    }
-
-    impl Policy for FaultClock {
-        type Config = Config;
-        const NAME: &'static str = "fault-clock";
-        const SUMMARY: &'static str = "test only";
-        fn new(config: Config, _env: &PolicyEnv) -> Result<Self, PolicyError> {
-            Ok(FaultClock { config, seen_ns: Arc::default() })
-        }
-        fn config(&self) -> &Config {
-            &self.config
-        }
-        fn place(&mut self, req: &PlaceRequest, _mem: &dyn MemoryState) -> Result<NodeId, OutOfMemory> {
-            Ok(req.cpu_node)
-        }
-        fn page_scanner_period_ns(&self) -> Option<u64> {
-            self.config.mappings.then_some(5_000_000)
-        }
-        fn on_page_scan(&mut self, scan: &PageScan, _view: &dyn SystemView, out: &mut Vec<Decision>) {
-            for p in &scan.pages {
-                out.push(Decision::DropMappings { space: p.space, page: p.page, keep: None });
-            }
-        }
-        fn on_tick(&mut self, _tick: &Tick, view: &dyn SystemView, out: &mut Vec<Decision>) {
-            if self.config.mappings {
-                return;
-            }
-            for space in 0..view.spaces() {
-                let thread = view.space_threads(space).start;
-                out.push(Decision::ScanStep { space, thread, pages: 1 << 20 });
-            }
-        }
-        fn on_hint_fault(&mut self, fault: &HintFault, _view: &dyn SystemView, out: &mut Vec<Decision>) {
-            self.seen_ns.lock().unwrap().push(fault.time_ns);
-            if self.config.migrate_next {
-                out.push(Decision::MigratePage { space: fault.space, page: fault.page + 1, to: fault.cpu_node });
-            }
-        }
-    }
 }
 
 /// stream-like with 8 threads on server-a-4n at scale 0.05, noise off: the run the fault-order
