@@ -94,6 +94,10 @@ pub struct Check {
     pub fast: f64,
     /// fast − exact, relative to exact for `time_s` (a fraction), absolute otherwise.
     pub diff: f64,
+    /// The standard error of `diff` (in its units), the two engines' combined: the noise a
+    /// `noise` verdict is within `noise_se` of. Absent where an engine has a single run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub se: Option<f64>,
     /// The lowest and highest mean the exact engine is shown to take over the default reference
     /// and the band cells ([`band_span`]); absent without band cells.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,7 +251,9 @@ fn pair(exact: &CellDoc, fast: &CellDoc, band: &[&CellDoc], t: &Tolerances) -> R
     let mut checks = Vec::new();
     let mut check = |metric: &'static str, e: &Moments, f: &Moments, diff: f64, limit: f64, band: Vec<Moments>| {
         let verdict = with_band(judge(e, f, limit, t), e, f, &band, limit, t);
-        checks.push(Check { metric, exact: e.mean, fast: f.mean, diff, band: band_span(e, &band, t), verdict });
+        let se = (e.se.powi(2) + f.se.powi(2)).sqrt() / if metric == "time_s" { e.mean.abs() } else { 1.0 };
+        let se = se.is_finite().then_some(se);
+        checks.push(Check { metric, exact: e.mean, fast: f.mean, diff, se, band: band_span(e, &band, t), verdict });
     };
     let time = |m: &numalab_sim::RunMetrics| Some(m.exec_time_s);
     check("time_s", &te, &tf, tf.mean / te.mean - 1.0, t.time_rel * te.mean.abs(), band_of(&|c| moments(c, &time)));

@@ -432,6 +432,17 @@ fn the_engine_check_pairs_the_cells_run_by_both_engines() {
     assert!((time["fast"].as_f64().unwrap() - mean("fast")).abs() < 1e-12);
     let diff = time["diff"].as_f64().unwrap();
     assert!((diff - (mean("fast") / mean("exact") - 1.0)).abs() < 1e-12);
+    // Its standard error, relative to the exact mean as `diff` is: the two engines' standard
+    // errors of the mean combined.
+    let se_of = |engine: &str| {
+        let cell = doc["cells"].as_array().unwrap().iter().find(|c| c["grid"]["sim.engine"] == engine).unwrap();
+        let xs: Vec<f64> = cell["runs"].as_array().unwrap().iter().map(|r| r["exec_time_s"].as_f64().unwrap()).collect();
+        let m = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
+        var / xs.len() as f64
+    };
+    let se = (se_of("exact") + se_of("fast")).sqrt() / mean("exact");
+    assert!((time["se"].as_f64().unwrap() - se).abs() < 1e-12, "{} against {se}", time["se"]);
     let metrics: Vec<&str> = pair["checks"].as_array().unwrap().iter().map(|c| c["metric"].as_str().unwrap()).collect();
     assert_eq!(metrics, ["time_s", "local_ratio", "hint_faults_per_s", "page_migrations_per_s", "thread_migrations_per_s", "cv"]);
 
