@@ -175,8 +175,9 @@ fn judge(exact: &Moments, fast: &Moments, limit: f64, t: &Tolerances) -> Verdict
 /// moment over the squared variance). For normal runs (κ = 3) this is `CV/√(2(n−1))`. A spread
 /// that comes from a few outlying runs (a thread pulled to another node in 3 of 32) has κ of
 /// 10 to 30, and its CV is known two to three times less well than the normal value says. κ
-/// is taken as at least 3: a few runs cannot show light tails (two runs always give κ = 1),
-/// so they keep the normal value. `None` without runs; NaN CV and standard error with one run.
+/// is taken as at least 3: a sample's kurtosis is biased low (it cannot exceed about n, and
+/// two runs always give κ = 1), so a low one is weak evidence of light tails, and the normal
+/// value stays the least. `None` without runs; NaN CV and standard error with one run.
 fn cv_moments(times: &[f64]) -> Option<Moments> {
     let moments = Moments::of(times)?;
     let cv = moments.sd / moments.mean;
@@ -607,7 +608,7 @@ mod tests {
         let expected = cv.mean * ((kurtosis - 29.0 / 31.0) / 128.0).sqrt();
         assert!((cv.se - expected).abs() < 1e-15, "{} {expected}", cv.se);
         assert!(cv.se > 1.8 * normal, "{} against {normal}", cv.se);
-        // Runs spread evenly (κ below 3) keep the normal value: 32 runs cannot show light tails.
+        // Runs spread evenly (κ about 1.8) keep the normal value: the floor only widens.
         let even: Vec<f64> = (0..32).map(|i| 1.0 + 0.01 * f64::from(i)).collect();
         let cv = cv_moments(&even).unwrap();
         assert!((cv.se - cv.mean / 62f64.sqrt()).abs() < 1e-15);
