@@ -300,6 +300,24 @@ impl Entry {
         Some(LinesAhead { segs, total, base: seg_start + pos, seg: *seg, seg_start, offsets })
     }
 
+    /// For a walk without owner escapes whose next `refs` references stay inside its current
+    /// chunk: the line of the next one, so that [`Entry::lines_ahead`] at any offset below
+    /// `refs` is that line plus the offset. `None` otherwise. The forecast of a step's access
+    /// mix looks at the pages of such a span at once instead of sampling them
+    /// (docs/simulator.md, "Fast-forward").
+    pub fn contiguous_ahead(&self, refs: u64) -> Option<u64> {
+        if self.escape.is_some() {
+            return None;
+        }
+        let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
+        // A cursor at the end of an empty segment has no next line in it.
+        if *pos >= segs.get(*seg)?.lines() {
+            return None;
+        }
+        let (line, _, in_chunk) = self.peek_run_and_chunk(1, u64::MAX)?;
+        (refs <= in_chunk).then_some(line)
+    }
+
     /// The line of the next reference when no draw decides it: a walk's, a stride's or a
     /// fixed entry's without owner escapes; `None` otherwise.
     pub fn next_line_known(&self) -> Option<u64> {

@@ -71,6 +71,41 @@ proptest::proptest! {
 }
 
 proptest::proptest! {
+    /// Where `contiguous_ahead` answers, the lines ahead are its line plus the offset; it
+    /// answers for every span inside the current chunk and for no longer one.
+    #[test]
+    fn contiguous_ahead_is_where_lines_ahead_are(
+        chunk in 1u64..50, chunks in 1u64..4, gap in 0u64..30, taken in 0u64..500, refs in 1u64..120,
+    ) {
+        let segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37)];
+        let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
+        let mut rng = numalab_core::rng::stream(1, "contiguous-ahead-test", 0);
+        for _ in 0..taken {
+            walk.next(&mut rng);
+        }
+        let lines: Vec<u64> = walk.lines_ahead(0..refs).unwrap().collect();
+        let (_, _, in_chunk) = walk.peek_run_and_chunk(1, u64::MAX).unwrap();
+        match walk.contiguous_ahead(refs) {
+            Some(line) => proptest::prop_assert_eq!(lines, (line..line + refs).collect::<Vec<u64>>()),
+            None => proptest::prop_assert!(refs > in_chunk, "{refs} references inside a chunk of {in_chunk} left"),
+        }
+    }
+}
+
+#[test]
+fn contiguous_ahead_knows_only_walks_without_escapes() {
+    let walk = Entry::new(Cursor::Walk { segs: vec![Seg::contiguous(10, 100)], seg: 0, pos: 40 }, 1000, 0.0, AccessKind::Stream, None);
+    assert_eq!(walk.contiguous_ahead(60), Some(50));
+    assert_eq!(walk.contiguous_ahead(61), None, "past the segment's end the walk wraps");
+    let random = Entry::new(Cursor::Random { seg: Seg::contiguous(0, 100) }, 10, 0.0, AccessKind::Stream, None);
+    assert_eq!(random.contiguous_ahead(1), None);
+    let escape = Escape { threshold: 1, others: vec![Seg::contiguous(500, 10)].into() };
+    let escaping =
+        Entry::new(Cursor::Walk { segs: vec![Seg::contiguous(10, 100)], seg: 0, pos: 0 }, 10, 0.0, AccessKind::Stream, Some(escape));
+    assert_eq!(escaping.contiguous_ahead(1), None);
+}
+
+proptest::proptest! {
     /// Counting by runs gives what `take_strided` visits, label by label, and leaves the
     /// entry where it leaves it.
     #[test]
