@@ -113,13 +113,17 @@ fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shi
         // of mg-like's run), adding as the samples would, so that the mix is the same to the
         // last bit.
         if let Some(line) = e.contiguous_ahead(refs) {
-            let count = |byte: u8, counts: &mut [f64]| {
+            // `times` samples' counts in one addition: each sample adds `refs / samples`, which
+            // is `refs / 32` or 1 (`samples` is 32 or `refs`), so every sum of them is a whole
+            // number of 32nds and exact in 64 bits below 2^48 references (`uniform_span` takes
+            // spans below 2^40): adding them one by one or at once gives the same bits.
+            let count = |byte: u8, times: u64, counts: &mut [f64]| {
                 let node = (byte & NODE_MASK) as usize;
-                (byte & REPLICATED == 0 && node < n).then(|| counts[node] += refs as f64 / samples as f64)
+                (byte & REPLICATED == 0 && node < n).then(|| counts[node] += times as f64 * (refs as f64 / samples as f64))
             };
             match uniform_span(line, refs, home, shift) {
-                Some(byte) => (0..samples).try_for_each(|_| count(byte, counts))?,
-                None => middles(refs, samples).try_for_each(|at| count(*home.get(((line + at) >> shift) as usize)?, counts))?,
+                Some(byte) => count(byte, samples, counts)?,
+                None => middles(refs, samples).try_for_each(|at| count(*home.get(((line + at) >> shift) as usize)?, 1, counts))?,
             }
             continue;
         }
@@ -140,9 +144,13 @@ fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shi
 const UNIFORM_SPAN_MAX_PAGES: u64 = 1024;
 
 /// The byte of every page of the `refs` lines from `line`, if they lie on at most
-/// `UNIFORM_SPAN_MAX_PAGES` pages that all carry it; `None` otherwise (the caller then
-/// samples the span).
+/// `UNIFORM_SPAN_MAX_PAGES` pages that all carry it and are fewer than 2^40 (the caller
+/// counts them in one addition, exact below that); `None` otherwise (the caller then samples
+/// the span).
 fn uniform_span(line: u64, refs: u64, home: &[u8], shift: u32) -> Option<u8> {
+    if refs >= 1 << 40 {
+        return None;
+    }
     let (first, last) = (line >> shift, (line + refs.checked_sub(1)?) >> shift);
     if last - first >= UNIFORM_SPAN_MAX_PAGES {
         return None;
