@@ -127,13 +127,23 @@ fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shi
             }
             continue;
         }
-        for line in e.lines_ahead(middles(refs, samples))? {
-            match home.get((line >> shift) as usize).copied() {
-                Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
-                    counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
-                }
-                _ => return None,
+        sample_one_by_one(e, refs, samples, home, shift, counts)?;
+    }
+    Some(())
+}
+
+/// The rule `sample_ahead` gives the same counts as: `samples` evenly spaced lines of entry
+/// `e`'s next `refs` references found along its walk's segments one by one, each sample's page
+/// looked up and counted `refs / samples` on its node. `None` where the entry does not walk or
+/// a sample reaches an unplaced or replicated page.
+fn sample_one_by_one(e: &Entry, refs: u64, samples: u64, home: &[u8], shift: u32, counts: &mut [f64]) -> Option<()> {
+    let n = counts.len();
+    for line in e.lines_ahead(middles(refs, samples))? {
+        match home.get((line >> shift) as usize).copied() {
+            Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
+                counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
             }
+            _ => return None,
         }
     }
     Some(())
@@ -533,28 +543,19 @@ impl World<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{middles, sample_ahead, FORECAST_SAMPLES};
-    use crate::memory::{NODE_MASK, REPLICATED, UNPLACED};
+    use super::{middles, sample_ahead, sample_one_by_one, FORECAST_SAMPLES};
+    use crate::memory::{REPLICATED, UNPLACED};
     use numalab_workload::stream::{AccessKind, Cursor, Seg};
     use numalab_workload::Entry;
     use proptest::prelude::*;
 
-    /// The forecast as it was before spans were counted at once: every sample's line found
-    /// along the walk's segments and its page looked up.
+    /// The forecast as it was before spans were counted at once: every entry's samples by
+    /// `sample_one_by_one`.
     fn sampled_one_by_one(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shift: u32, counts: &mut [f64]) -> Option<()> {
-        let n = counts.len();
         counts.iter_mut().for_each(|c| *c = 0.0);
         for e in entries.iter().filter(|e| e.remaining() > 0) {
             let refs = (window_refs as u128 * e.remaining() as u128).div_ceil(left as u128) as u64;
-            let samples = refs.min(FORECAST_SAMPLES);
-            for line in e.lines_ahead(middles(refs, samples))? {
-                match home.get((line >> shift) as usize).copied() {
-                    Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
-                        counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
-                    }
-                    _ => return None,
-                }
-            }
+            sample_one_by_one(e, refs, refs.min(FORECAST_SAMPLES), home, shift, counts)?;
         }
         Some(())
     }

@@ -20,6 +20,18 @@ fn take_strided_issues_what_next_would() {
     assert_eq!(walk.issued, 0);
 }
 
+/// A walk of a chunked segment (`chunks` chunks of `chunk` lines, `gap` lines apart) and a
+/// contiguous one of 37 lines, after `taken` references.
+fn chunked_walk_after(chunk: u64, chunks: u64, gap: u64, taken: u64) -> Entry {
+    let segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37)];
+    let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
+    let mut rng = numalab_core::rng::stream(1, "chunked-walk", 0);
+    for _ in 0..taken {
+        walk.next(&mut rng);
+    }
+    walk
+}
+
 proptest::proptest! {
     /// A walk's line `offset` references ahead is the line `next` gives after `offset`
     /// references, for any chunking, wrap and start.
@@ -27,12 +39,8 @@ proptest::proptest! {
     fn line_ahead_is_where_the_walk_will_be(
         chunk in 1u64..50, chunks in 1u64..4, gap in 0u64..30, taken in 0u64..500, offset in 0u64..700,
     ) {
-        let segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37)];
-        let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
+        let mut walk = chunked_walk_after(chunk, chunks, gap, taken);
         let mut rng = numalab_core::rng::stream(1, "line-ahead-test", 0);
-        for _ in 0..taken {
-            walk.next(&mut rng);
-        }
         let ahead = walk.line_ahead(offset).unwrap();
         for _ in 0..offset {
             walk.next(&mut rng);
@@ -77,12 +85,7 @@ proptest::proptest! {
     fn contiguous_ahead_is_where_lines_ahead_are(
         chunk in 1u64..50, chunks in 1u64..4, gap in 0u64..30, taken in 0u64..500, refs in 1u64..120,
     ) {
-        let segs = vec![Seg { start: 1000, chunk, step: chunk + gap, chunks }, Seg::contiguous(50_000, 37)];
-        let mut walk = Entry::new(Cursor::Walk { segs, seg: 0, pos: 0 }, 10_000, 0.0, AccessKind::Stream, None);
-        let mut rng = numalab_core::rng::stream(1, "contiguous-ahead-test", 0);
-        for _ in 0..taken {
-            walk.next(&mut rng);
-        }
+        let walk = chunked_walk_after(chunk, chunks, gap, taken);
         let lines: Vec<u64> = walk.lines_ahead(0..refs).unwrap().collect();
         let (_, _, in_chunk) = walk.peek_run_and_chunk(1, u64::MAX).unwrap();
         match walk.contiguous_ahead(refs) {
