@@ -304,13 +304,13 @@ impl Entry {
     /// chunk: the line of the next one, so that [`Entry::lines_ahead`] at any offset below
     /// `refs` is that line plus the offset. `None` otherwise. The forecast of a step's access
     /// mix looks at the pages of such a span at once instead of sampling them
-    /// (docs/simulator.md, "Fast-forward").
+    /// (docs/simulator.md, "Contention", "The demand: the references ahead").
     pub fn contiguous_ahead(&self, refs: u64) -> Option<u64> {
         if self.escape.is_some() {
             return None;
         }
         let Cursor::Walk { segs, seg, pos } = &self.cursor else { return None };
-        // A cursor at the end of an empty segment has no next line in it.
+        // A cursor on an empty segment has no next line there (`next` does not handle one).
         if *pos >= segs.get(*seg)?.lines() {
             return None;
         }
