@@ -59,7 +59,16 @@ fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
         let (wall, sim) = (f(&r["wall_s"]), f(&r["simulated_s"]));
         assert!(wall > 0.0 && sim > 0.0, "{r}");
         assert!((f(&r["slowdown"]) - wall / sim).abs() <= 1e-9 * wall / sim, "{r}");
+        // What the engine did (the fast engine, the default): steps, some of them windows,
+        // solves, thread calls and blocks; `linux` arms no page for a hinting fault.
+        assert_eq!(r["engine"], "fast", "the engine's name, beside its counts: {r}");
+        let e = &r["engine_counts"];
+        let count = |k: &str| e[k].as_u64().unwrap_or_else(|| panic!("engine_counts.{k} in {r}"));
+        assert!(count("loop_steps") > 0 && count("windows") <= count("loop_steps"), "{r}");
+        assert!(count("solves") > 0 && count("thread_calls") > 0 && count("fast_blocks") > 0, "{r}");
+        assert!(r["hint_faults"].is_u64(), "{r}");
     }
+    assert_eq!(runs[0]["hint_faults"], 0, "{}", runs[0]);
     // The cost of a policy over the first one, workload by workload.
     let (first_cpu, second_cpu) = (f(&runs[0]["cpu_s"]), f(&runs[1]["cpu_s"]));
     assert!(first_cpu > 0.0 && second_cpu > 0.0 && first_cpu <= f(&runs[0]["wall_s"]) * 1.01, "{}", runs[0]);

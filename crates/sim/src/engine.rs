@@ -14,7 +14,7 @@ use crate::fast::{EscapeMemo, FastEntry, FastState, SegShares};
 use crate::hot::SlowRef;
 use crate::mappings::Mappings;
 use crate::memory::Memory;
-use crate::metrics::{Counters, RunMetrics, TimelinePoint};
+use crate::metrics::{Counters, EngineCounts, RunMetrics, TimelinePoint};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
 use crate::windows::SpaceCounters;
@@ -196,8 +196,9 @@ pub(crate) struct World<'a> {
     /// "Fast-forward").
     steps_begun: u64,
     steps_begun_at_last: u64,
-    /// Steps of the epoch loop so far (`RunMetrics::loop_steps`).
-    loop_steps: u64,
+    /// What the engine did so far (`RunMetrics::engine`; its solves are counted in `solves`,
+    /// its blocks in each thread's `FastState`).
+    counts: EngineCounts,
     /// Node shares of the segments random entries draw from (fast engine).
     shares: SegShares,
     /// Per-space counters of the current tick interval (`Tick::spaces`).
@@ -239,12 +240,13 @@ impl<'a, 'l> Engine<'a, 'l> {
                 w.states[t] = task_state(th, start, spin_ns);
             }
             let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
-            w.loop_steps += 1;
+            w.counts.loop_steps += 1;
             w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
             // The scheduler may end the window early: where a newidle balance would pull a
             // thread, or a nap would change another thread's share.
             let end = w.sched.epoch(start, end, epoch, &w.states, &w.naps, &mut w.share, &mut moves);
+            w.counts.windows += u64::from(end - start > epoch);
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);

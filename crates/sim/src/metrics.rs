@@ -104,6 +104,37 @@ pub struct AppPoint {
     pub pages_per_tier: std::collections::BTreeMap<String, u64>,
 }
 
+/// What the engine did in one run, to explain what the run cost (docs/benchmarks.md, "Engine
+/// counts"): the same for the same inputs and seed, like the results, but not part of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EngineCounts {
+    /// Steps of the epoch loop: one per epoch, fewer under fast-forward (docs/simulator.md,
+    /// "Fast-forward").
+    pub loop_steps: u64,
+    /// Those of the steps that spanned more than one epoch (fast-forward windows).
+    pub windows: u64,
+    /// Contention solves, at step starts and barrier releases; the fast engine's other step
+    /// starts reused the last one's latencies (docs/simulator.md, "Contention", reused solves).
+    pub solves: u64,
+    /// Calls that issued one thread's references: about one per running thread and step, and
+    /// one more per reference that waited for the exact path in the order of time.
+    pub thread_calls: u64,
+    /// Proportional blocks the fast engine charged or tried (docs/simulator.md, "The fast
+    /// engine"); 0 on the exact engine.
+    pub fast_blocks: u64,
+}
+
+impl std::ops::AddAssign for EngineCounts {
+    /// Sums over runs (`numalab bench --slowdown --runs N`).
+    fn add_assign(&mut self, other: Self) {
+        self.loop_steps += other.loop_steps;
+        self.windows += other.windows;
+        self.solves += other.solves;
+        self.thread_calls += other.thread_calls;
+        self.fast_blocks += other.fast_blocks;
+    }
+}
+
 /// Everything measured in one run. Field names are the `numalab.sim/2` JSON contract.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
@@ -186,11 +217,10 @@ pub struct RunMetrics {
     /// The run interval by interval, every `sim.metrics_interval_ms`.
     #[serde(default)]
     pub timeline: Vec<TimelinePoint>,
-    /// Steps the epoch loop took: one per epoch, fewer under fast-forward (docs/simulator.md,
-    /// "Fast-forward"). Bookkeeping of the simulator, not a measurement of the program: not
-    /// part of the JSON.
+    /// What the engine did to simulate the run (`numalab bench --slowdown` reports it).
+    /// Bookkeeping of the simulator, not a measurement of the program: not part of the JSON.
     #[serde(skip)]
-    pub loop_steps: u64,
+    pub engine: EngineCounts,
     /// Slots of the fast engine's table of segments and escape mixtures at the end of the run,
     /// the most it held at once (docs/simulator.md, "The fast engine": a sweep frees slots for
     /// reuse). Bookkeeping, not part of the JSON.

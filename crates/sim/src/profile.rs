@@ -118,7 +118,7 @@ mod tests {
             replica_collapses: 0,
             access_samples: 0,
             policy_counters: Default::default(),
-            loop_steps: 0,
+            engine: Default::default(),
             segment_slots: 0,
             apps: Vec::new(),
             app_moves: Vec::new(),

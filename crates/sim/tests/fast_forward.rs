@@ -85,7 +85,7 @@ fn windows_off_and_on_with(machine: &str, text: &str, sim: SimConfig, run: impl 
     let time = |fast_forward_max_us: f64| {
         let sim = SimConfig { engine: EngineKind::Fast, fast_forward_max_us, ..sim.clone() };
         let r = run(&common::quiet_first_touch(m.clone(), program.clone(), sim));
-        (r.exec_time_s, r.loop_steps)
+        (r.exec_time_s, r.engine.loop_steps)
     };
     (time(0.0), time(2000.0))
 }
@@ -99,12 +99,19 @@ fn compare(s: &Setup, seeds: &[u64], min_skip: f64, time_rel: f64, local_abs: f6
     let what = |m: &str| format!("{} on {} under {}: {m}", s.workload, s.machine, s.policy);
     for (a, b) in off.iter().zip(&on) {
         assert_eq!(a.accesses, b.accesses, "{}", what("references issued"));
+        // The engine's own counts: no window epoch by epoch, some with fast-forward; the fast
+        // engine's blocks charged the steps.
+        assert_eq!(a.engine.windows, 0, "{}: {:?}", what("epoch by epoch"), a.engine);
+        assert!(b.engine.windows > 0, "{}: {:?}", what("fast-forward"), b.engine);
+        for e in [a.engine, b.engine] {
+            assert!(e.windows <= e.loop_steps && e.fast_blocks > 0 && e.solves > 0, "{}: {e:?}", what("engine counts"));
+        }
         assert!(
-            b.loop_steps as f64 * min_skip <= a.loop_steps as f64,
+            b.engine.loop_steps as f64 * min_skip <= a.engine.loop_steps as f64,
             "{}: {} loop steps epoch by epoch, {} with fast-forward (expected at most 1/{min_skip})",
             what("loop steps"),
-            a.loop_steps,
-            b.loop_steps
+            a.engine.loop_steps,
+            b.engine.loop_steps
         );
     }
     close(&what("mean time"), mean(off.iter().map(|r| r.exec_time_s)), mean(on.iter().map(|r| r.exec_time_s)), time_rel);
@@ -404,6 +411,11 @@ fn the_exact_engine_advances_epoch_by_epoch_whatever_the_setting() {
     let off = runs(&s, EngineKind::Exact, 0.0, 0.0, &[1]);
     let on = runs(&s, EngineKind::Exact, 2000.0, 0.01, &[1]);
     assert_eq!(off, on);
+    // What the engine did says so too: one step per epoch, a solve at each (and at each
+    // barrier's release), no fast block.
+    let e = on[0].engine;
+    assert_eq!((e.windows, e.fast_blocks), (0, 0), "{e:?}");
+    assert!(e.solves >= e.loop_steps && e.thread_calls >= e.loop_steps, "{e:?}");
 }
 
 #[test]
@@ -485,7 +497,7 @@ fn windows_with_armed_pages_run_in_time_order_and_faults_come_in_time_order() {
         sc.sim.fast_forward_time_order = time_order;
         sc.sim.fast_forward_lockstep = lockstep;
         let (back, r) = largest_step_back(&sc, migrate_next);
-        (back, r.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64), r.hint_faults, r.exec_time_s)
+        (back, r.engine.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64), r.hint_faults, r.exec_time_s)
     };
     let (ordered_back, ordered_steps, ordered_faults, ordered_s) = run(true, true, false);
     let (lockstep_back, lockstep_steps, lockstep_faults, lockstep_s) = run(false, true, false);
@@ -520,7 +532,7 @@ fn windows_with_mappings_run_in_lockstep() {
         let mut sc = scenario(&s, EngineKind::Fast, 2000.0, 0.01);
         sc.sim.fast_forward_lockstep = lockstep;
         let (back, r) = largest_step_back_with(&sc, fault_clock::Config { migrate_next: false, mappings: true });
-        (back, r.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64))
+        (back, r.engine.loop_steps as f64 / (r.exec_time_s * 1e9 / epoch_ns as f64))
     };
     let (lockstep_back, lockstep_steps) = run(true);
     let (apart_back, _) = run(false);

@@ -137,6 +137,8 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             let r = resolve(&args, policy)?;
             // Sums over the runs, and the least and largest slowdown of one run.
             let (mut wall_s, mut cpu_s, mut sim_s) = (0.0, 0.0, 0.0);
+            // What the engine did, and the hinting faults behind much of it, summed over the runs.
+            let (mut counts, mut hint_faults) = (numalab_sim::EngineCounts::default(), 0);
             let (mut least, mut largest) = (f64::INFINITY, 0.0f64);
             for k in 0..a.runs {
                 let start = std::time::Instant::now();
@@ -145,6 +147,8 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                 cpu_s += thread_cpu_s() - cpu_start_s;
                 let run_wall_s = start.elapsed().as_secs_f64();
                 (wall_s, sim_s) = (wall_s + run_wall_s, sim_s + m.sim_time_s);
+                counts += m.engine;
+                hint_faults += m.hint_faults;
                 let run_slowdown = run_wall_s / m.sim_time_s;
                 (least, largest) = (least.min(run_slowdown), largest.max(run_slowdown));
                 pb.inc(1);
@@ -172,7 +176,7 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             ]);
             rows.push(json!({"machine": a.machine, "workload": w, "policy": policy, "engine": a.engine, "iterations": iterations,
                 "runs": a.runs, "wall_s": wall_s, "simulated_s": sim_s, "slowdown": ratio, "slowdown_min": least,
-                "slowdown_max": largest, "cpu_s": cpu_s, "cpu_vs_first": cpu_vs_first}));
+                "slowdown_max": largest, "cpu_s": cpu_s, "cpu_vs_first": cpu_vs_first, "hint_faults": hint_faults, "engine_counts": counts}));
         }
         let n = workloads.len() as f64;
         t.notes.push(format!(

@@ -2,7 +2,7 @@
 
 use super::{State, World};
 use crate::memory::{NODE_MASK, UNPLACED};
-use crate::metrics::{node_imbalance, BusySummary, RunMetrics, TimelinePoint};
+use crate::metrics::{node_imbalance, BusySummary, EngineCounts, RunMetrics, TimelinePoint};
 use numalab_core::ThreadId;
 use numalab_workload::stream::Compute;
 
@@ -218,7 +218,7 @@ impl World<'_> {
             access_samples: c.access_samples,
             refused_decisions: c.refused_decisions,
             policy_counters: Default::default(),
-            loop_steps: self.loop_steps,
+            engine: EngineCounts { solves: self.solves, fast_blocks: self.threads.iter().map(|t| t.fast.blocks).sum(), ..self.counts },
             segment_slots: self.shares.slots() as u64,
             apps: Vec::new(),
             app_moves: Vec::new(),

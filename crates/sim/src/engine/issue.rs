@@ -15,6 +15,7 @@ impl World<'_> {
     /// (a window in the order of time), a reference the exact path must take ends the call
     /// and waits in `waiting`; a waiting reference is taken first.
     pub(super) fn run_thread(&mut self, drv: &mut Driver, t: usize, end: f64, defer: bool) -> Result<(), SimError> {
+        self.counts.thread_calls += 1;
         let shift = self.p.line_shift();
         let n = self.n;
         let cpu = self.sched.cpu_of[t];

@@ -8,7 +8,7 @@ use crate::driver::Driver;
 use crate::fast::{EscapeMemo, FastState, SegShares};
 use crate::mappings::{Mappings, MAX_MAPPED_NODES};
 use crate::memory::{Memory, MAX_NODES, UNPLACED};
-use crate::metrics::Counters;
+use crate::metrics::{Counters, EngineCounts};
 use crate::pingpong::PingPong;
 use crate::sched::{Scheduler, TaskState};
 use crate::windows::SpaceCounters;
@@ -227,7 +227,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             cost_built: vec![usize::MAX; p.threads as usize],
             steps_begun: 0,
             steps_begun_at_last: 0,
-            loop_steps: 0,
+            counts: EngineCounts::default(),
             shares: SegShares::default(),
             space_counters,
             maps,

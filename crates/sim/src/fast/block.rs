@@ -444,6 +444,7 @@ impl Hot<'_> {
 impl FastState {
     /// Empty the per-entry scratch of a block of `entries` entries on `n` nodes.
     fn begin_block(&mut self, entries: usize, n: usize) {
+        self.blocks += 1;
         self.plans_of_call = false;
         self.plans.resize(entries, Plan::default());
         self.entry_share.resize(entries * n, 0.0);

@@ -53,6 +53,8 @@ pub(crate) struct FastState {
     pub(super) walks: WalkRuns,
     /// Per entry of the step: how far its stride was found to stay on fast pages.
     pub(super) stride_reach: StrideReach,
+    /// Blocks this thread's charging planned, over the run (`EngineCounts::fast_blocks`).
+    pub(crate) blocks: u64,
 }
 
 impl FastState {
