@@ -105,7 +105,8 @@ pub struct AppPoint {
 }
 
 /// What the engine did in one run, to explain what the run cost (docs/benchmarks.md, "Engine
-/// counts"): the same for the same inputs and seed, like the results, but not part of them.
+/// counts in `bench --slowdown`"): the same for the same inputs and seed, like the results, but
+/// not part of them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EngineCounts {
     /// Steps of the epoch loop: one per epoch, fewer under fast-forward (docs/simulator.md,
