@@ -22,6 +22,14 @@ pub const ARMED: u8 = 0x80;
 pub const SLOW: u8 = UNPLACED;
 pub const NODE_MASK: u8 = 0x3F;
 
+/// The node of the one copy of a page whose byte is `byte`, armed or not, among `nodes` nodes;
+/// `None` for a page that is unplaced, freed or replicated (its node depends on the reader).
+#[inline]
+pub fn single_copy_node(byte: u8, nodes: usize) -> Option<usize> {
+    let node = (byte & NODE_MASK) as usize;
+    (byte & REPLICATED == 0 && node < nodes).then_some(node)
+}
+
 /// One change of a page byte, as the journal keeps it: the page, its byte before and after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -278,6 +286,16 @@ impl MemoryState for Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_copys_node_is_read_from_its_byte_armed_or_not() {
+        assert_eq!(single_copy_node(2, 3), Some(2));
+        assert_eq!(single_copy_node(2 | ARMED, 3), Some(2));
+        assert_eq!(single_copy_node(3, 3), None, "a node the machine does not have");
+        assert_eq!(single_copy_node(UNPLACED, 3), None);
+        assert_eq!(single_copy_node(FREED, 3), None);
+        assert_eq!(single_copy_node(1 | REPLICATED, 3), None, "a replicated page's node depends on the reader");
+    }
 
     #[test]
     fn pages_are_conserved_through_every_operation() {

@@ -4,7 +4,7 @@ use super::{State, World};
 use crate::driver::Driver;
 use crate::fast::{FastKind, FastStep};
 use crate::hot::{kind_index, Hot, Tally};
-use crate::memory::{ARMED, FREED, NODE_MASK, REPLICATED, SLOW, UNPLACED};
+use crate::memory::{single_copy_node, ARMED, FREED, NODE_MASK, REPLICATED, SLOW, UNPLACED};
 use crate::SimError;
 use numalab_core::{NodeId, ThreadId};
 use numalab_policy::{AccessSample, EventRef, HintFault, PlaceRequest, SpaceId};
@@ -336,8 +336,8 @@ fn entry_ns_per_ref(
     let own = match fe.kind {
         FastKind::Random(s) | FastKind::Strided(s) => at_shares(s),
         FastKind::Walk | FastKind::Fixed => match e.next_line_known().and_then(|line| home.get((line >> shift) as usize)) {
-            Some(&b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < cost_row.len() => cost_row[(b & NODE_MASK) as usize],
-            _ => mix_ns,
+            Some(&b) => single_copy_node(b, cost_row.len()).map_or(mix_ns, |node| cost_row[node]),
+            None => mix_ns,
         },
     };
     match fe.escape {

@@ -4,7 +4,7 @@ use super::{State, Thread, World};
 use crate::config::EngineKind;
 use crate::driver::Driver;
 use crate::hot::kind_index;
-use crate::memory::{NODE_MASK, REPLICATED};
+use crate::memory::{single_copy_node, NODE_MASK};
 use crate::walkruns::leading_equal_in;
 use crate::SimError;
 use numalab_workload::Entry;
@@ -118,8 +118,7 @@ fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shi
             // number of 32nds and exact in 64 bits below 2^48 references (`uniform_span` takes
             // spans below 2^40): adding them one by one or at once gives the same bits.
             let count = |byte: u8, times: u64, counts: &mut [f64]| {
-                let node = (byte & NODE_MASK) as usize;
-                (byte & REPLICATED == 0 && node < n).then(|| counts[node] += times as f64 * (refs as f64 / samples as f64))
+                single_copy_node(byte, n).map(|node| counts[node] += times as f64 * (refs as f64 / samples as f64))
             };
             match uniform_span(line, refs, home, shift) {
                 Some(byte) => count(byte, samples, counts)?,
@@ -139,12 +138,8 @@ fn sample_ahead(entries: &[Entry], window_refs: u64, left: u64, home: &[u8], shi
 fn sample_one_by_one(e: &Entry, refs: u64, samples: u64, home: &[u8], shift: u32, counts: &mut [f64]) -> Option<()> {
     let n = counts.len();
     for line in e.lines_ahead(middles(refs, samples))? {
-        match home.get((line >> shift) as usize).copied() {
-            Some(b) if b & REPLICATED == 0 && ((b & NODE_MASK) as usize) < n => {
-                counts[(b & NODE_MASK) as usize] += refs as f64 / samples as f64;
-            }
-            _ => return None,
-        }
+        let node = single_copy_node(*home.get((line >> shift) as usize)?, n)?;
+        counts[node] += refs as f64 / samples as f64;
     }
     Some(())
 }
