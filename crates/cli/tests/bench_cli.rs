@@ -66,6 +66,11 @@ fn bench_slowdown_reports_wall_seconds_per_simulated_second() {
         let count = |k: &str| e[k].as_u64().unwrap_or_else(|| panic!("engine_counts.{k} in {r}"));
         assert!(count("loop_steps") > 0 && count("windows") <= count("loop_steps"), "{r}");
         assert!(count("solves") > 0 && count("thread_calls") > 0 && count("fast_blocks") > 0, "{r}");
+        // The steps of one epoch, by what kept each to one epoch: every one counted once.
+        let one_epoch = e["one_epoch"].as_object().unwrap_or_else(|| panic!("engine_counts.one_epoch in {r}"));
+        let counted: u64 = one_epoch.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(counted, count("loop_steps") - count("windows"), "{r}");
+        assert!(one_epoch.contains_key("arrival") && one_epoch.contains_key("scheduler_cut"), "{r}");
         assert!(r["hint_faults"].is_u64(), "{r}");
     }
     assert_eq!(runs[0]["hint_faults"], 0, "{}", runs[0]);

@@ -14,7 +14,7 @@ use crate::fast::{EscapeMemo, FastEntry, FastState, SegShares};
 use crate::hot::SlowRef;
 use crate::mappings::Mappings;
 use crate::memory::Memory;
-use crate::metrics::{Counters, EngineCounts, RunMetrics, TimelinePoint};
+use crate::metrics::{Counters, EngineCounts, RunMetrics, StepBound, TimelinePoint};
 use crate::pingpong::PingPong;
 use crate::sched::{Move, Scheduler, TaskState};
 use crate::windows::SpaceCounters;
@@ -239,14 +239,19 @@ impl<'a, 'l> Engine<'a, 'l> {
             for (t, th) in w.threads.iter().enumerate() {
                 w.states[t] = task_state(th, start, spin_ns);
             }
-            let end = start + epoch * w.fast_forward_epochs(start, epoch) as f64;
+            let (epochs, bound) = w.fast_forward_epochs(start, epoch);
+            let end = start + epoch * epochs as f64;
             w.counts.loop_steps += 1;
             w.steps_begun_at_last = w.steps_begun;
             let mut moves = std::mem::take(&mut w.moves);
             // The scheduler may end the window early: where a newidle balance would pull a
             // thread, or a nap would change another thread's share.
             let end = w.sched.epoch(start, end, epoch, &w.states, &w.naps, &mut w.share, &mut moves);
-            w.counts.windows += u64::from(end - start > epoch);
+            if end - start > epoch {
+                w.counts.windows += 1;
+            } else {
+                w.counts.one_epoch.add(if epochs > 1 { StepBound::SchedulerCut } else { bound });
+            }
             w.note_moves(&moves);
             w.moves = moves;
             drv.deliver_follow_ups(&mut w);

@@ -37,7 +37,7 @@ mod walkruns;
 mod windows;
 
 pub use config::SimConfig;
-pub use metrics::{EngineCounts, RunMetrics, RunsSummary};
+pub use metrics::{EngineCounts, OneEpochSteps, RunMetrics, RunsSummary};
 
 pub use log::DecisionLog;
 use numalab_core::Machine;

@@ -5,6 +5,10 @@ use crate::sched::MigrationCounts;
 use numalab_core::stats::{rsd_percent, RsdEstimator, Summary};
 use serde::{Deserialize, Serialize};
 
+mod one_epoch;
+pub use one_epoch::OneEpochSteps;
+pub(crate) use one_epoch::StepBound;
+
 /// Event counters of a run, named as Linux names them where the quantity exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -123,6 +127,9 @@ pub struct EngineCounts {
     /// Proportional blocks the fast engine charged or tried (docs/simulator.md, "The fast
     /// engine"); 0 on the exact engine.
     pub fast_blocks: u64,
+    /// The steps of one epoch (`loop_steps - windows`), by what kept each from being a longer
+    /// window.
+    pub one_epoch: OneEpochSteps,
 }
 
 impl std::ops::AddAssign for EngineCounts {
@@ -133,6 +140,7 @@ impl std::ops::AddAssign for EngineCounts {
         self.solves += other.solves;
         self.thread_calls += other.thread_calls;
         self.fast_blocks += other.fast_blocks;
+        self.one_epoch += other.one_epoch;
     }
 }
 

@@ -107,7 +107,12 @@ fn compare(s: &Setup, seeds: &[u64], min_skip: f64, time_rel: f64, local_abs: f6
         assert!(b.engine.windows > 0, "{}: {:?}", what("fast-forward"), b.engine);
         for e in [a.engine, b.engine] {
             assert!(e.windows <= e.loop_steps && e.fast_blocks > 0 && e.solves > 0, "{}: {e:?}", what("engine counts"));
+            // Every step of one epoch is counted once, under what kept it to one epoch.
+            assert_eq!(e.one_epoch.total(), e.loop_steps - e.windows, "{}: {e:?}", what("steps of one epoch"));
         }
+        // Epoch by epoch, fast-forward is off at every step; with it, never.
+        assert_eq!(a.engine.one_epoch.no_fast_forward, a.engine.loop_steps, "{}: {:?}", what("epoch by epoch"), a.engine);
+        assert_eq!(b.engine.one_epoch.no_fast_forward, 0, "{}: {:?}", what("fast-forward"), b.engine);
         assert!(
             b.engine.loop_steps as f64 * min_skip <= a.engine.loop_steps as f64,
             "{}: {} loop steps epoch by epoch, {} with fast-forward (expected at most 1/{min_skip})",
@@ -418,6 +423,7 @@ fn the_exact_engine_advances_epoch_by_epoch_whatever_the_setting() {
     let e = on[0].engine;
     assert_eq!((e.windows, e.fast_blocks), (0, 0), "{e:?}");
     assert!(e.solves >= e.loop_steps && e.thread_calls >= e.loop_steps, "{e:?}");
+    assert_eq!(e.one_epoch.no_fast_forward, e.loop_steps, "every step is one epoch, by the engine: {e:?}");
 }
 
 #[test]

@@ -5,6 +5,7 @@ use crate::config::EngineKind;
 use crate::driver::Driver;
 use crate::hot::kind_index;
 use crate::memory::{single_copy_node, NODE_MASK};
+use crate::metrics::StepBound;
 use crate::walkruns::leading_equal_in;
 use crate::SimError;
 use numalab_workload::Entry;
@@ -164,6 +165,24 @@ fn uniform_span(line: u64, refs: u64, home: &[u8], shift: u32) -> Option<u8> {
     (leading_equal_in(&pages[1..], pages[0], u8::MAX) == pages.len() - 1).then_some(pages[0])
 }
 
+/// A window's length in epochs as bounds come down on it, and the bound that set it
+/// (`EngineCounts::one_epoch`). `cap` keeps the smaller, as `f64::min` does, and says whether
+/// the bound lowered it.
+struct Shortest {
+    epochs: f64,
+    by: StepBound,
+}
+
+impl Shortest {
+    fn cap(&mut self, epochs: f64, by: StepBound) -> bool {
+        let lower = epochs < self.epochs;
+        if lower {
+            (self.epochs, self.by) = (epochs, by);
+        }
+        lower
+    }
+}
+
 impl World<'_> {
     /// How many epochs of `epoch_ns` the window starting at `start` spans (docs/simulator.md,
     /// "Fast-forward"). One, unless the fast engine may fast-forward, the loop's last step
@@ -174,17 +193,23 @@ impl World<'_> {
     /// at most `sim.fast_forward_max_us`. It fills `naps` with the waiting threads that fall
     /// asleep inside the window, which the scheduler replays (and may end the window earlier).
     /// Every boundary stays on the grid of `epoch_ns` from 0.
-    pub(super) fn fast_forward_epochs(&mut self, start: f64, epoch_ns: f64) -> u64 {
+    pub(super) fn fast_forward_epochs(&mut self, start: f64, epoch_ns: f64) -> (u64, StepBound) {
         let max_ns = self.cfg.fast_forward_max_us * 1e3;
         let after_load_moved = std::mem::take(&mut self.after_load_moved);
-        if self.cfg.engine != EngineKind::Fast
-            || max_ns < 2.0 * epoch_ns
-            || self.steps_begun != self.steps_begun_at_last
-            || !self.follow_ups.is_empty()
-            || after_load_moved
-        {
+        let no_window = if self.cfg.engine != EngineKind::Fast || max_ns < 2.0 * epoch_ns {
+            Some(StepBound::NoFastForward)
+        } else if self.steps_begun != self.steps_begun_at_last {
+            Some(StepBound::StepBegun)
+        } else if !self.follow_ups.is_empty() {
+            Some(StepBound::FollowUps)
+        } else if after_load_moved {
+            Some(StepBound::AfterLoadMove)
+        } else {
+            None
+        };
+        if let Some(bound) = no_window {
             self.naps.clear();
-            return 1;
+            return (1, bound);
         }
         // Epochs that fit before `at`, where an event must start an epoch of its own, and
         // epochs until the first boundary at or after `at`, where an event fires at the
@@ -192,12 +217,16 @@ impl World<'_> {
         let before = |at: f64| ((at - start) / epoch_ns).floor();
         let until = |at: f64| ((at - start) / epoch_ns).ceil();
         let due_ns = self.sched.next_event();
-        let mut epochs = (max_ns / epoch_ns).floor().min(until(due_ns));
-        epochs = epochs.min(until(self.tick_next_ns)).min(until(self.task_tick_next_ns));
+        // The window's length so far and the bound that set it (`min` of the bounds, in the
+        // order they are checked: an equal later bound leaves the first).
+        let mut len = Shortest { epochs: (max_ns / epoch_ns).floor(), by: StepBound::NoFastForward };
+        len.cap(until(due_ns), StepBound::SchedulerEvent);
+        len.cap(until(self.tick_next_ns), StepBound::PolicyTick);
+        len.cap(until(self.task_tick_next_ns), StepBound::TaskTick);
         if let Some(maps) = &self.maps {
-            epochs = epochs.min(until(maps.next_ns));
+            len.cap(until(maps.next_ns), StepBound::Mappings);
         }
-        epochs = epochs.min(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6));
+        len.cap(until(self.interval_start + self.cfg.metrics_interval_ms * 1e6), StepBound::MetricsInterval);
         // Running threads: the window needs the predicted end of every running thread's step,
         // with a margin for the prediction's error (its CPU share and latencies may still
         // change), and ends before the first: a thread that reaches its barrier leaves the
@@ -221,7 +250,7 @@ impl World<'_> {
             }
         };
         for (t, th) in self.threads.iter().enumerate() {
-            if epochs <= 1.0 {
+            if len.epochs <= 1.0 {
                 break;
             }
             if th.state != State::Run {
@@ -229,7 +258,7 @@ impl World<'_> {
             }
             let process = self.p.process_of(t as u32);
             if self.p.steps_of(t as u32)[th.step].p2p.is_some() {
-                epochs = epochs.min(spin_floor);
+                len.cap(spin_floor, StepBound::Spin);
                 release_floor[process] = f64::NAN;
                 continue;
             }
@@ -239,7 +268,7 @@ impl World<'_> {
                 step_ns += e.remaining() as f64 * per_ref_ns(th, k, n);
             }
             if step_ns.is_nan() || step_ns <= 0.0 {
-                epochs = epochs.min(spin_floor);
+                len.cap(spin_floor, StepBound::Spin);
                 raise(&mut release_floor[process], start);
                 continue;
             }
@@ -248,14 +277,13 @@ impl World<'_> {
             // Before the first arrival: until stop 48 the window ran on to the arrival plus
             // the spin (no thread sleeps before), while the solve still counted the arrived
             // threads (docs/simulator.md, "Fast-forward").
-            epochs = epochs.min(before(arrival).max(1.0));
+            len.cap(before(arrival).max(1.0), StepBound::Arrival);
             // Where a walk's own load moves to another node: the window ends where the epoch
             // it moves in begins, and that epoch is the next step, alone, whose solve takes
             // its traffic on both sides of the move, as the epoch-by-epoch loop's does.
-            if let Some(at) = self.walk_moves_load(t, start, start + epochs * epoch_ns, epoch_ns) {
-                if before(at).max(1.0) < epochs {
-                    epochs = before(at).max(1.0);
-                    load_moves = Some(epochs);
+            if let Some(at) = self.walk_moves_load(t, start, start + len.epochs * epoch_ns, epoch_ns) {
+                if len.cap(before(at).max(1.0), StepBound::LoadMove) {
+                    load_moves = Some(len.epochs);
                 }
             }
         }
@@ -284,20 +312,20 @@ impl World<'_> {
                 if asleep < floor {
                     self.naps.push((t, asleep));
                 } else {
-                    epochs = epochs.min(until(asleep));
+                    len.cap(until(asleep), StepBound::Sleep);
                     continue;
                 }
             }
             if floor < f64::INFINITY {
-                epochs = epochs.min(before(floor).max(1.0));
+                len.cap(before(floor).max(1.0), StepBound::Release);
             }
         }
         self.release_floor = release_floor;
-        let epochs = epochs.max(1.0);
+        let epochs = len.epochs.max(1.0);
         self.after_load_moved = load_moves == Some(epochs) && epochs > 1.0;
         let end = start + epoch_ns * epochs;
         self.naps.retain(|&(_, asleep)| asleep < end);
-        epochs as u64
+        (epochs as u64, len.by)
     }
 
     /// Where one of thread `t`'s walks moves its load to another node inside the window

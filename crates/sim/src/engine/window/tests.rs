@@ -1,8 +1,9 @@
 //! Tests of a step's length and forecast (`window.rs`): the forecast's offsets and its spans
 //! counted at once.
 
-use super::{middles, sample_ahead, sample_one_by_one, FORECAST_SAMPLES};
+use super::{middles, sample_ahead, sample_one_by_one, Shortest, FORECAST_SAMPLES};
 use crate::memory::{REPLICATED, UNPLACED};
+use crate::metrics::StepBound;
 use numalab_workload::stream::{AccessKind, Cursor, Seg};
 use numalab_workload::Entry;
 use proptest::prelude::*;
@@ -71,4 +72,26 @@ proptest! {
     fn middles_are_the_divided_middles(refs in prop_oneof![0u64..100_000, any::<u64>()], parts in 1u64..=32) {
         prop_assert_eq!(middles(refs, parts).collect::<Vec<_>>(), by_division(refs, parts));
     }
+}
+
+/// A window's length comes down as `f64::min` would take it, and the bound named is the first
+/// that brought it to its final length: an equal bound later leaves it, a NaN changes nothing.
+#[test]
+fn the_shortest_bound_is_the_first_to_reach_the_length() {
+    let mut len = Shortest { epochs: 40.0, by: StepBound::NoFastForward };
+    let caps = [
+        (12.0, StepBound::SchedulerEvent, true),
+        (f64::NAN, StepBound::PolicyTick, false),
+        (30.0, StepBound::TaskTick, false),
+        (3.0, StepBound::Arrival, true),
+        (3.0, StepBound::LoadMove, false),
+        (f64::INFINITY, StepBound::Sleep, false),
+    ];
+    let mut min = 40.0f64;
+    for (epochs, by, lowers) in caps {
+        assert_eq!(len.cap(epochs, by), lowers, "{epochs} by {by:?}");
+        min = min.min(epochs);
+        assert_eq!(len.epochs.to_bits(), min.to_bits());
+    }
+    assert_eq!(len.by, StepBound::Arrival);
 }
