@@ -20,7 +20,8 @@ pub struct OneEpochSteps {
     pub follow_ups: u64,
     /// The step after a window that ended where a walk's load moved to another node.
     pub after_load_move: u64,
-    /// The scheduler's next event (a background task's start or end, a periodic balance).
+    /// The scheduler's next periodic balance (background tasks inside a window are replayed,
+    /// `scheduler_cut`).
     pub scheduler_event: u64,
     /// The policy's periodic tick.
     pub policy_tick: u64,
