@@ -46,7 +46,8 @@ pub struct OneEpochSteps {
     pub scheduler_cut: u64,
 }
 
-/// One bound of [`OneEpochSteps`] (the engine notes which one set a step's length).
+/// One bound of [`OneEpochSteps`] (the engine notes which one set a step's length), in the
+/// order of its fields: a bound's index is its count's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StepBound {
     NoFastForward,
@@ -67,30 +68,9 @@ pub(crate) enum StepBound {
 }
 
 impl OneEpochSteps {
-    /// Count one step of one epoch under `bound`.
-    pub(crate) fn add(&mut self, bound: StepBound) {
-        let count = match bound {
-            StepBound::NoFastForward => &mut self.no_fast_forward,
-            StepBound::StepBegun => &mut self.step_begun,
-            StepBound::FollowUps => &mut self.follow_ups,
-            StepBound::AfterLoadMove => &mut self.after_load_move,
-            StepBound::SchedulerEvent => &mut self.scheduler_event,
-            StepBound::PolicyTick => &mut self.policy_tick,
-            StepBound::TaskTick => &mut self.task_tick,
-            StepBound::Mappings => &mut self.mappings,
-            StepBound::MetricsInterval => &mut self.metrics_interval,
-            StepBound::Spin => &mut self.spin,
-            StepBound::Arrival => &mut self.arrival,
-            StepBound::LoadMove => &mut self.load_move,
-            StepBound::Sleep => &mut self.sleep,
-            StepBound::Release => &mut self.release,
-            StepBound::SchedulerCut => &mut self.scheduler_cut,
-        };
-        *count += 1;
-    }
-
-    /// Every step counted.
-    pub fn total(&self) -> u64 {
+    /// The counts in the order of the fields, which is also the order of [`StepBound`]'s
+    /// variants: the one list that `add`, `total` and the sums over runs go through.
+    fn counts_mut(&mut self) -> [&mut u64; 15] {
         let OneEpochSteps {
             no_fast_forward,
             step_begun,
@@ -107,43 +87,44 @@ impl OneEpochSteps {
             sleep,
             release,
             scheduler_cut,
-        } = *self;
-        no_fast_forward
-            + step_begun
-            + follow_ups
-            + after_load_move
-            + scheduler_event
-            + policy_tick
-            + task_tick
-            + mappings
-            + metrics_interval
-            + spin
-            + arrival
-            + load_move
-            + sleep
-            + release
-            + scheduler_cut
+        } = self;
+        [
+            no_fast_forward,
+            step_begun,
+            follow_ups,
+            after_load_move,
+            scheduler_event,
+            policy_tick,
+            task_tick,
+            mappings,
+            metrics_interval,
+            spin,
+            arrival,
+            load_move,
+            sleep,
+            release,
+            scheduler_cut,
+        ]
+    }
+
+    /// Count one step of one epoch under `bound`.
+    pub(crate) fn add(&mut self, bound: StepBound) {
+        *self.counts_mut()[bound as usize] += 1;
+    }
+
+    /// Every step counted.
+    pub fn total(&self) -> u64 {
+        let mut copy = *self;
+        copy.counts_mut().into_iter().map(|c| *c).sum()
     }
 }
 
 impl std::ops::AddAssign for OneEpochSteps {
     /// Sums over runs.
-    fn add_assign(&mut self, other: Self) {
-        self.no_fast_forward += other.no_fast_forward;
-        self.step_begun += other.step_begun;
-        self.follow_ups += other.follow_ups;
-        self.after_load_move += other.after_load_move;
-        self.scheduler_event += other.scheduler_event;
-        self.policy_tick += other.policy_tick;
-        self.task_tick += other.task_tick;
-        self.mappings += other.mappings;
-        self.metrics_interval += other.metrics_interval;
-        self.spin += other.spin;
-        self.arrival += other.arrival;
-        self.load_move += other.load_move;
-        self.sleep += other.sleep;
-        self.release += other.release;
-        self.scheduler_cut += other.scheduler_cut;
+    fn add_assign(&mut self, mut other: Self) {
+        for (c, o) in self.counts_mut().into_iter().zip(other.counts_mut()) {
+            *c += *o;
+        }
     }
 }
 
@@ -185,9 +166,26 @@ mod tests {
         let mut values: Vec<u64> = json.as_object().unwrap().values().map(|v| v.as_u64().unwrap()).collect();
         values.sort_unstable();
         assert_eq!(values, (1..=15).collect::<Vec<u64>>(), "{json}");
-        assert_eq!(json["no_fast_forward"], 1);
-        assert_eq!(json["arrival"], 11);
-        assert_eq!(json["scheduler_cut"], 15);
+        let names = [
+            "no_fast_forward",
+            "step_begun",
+            "follow_ups",
+            "after_load_move",
+            "scheduler_event",
+            "policy_tick",
+            "task_tick",
+            "mappings",
+            "metrics_interval",
+            "spin",
+            "arrival",
+            "load_move",
+            "sleep",
+            "release",
+            "scheduler_cut",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(json[name], i as u64 + 1, "{name}: {json}");
+        }
         let mut twice = counts;
         twice += counts;
         assert_eq!(twice.total(), 2 * counts.total());
