@@ -109,3 +109,23 @@ fn bench_slowdown_over_several_runs_sums_the_runs_of_sim() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runs"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--set` reaches every run: without fast-forward windows every step is one epoch, counted
+/// as such, and the document names the override. Keys the benchmark sets from its own
+/// options, and unknown keys, are refused with the key named.
+#[test]
+fn bench_slowdown_set_overrides_every_run() {
+    let scenario = ["bench", "--slowdown", "--machine", "server-a-2n", "--workload", "lu-like", "--iterations", "1"];
+    let plain = json_of(&scenario);
+    assert_eq!(plain["set"], serde_json::json!([]), "{plain}");
+    assert!(plain["runs"][0]["engine_counts"]["windows"].as_u64().unwrap() > 0, "{plain}");
+    let no_windows = json_of(&[&scenario[..], &["--set", "sim.fast_forward_max_us=0"][..]].concat());
+    assert_eq!(no_windows["set"], serde_json::json!(["sim.fast_forward_max_us=0"]), "{no_windows}");
+    let e = &no_windows["runs"][0]["engine_counts"];
+    assert_eq!(e["windows"], 0, "{e}");
+    assert_eq!(e["one_epoch"]["no_fast_forward"], e["loop_steps"], "{e}");
+    let err = error_of(&[&scenario[..], &["--set", "sim.engine=exact"][..]].concat());
+    assert!(err.contains("sim.engine") && err.contains("--engine"), "{err}");
+    let err = error_of(&[&scenario[..], &["--set", "sim.no_such_knob=1"][..]].concat());
+    assert!(err.contains("no_such_knob"), "{err}");
+}

@@ -46,6 +46,27 @@ pub struct BenchArgs {
     /// simulated seconds, with the least and largest of one run beside it.
     #[arg(long, default_value_t = 1, requires = "slowdown", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// Override a configuration key in every run of the slowdown benchmark (repeatable), as
+    /// `numalab sim --set` does, e.g. `--set sim.memory.demand_tolerance=0.01`: what a knob
+    /// costs or saves, with the engine's counts beside it. The engine and the iterations
+    /// have their own options (`--engine`, `--iterations`).
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "slowdown")]
+    pub set: Vec<String>,
+}
+
+/// Keys the slowdown benchmark sets from its own options, which `--set` may not override:
+/// each row names its engine and iterations, and an override would make them wrong.
+const OWN_KEYS: &[(&str, &str)] = &[("sim.engine", "--engine"), (crate::study::ITERATIONS_KEY, "--iterations")];
+
+/// `--set` overrides, refused where they would override the benchmark's own options.
+fn checked_overrides(set: &[String]) -> Result<Vec<String>> {
+    for kv in set {
+        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k).trim();
+        if let Some((_, option)) = OWN_KEYS.iter().find(|(own, _)| *own == key) {
+            anyhow::bail!("bench --slowdown --set {kv}: {key} is set by {option}; use {option} instead");
+        }
+    }
+    Ok(set.to_vec())
 }
 
 /// The NPB-like suite and the iteration counts that make each run about 1 simulated second
@@ -88,6 +109,7 @@ fn suite(length: &str) -> &'static [(&'static str, u32)] {
 
 fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
     use crate::scenario::{resolve, ScenarioArgs};
+    let overrides = checked_overrides(&a.set)?;
     let workloads: Vec<(String, Option<u32>)> = if a.workloads.is_empty() {
         suite(&a.length).iter().map(|&(w, i)| (w.to_string(), a.iterations.or(Some(i)))).collect()
     } else {
@@ -130,6 +152,7 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
                     .map(|i| format!("{}={i}", crate::study::ITERATIONS_KEY))
                     .into_iter()
                     .chain([format!("sim.engine={}", a.engine)])
+                    .chain(overrides.iter().cloned())
                     .collect(),
                 force: true,
                 iterations: None,
@@ -192,7 +215,10 @@ fn slowdown(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
             .into(),
     );
     t.notes.push("cpu_vs_first = CPU time over that of the first --policy on the same workload (target for dynamic policies: 1.5)".into());
-    let doc = json!({"schema": "numalab.bench-slowdown/1", "numalab_version": env!("CARGO_PKG_VERSION"), "runs": rows});
+    if !overrides.is_empty() {
+        t.notes.push(format!("every run with --set {}", overrides.join(" --set ")));
+    }
+    let doc = json!({"schema": "numalab.bench-slowdown/1", "numalab_version": env!("CARGO_PKG_VERSION"), "set": overrides, "runs": rows});
     emit(out, &doc, &t)
 }
 
@@ -284,6 +310,15 @@ pub fn run(a: &BenchArgs, out: &OutputOpts) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_of_the_benchmarks_own_options_are_refused() {
+        assert_eq!(checked_overrides(&["sim.memory.demand_tolerance=0.01".into()]).unwrap(), ["sim.memory.demand_tolerance=0.01"]);
+        let err = checked_overrides(&["sim.engine=exact".into()]).unwrap_err().to_string();
+        assert!(err.contains("sim.engine") && err.contains("--engine"), "{err}");
+        let err = checked_overrides(&[format!(" {} =3", crate::study::ITERATIONS_KEY)]).unwrap_err().to_string();
+        assert!(err.contains("--iterations"), "{err}");
+    }
 
     #[test]
     fn both_lengths_cover_the_same_suite_and_study_runs_are_longer() {
