@@ -539,3 +539,36 @@ fn oracle_policies_need_page_classes_and_take_their_fractions() {
     assert_eq!(c["faults_migration"].as_u64(), Some(28), "{c}");
     assert_eq!(c["faults_static"].as_u64(), Some(4), "{c}");
 }
+
+/// `sim.sched.wait_policy` from the command line (docs/scheduler.md, "Barrier waits: spin,
+/// then sleep"): the result file carries the policy and the machine's cycles per PAUSE, a
+/// passive wait changes the run, and a name libgomp does not have is refused in one sentence.
+#[test]
+fn sim_takes_the_wait_policy_and_refuses_unknown_ones() {
+    let run = |policy: &str| {
+        json_of(&[
+            "sim",
+            "--machine",
+            "server-a-2n",
+            "--workload",
+            "master-slave",
+            "--scale",
+            "0.002",
+            "--runs",
+            "1",
+            "--set",
+            &format!("sim.sched.wait_policy={policy}"),
+        ])
+    };
+    let (fixed, passive) = (run("fixed"), run("libgomp-passive"));
+    assert_eq!(fixed["config"]["sim"]["sched"]["wait_policy"], "fixed");
+    assert_eq!(passive["config"]["sim"]["sched"]["wait_policy"], "libgomp-passive");
+    assert_eq!(passive["config"]["machine"]["core"]["pause_cycles"], 140.0);
+    assert_ne!(fixed["runs"], passive["runs"]);
+    let out =
+        numalab().args(["sim", "--machine", "amd48", "--workload", "lu-like", "--set", "sim.sched.wait_policy=gomp"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown variant `gomp`, expected one of `fixed`, `libgomp`, `libgomp-active`, `libgomp-passive`"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

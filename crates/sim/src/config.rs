@@ -93,6 +93,11 @@ pub struct CoreConfig {
     pub mlp_dependent: f64,
     /// Compute throughput of each of two busy SMT siblings, relative to a core alone [A].
     pub smt_share: f64,
+    /// Core cycles one PAUSE instruction takes, where the machine file states none (`[core]
+    /// pause_cycles`): what turns an OpenMP runtime's barrier spins into time under the
+    /// `libgomp` wait policies [A: about 10 cycles, Intel's figure for its cores before
+    /// Skylake; docs/scheduler.md, "Barrier waits: spin, then sleep"].
+    pub pause_cycles: f64,
 }
 
 impl CoreConfig {
@@ -102,11 +107,17 @@ impl CoreConfig {
     pub fn mlp_stream_on(&self, machine: &numalab_core::Machine) -> f64 {
         machine.mlp_stream().unwrap_or(self.mlp_stream)
     }
+
+    /// Cycles per PAUSE on `machine`: its own `[core] pause_cycles` when its file states
+    /// them, else `pause_cycles`.
+    pub fn pause_cycles_on(&self, machine: &numalab_core::Machine) -> f64 {
+        machine.pause_cycles().unwrap_or(self.pause_cycles)
+    }
 }
 
 impl Default for CoreConfig {
     fn default() -> Self {
-        CoreConfig { flops_per_cycle: 4.0, mlp_stream: 8.0, mlp_random: 4.0, mlp_dependent: 1.0, smt_share: 0.6 }
+        CoreConfig { flops_per_cycle: 4.0, mlp_stream: 8.0, mlp_random: 4.0, mlp_dependent: 1.0, smt_share: 0.6, pause_cycles: 10.0 }
     }
 }
 
@@ -203,9 +214,49 @@ pub struct SchedConfig {
     pub intra_node_refill_share: f64,
     /// Scheduler tick rate, Hz (Linux CONFIG_HZ; Debian's kernels use 250).
     pub tick_hz: f64,
-    /// How long a thread waiting at a barrier busy-waits before it sleeps, microseconds (the
-    /// OpenMP runtime's spin; libgomp's GOMP_SPINCOUNT) [A].
+    /// How long a thread waiting at a barrier busy-waits before it sleeps under the `fixed`
+    /// wait policy, microseconds [A] (docs/scheduler.md, "Barrier waits: spin, then sleep").
     pub barrier_spin_us: f64,
+    /// How a barrier waiter's spin is given: `fixed` (`barrier_spin_us`, the default), or as
+    /// libgomp counts it, in spins of one PAUSE each (`libgomp`, `libgomp-active`,
+    /// `libgomp-passive`: `OMP_WAIT_POLICY` unset, `active`, `passive`).
+    pub wait_policy: WaitPolicy,
+    /// libgomp's `GOMP_SPINCOUNT`: spins before a waiter sleeps, replacing the wait policy's
+    /// own count (the throttled count, when a process has more threads than the machine has
+    /// CPUs, stays the policy's, capped at this). Only the `libgomp` policies read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gomp_spincount: Option<u64>,
+}
+
+/// How long a thread that waits at a barrier spins before it sleeps (docs/scheduler.md,
+/// "Barrier waits: spin, then sleep").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitPolicy {
+    /// `sim.sched.barrier_spin_us`, whatever the machine or the process [A].
+    #[default]
+    Fixed,
+    /// libgomp with `OMP_WAIT_POLICY` unset: 300,000 spins (100 when throttled).
+    Libgomp,
+    /// libgomp with `OMP_WAIT_POLICY=active`: 30,000,000,000 spins (1,000 when throttled).
+    LibgompActive,
+    /// libgomp with `OMP_WAIT_POLICY=passive`: no spin, the waiter sleeps at once.
+    LibgompPassive,
+}
+
+impl WaitPolicy {
+    /// libgomp's spin counts under this policy (its `env.c`): the usual one and the throttled
+    /// one, used when a process has more threads than CPUs it may run on. `None` for `fixed`.
+    pub fn libgomp_spins(self, gomp_spincount: Option<u64>) -> Option<(u64, u64)> {
+        let (usual, throttled) = match self {
+            WaitPolicy::Fixed => return None,
+            WaitPolicy::Libgomp => (300_000, 100),
+            WaitPolicy::LibgompActive => (30_000_000_000, 1_000),
+            WaitPolicy::LibgompPassive => (0, 0),
+        };
+        let usual = gomp_spincount.unwrap_or(usual);
+        Some((usual, throttled.min(usual)))
+    }
 }
 
 impl Default for SchedConfig {
@@ -225,11 +276,28 @@ impl Default for SchedConfig {
             intra_node_refill_share: 0.25,
             tick_hz: 250.0,
             barrier_spin_us: 300.0,
+            wait_policy: WaitPolicy::Fixed,
+            gomp_spincount: None,
         }
     }
 }
 
 impl SimConfig {
+    /// How long a thread of a process with `process_threads` threads spins at a barrier
+    /// before it sleeps on `machine`, ns (docs/scheduler.md, "Barrier waits: spin, then
+    /// sleep"). Under the `libgomp` policies: the spin count (the throttled one when the
+    /// process has more threads than the machine has CPUs, libgomp's `do_spin`) times the
+    /// cycles of one PAUSE, at the machine's clock.
+    pub fn barrier_spin_ns(&self, machine: &numalab_core::Machine, process_threads: u32) -> f64 {
+        match self.sched.wait_policy.libgomp_spins(self.sched.gomp_spincount) {
+            None => self.sched.barrier_spin_us * 1e3,
+            Some((usual, throttled)) => {
+                let spins = if process_threads > machine.total_cpus() { throttled } else { usual };
+                spins as f64 * self.core.pause_cycles_on(machine) / machine.clock_ghz
+            }
+        }
+    }
+
     /// Reject values that would make the simulation meaningless or unbounded, naming the key
     /// and its unit (ranges: docs/simulator-limits.md).
     pub fn validate(&self) -> Result<(), String> {
@@ -246,6 +314,7 @@ impl SimConfig {
         range("core.mlp_stream", self.core.mlp_stream, 1e-3, 1e4, "misses")?;
         range("core.mlp_random", self.core.mlp_random, 1e-3, 1e4, "misses")?;
         range("core.mlp_dependent", self.core.mlp_dependent, 1e-3, 1e4, "misses")?;
+        range("core.pause_cycles", self.core.pause_cycles, 1.0, numalab_core::machine::CoreParams::MAX_PAUSE_CYCLES, "cycles")?;
         range("tick_ms", self.tick_ms, 0.01, 1e7, "ms")?;
         range("metrics_interval_ms", self.metrics_interval_ms, 0.1, 1e7, "ms")?;
         range("sched.migration_cost_us", self.sched.migration_cost_us, 1.0, 1e7, "µs")?;
@@ -285,5 +354,79 @@ impl SimConfig {
             return Err(format!("sim.sched.imbalance_pct = {} must be at least 100", self.sched.imbalance_pct));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab_core::Machine;
+
+    fn preset(name: &str) -> Machine {
+        numalab_core::machine::presets::load(name).unwrap()
+    }
+
+    fn with_policy(policy: WaitPolicy, spincount: Option<u64>) -> SimConfig {
+        let mut cfg = SimConfig::default();
+        cfg.sched.wait_policy = policy;
+        cfg.sched.gomp_spincount = spincount;
+        cfg
+    }
+
+    /// libgomp's counts (its `env.c`): unset 300,000 and throttled 100; active 3e10 and
+    /// 1,000; passive none; `GOMP_SPINCOUNT` replaces the usual count and caps the throttled.
+    #[test]
+    fn libgomp_spin_counts_follow_the_runtime() {
+        assert_eq!(WaitPolicy::Fixed.libgomp_spins(Some(5)), None);
+        assert_eq!(WaitPolicy::Libgomp.libgomp_spins(None), Some((300_000, 100)));
+        assert_eq!(WaitPolicy::LibgompActive.libgomp_spins(None), Some((30_000_000_000, 1_000)));
+        assert_eq!(WaitPolicy::LibgompPassive.libgomp_spins(None), Some((0, 0)));
+        assert_eq!(WaitPolicy::Libgomp.libgomp_spins(Some(50)), Some((50, 50)));
+        assert_eq!(WaitPolicy::Libgomp.libgomp_spins(Some(1_000_000)), Some((1_000_000, 100)));
+        assert_eq!(WaitPolicy::LibgompPassive.libgomp_spins(Some(1_000)), Some((1_000, 0)));
+    }
+
+    /// Worked examples (docs/scheduler.md, "Barrier waits: spin, then sleep"): on
+    /// server-b-8n (140 cycles per PAUSE, 2.4 GHz, 80 CPUs) libgomp's 300,000 spins last
+    /// 17.5 ms; a process of 81 threads is throttled to 100 spins; `fixed` ignores both.
+    #[test]
+    fn spin_time_is_spins_times_pause_at_the_clock() {
+        let b = preset("server-b-8n");
+        assert_eq!(b.total_cpus(), 80);
+        let close = |got: f64, want: f64| assert!((got - want).abs() <= want * 1e-12, "{got} ns, want {want}");
+        close(with_policy(WaitPolicy::Libgomp, None).barrier_spin_ns(&b, 80), 17.5e6);
+        close(with_policy(WaitPolicy::Libgomp, None).barrier_spin_ns(&b, 81), 100.0 * 140.0 / 2.4);
+        close(with_policy(WaitPolicy::LibgompActive, None).barrier_spin_ns(&b, 80), 3e10 * 140.0 / 2.4);
+        assert_eq!(with_policy(WaitPolicy::LibgompPassive, None).barrier_spin_ns(&b, 80), 0.0);
+        close(with_policy(WaitPolicy::Libgomp, Some(1_200)).barrier_spin_ns(&b, 80), 70_000.0);
+        assert_eq!(with_policy(WaitPolicy::Fixed, Some(1_200)).barrier_spin_ns(&b, 81), 300_000.0);
+        // A machine whose file states no PAUSE latency takes `sim.core.pause_cycles`.
+        let amd = preset("amd48");
+        assert_eq!(amd.pause_cycles(), None);
+        let mut cfg = with_policy(WaitPolicy::Libgomp, None);
+        close(cfg.barrier_spin_ns(&amd, 48), 300_000.0 * 10.0 / 2.2);
+        cfg.core.pause_cycles = 40.0;
+        close(cfg.barrier_spin_ns(&amd, 48), 300_000.0 * 40.0 / 2.2);
+        // ... and a machine that states one keeps it.
+        close(cfg.barrier_spin_ns(&b, 80), 17.5e6);
+    }
+
+    #[test]
+    fn wait_policy_reads_from_toml_and_refuses_unknown_names() {
+        let cfg: SimConfig = toml::from_str("[sched]\nwait_policy = \"libgomp-passive\"\ngomp_spincount = 10").unwrap();
+        assert_eq!(cfg.sched.wait_policy, WaitPolicy::LibgompPassive);
+        assert_eq!(cfg.sched.gomp_spincount, Some(10));
+        let err = toml::from_str::<SimConfig>("[sched]\nwait_policy = \"gomp\"").unwrap_err().to_string();
+        assert!(err.contains("unknown variant `gomp`") && err.contains("libgomp-active"), "{err}");
+    }
+
+    #[test]
+    fn pause_cycles_out_of_range_is_refused_with_the_key() {
+        for bad in [0.0, 0.5, 20_000.0, f64::NAN] {
+            let mut cfg = SimConfig::default();
+            cfg.core.pause_cycles = bad;
+            let err = cfg.validate().unwrap_err();
+            assert!(err.starts_with("sim.core.pause_cycles = "), "{err}");
+        }
     }
 }

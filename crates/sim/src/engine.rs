@@ -76,6 +76,9 @@ struct Thread {
     busy_ns: f64,
     /// CPU time spent busy-waiting at barriers (counts as run time, like Linux's).
     spin_ns: f64,
+    /// How long this thread spins when it waits at a barrier before it sleeps
+    /// (`SimConfig::barrier_spin_ns`; docs/scheduler.md, "Barrier waits: spin, then sleep").
+    spin_limit_ns: f64,
     state: State,
     // p2p: references issued in this step, index of the next stage to start, its boundary.
     issued: u64,
@@ -129,6 +132,8 @@ pub(crate) struct World<'a> {
     pub(crate) spaces: Vec<Space>,
     cont: Contention,
     threads: Vec<Thread>,
+    /// The shortest barrier spin of any thread (`Thread::spin_limit_ns`).
+    shortest_spin_ns: f64,
     pub(crate) n: usize,
     node_of_cpu: Vec<NodeId>,
     memory_nodes: Vec<NodeId>,
@@ -219,11 +224,11 @@ pub struct Engine<'a, 'l> {
 
 /// What the scheduler is told about a thread at `at`: a waiter spins for `spin_ns` after it
 /// arrived (its clock stopped at the arrival), then sleeps (docs/simulator.md, "Barriers").
-fn task_state(th: &Thread, at: f64, spin_ns: f64) -> TaskState {
+fn task_state(th: &Thread, at: f64) -> TaskState {
     match th.state {
         State::Run => TaskState::Runnable,
         State::Done => TaskState::Done,
-        State::Barrier(_) | State::P2pWait if at < th.clock + spin_ns => TaskState::Spinning,
+        State::Barrier(_) | State::P2pWait if at < th.clock + th.spin_limit_ns => TaskState::Spinning,
         State::Barrier(_) | State::P2pWait => TaskState::Sleeping,
     }
 }
@@ -233,11 +238,10 @@ impl<'a, 'l> Engine<'a, 'l> {
     pub fn run(self, seed: u64) -> Result<RunMetrics, SimError> {
         let Engine { mut w, mut drv } = self;
         let epoch = w.cfg.epoch_us * 1e3;
-        let spin_ns = w.cfg.sched.barrier_spin_us * 1e3;
         loop {
             let start = w.now;
             for (t, th) in w.threads.iter().enumerate() {
-                w.states[t] = task_state(th, start, spin_ns);
+                w.states[t] = task_state(th, start);
             }
             let (epochs, bound) = w.fast_forward_epochs(start, epoch);
             let end = start + epoch * epochs as f64;

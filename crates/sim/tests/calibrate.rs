@@ -107,7 +107,7 @@ fn a_machines_own_mlp_stream_sets_its_single_thread_bandwidth() {
     let one = |m: &Machine, opts: &ProbeOptions| stream_triad_gbps(&Arc::new(m.clone()), &[0], None, opts).unwrap();
     let at_default = one(&base, &quick());
     let mut own = base.clone();
-    own.core = Some(CoreParams { mlp_stream: Some(16.0), mlp_stream_source: "test".into() });
+    own.core = Some(CoreParams { mlp_stream: Some(16.0), mlp_stream_source: "test".into(), ..Default::default() });
     let at_16 = one(&own, &quick());
     // Latency-bound: 16 lines of 64 B per 85 ns, less the triad's compute (2/3 flop per line)
     // and the queueing the thread's own load causes at its controller (docs/simulator.md).
@@ -132,7 +132,7 @@ fn the_loaded_latency_uses_the_machines_own_mlp() {
     // The sweep's latency is `MLP · (t − gap)` (docs/calibration.md): with the machine's MLP,
     // a lightly loaded node shows its idle latency whatever the MLP.
     let mut m = presets::load("server-a-2n").unwrap();
-    m.core = Some(CoreParams { mlp_stream: Some(20.0), mlp_stream_source: "test".into() });
+    m.core = Some(CoreParams { mlp_stream: Some(20.0), mlp_stream_source: "test".into(), ..Default::default() });
     let m = Arc::new(m);
     let light = loaded_point(&m, &[0], 0, 640.0, &quick()).unwrap();
     assert!((light.latency_ns - 85.0).abs() < 1.0, "light load: {} ns", light.latency_ns);

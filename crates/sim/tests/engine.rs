@@ -286,3 +286,24 @@ fn mixes_run_their_processes_with_their_own_barriers() {
         one.exec_time_s
     );
 }
+
+/// The wait policies (docs/scheduler.md, "Barrier waits: spin, then sleep"). On server-a-4n
+/// (140 cycles per PAUSE at 2.1 GHz) libgomp's 300,000 spins last 20 ms, and the run is the
+/// one `fixed` gives with a 20 ms spin, bit for bit; under `libgomp-passive` waiters sleep at
+/// once, as with a `fixed` spin of 0. The two runs differ: on master-slave the slaves wait
+/// through every serial phase.
+#[test]
+fn libgomp_wait_policies_are_spins_of_one_pause_each() {
+    use numalab_sim::config::WaitPolicy;
+    let run = |policy: WaitPolicy, spin_us: f64| {
+        let mut s = scenario("server-a-4n", "master-slave", Some(32), 0.002, "linux", Default::default());
+        s.sim.sched.wait_policy = policy;
+        s.sim.sched.barrier_spin_us = spin_us;
+        serde_json::to_string(&run_one(&s, 3).unwrap()).unwrap()
+    };
+    let gomp = run(WaitPolicy::Libgomp, 300.0);
+    assert_eq!(gomp, run(WaitPolicy::Fixed, 20_000.0));
+    let passive = run(WaitPolicy::LibgompPassive, 300.0);
+    assert_eq!(passive, run(WaitPolicy::Fixed, 0.0));
+    assert_ne!(gomp, passive);
+}

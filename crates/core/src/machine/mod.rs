@@ -156,12 +156,25 @@ pub struct CoreParams {
     /// Where `mlp_stream` comes from (the published or measured figures it is derived from).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mlp_stream_source: String,
+    /// Core cycles one PAUSE instruction takes. An OpenMP runtime's barrier wait executes
+    /// one per spin (the loop's load and branch overlap with it), so this turns the runtime's
+    /// spin count into time under the `libgomp`, `active` and `passive` wait policies
+    /// (docs/scheduler.md, "Barrier waits: spin, then sleep").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_cycles: Option<f64>,
+    /// Where `pause_cycles` comes from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pause_cycles_source: String,
 }
 
 impl CoreParams {
     /// Lines in flight a thread may keep, at most [ours]: above any core's miss buffers and
     /// prefetch streams combined, and keeps the core model's costs finite.
     pub const MAX_MLP_STREAM: f64 = 256.0;
+
+    /// Cycles per PAUSE, at most [ours]: ten times the longest published (about 140 on
+    /// Skylake-class Intel cores), so a typo of a zero too many is still caught.
+    pub const MAX_PAUSE_CYCLES: f64 = 10_000.0;
 
     /// `mlp_stream` by Little's law: lines in flight = bandwidth × latency / line size, from a
     /// single-thread streaming bandwidth (GB/s) and the idle latency (ns) of the same memory.
@@ -181,6 +194,17 @@ impl CoreParams {
             }
         } else if !self.mlp_stream_source.is_empty() {
             return Err("core.mlp_stream_source is set but core.mlp_stream is not: give the value it is the source of".into());
+        }
+        if let Some(v) = self.pause_cycles {
+            if !(v.is_finite() && (1.0..=Self::MAX_PAUSE_CYCLES).contains(&v)) {
+                return Err(format!(
+                    "core.pause_cycles = {}: cycles per PAUSE must be a finite number in [1, {}]",
+                    validate::short(v),
+                    Self::MAX_PAUSE_CYCLES
+                ));
+            }
+        } else if !self.pause_cycles_source.is_empty() {
+            return Err("core.pause_cycles_source is set but core.pause_cycles is not: give the value it is the source of".into());
         }
         Ok(())
     }
@@ -351,6 +375,12 @@ impl Machine {
     /// states one; the simulator uses its `[sim.core]` value otherwise.
     pub fn mlp_stream(&self) -> Option<f64> {
         self.core.as_ref().and_then(|c| c.mlp_stream)
+    }
+
+    /// The machine's own cycles per PAUSE instruction (`[core] pause_cycles`), if its file
+    /// states them.
+    pub fn pause_cycles(&self) -> Option<f64> {
+        self.core.as_ref().and_then(|c| c.pause_cycles)
     }
 
     /// Base page size in bytes (the smallest listed).

@@ -109,9 +109,9 @@ fn hops_must_be_shortest_paths() {
 /// absent unless the machine states it.
 #[test]
 fn core_mlp_stream_parses_and_round_trips() {
-    let base = presets::text("server-a-2n").unwrap();
+    let base = presets::text("amd48").unwrap();
     let m = Machine::from_toml_str(base, "t").unwrap();
-    assert_eq!(m.mlp_stream(), None, "server-a-2n is synthetic: the simulator's value applies");
+    assert_eq!(m.mlp_stream(), None, "amd48 states no mlp_stream: the simulator's value applies");
     let text = base.replacen("[[nodes]]", "[core]\nmlp_stream = 12.5\nmlp_stream_source = \"a test\"\n\n[[nodes]]", 1);
     let m = Machine::from_toml_str(&text, "t").unwrap();
     assert_eq!(m.mlp_stream(), Some(12.5));
@@ -122,7 +122,7 @@ fn core_mlp_stream_parses_and_round_trips() {
 
 #[test]
 fn core_mlp_stream_out_of_range_is_refused_with_the_key() {
-    let base = presets::text("server-a-2n").unwrap();
+    let base = presets::text("amd48").unwrap();
     let with = |core: &str| base.replacen("[[nodes]]", &format!("[core]\n{core}\n\n[[nodes]]"), 1);
     for (core, want) in [
         ("mlp_stream = 0.5", "core.mlp_stream = 0.5: lines in flight per thread must be a finite number in [1, 256]"),
@@ -145,7 +145,7 @@ fn preset_mlp_stream_is_littles_law_on_its_published_figures() {
     for name in presets::names() {
         let m = presets::load(name).unwrap();
         let Some(core) = &m.core else { continue };
-        let mlp = core.mlp_stream.unwrap();
+        let Some(mlp) = core.mlp_stream else { continue };
         assert!(!core.mlp_stream_source.trim().is_empty(), "{name}: no source");
         let p = m.published.as_ref().unwrap_or_else(|| panic!("{name}: mlp_stream without published figures"));
         let first = m.cpu_nodes()[0] as usize;
@@ -164,4 +164,42 @@ fn preset_mlp_stream_is_littles_law_on_its_published_figures() {
         stated += 1;
     }
     assert!(stated >= 4, "knl-7250-flat, xeon-e5-2690-2s/-1n and xeon-max-hbm-flat state their mlp_stream");
+}
+
+/// `[core] pause_cycles` (docs/machines.md, "Core parameters"): parsed, round-tripped,
+/// refused out of range or as a source without a value, naming the key.
+#[test]
+fn core_pause_cycles_parses_and_is_checked() {
+    let base = presets::text("amd48").unwrap();
+    let with = |core: &str| base.replacen("[[nodes]]", &format!("[core]\n{core}\n\n[[nodes]]"), 1);
+    let m = Machine::from_toml_str(&with("pause_cycles = 65.0\npause_cycles_source = \"a test\""), "t").unwrap();
+    assert_eq!(m.pause_cycles(), Some(65.0));
+    assert_eq!(Machine::from_toml_str(&m.to_toml_string(), "roundtrip").unwrap(), m);
+    for (core, want) in [
+        ("pause_cycles = 0.0", "core.pause_cycles = 0: cycles per PAUSE must be a finite number in [1, 10000]"),
+        ("pause_cycles = 14000.0", "core.pause_cycles = 14000: cycles per PAUSE must be a finite number in [1, 10000]"),
+        ("pause_cycles = inf", "core.pause_cycles = inf"),
+        ("pause_cycles_source = \"x\"", "core.pause_cycles_source is set but core.pause_cycles is not"),
+    ] {
+        let e = Machine::from_toml_str(&with(core), "f.toml").unwrap_err().to_string();
+        assert!(e.contains(want), "{core}: {e}");
+    }
+}
+
+/// The presets that state a PAUSE latency cite it: the Skylake-SP presets 140 cycles, the
+/// Sandy Bridge-EP ones 10 (Intel's optimization manual); the others take the simulator's.
+#[test]
+fn preset_pause_cycles_are_sourced() {
+    let mut stated = Vec::new();
+    for name in presets::names() {
+        let m = presets::load(name).unwrap();
+        let Some(cycles) = m.pause_cycles() else { continue };
+        let source = &m.core.as_ref().unwrap().pause_cycles_source;
+        assert!(source.contains("Optimization Reference Manual"), "{name}: {source}");
+        stated.push((name, cycles));
+    }
+    assert_eq!(
+        stated,
+        [("xeon-e5-2690-2s", 10.0), ("xeon-e5-2690-1n", 10.0), ("server-a-4n", 140.0), ("server-a-2n", 140.0), ("server-b-8n", 140.0)]
+    );
 }

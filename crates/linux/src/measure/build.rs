@@ -15,6 +15,7 @@
 //!   limit): the largest such remote read. Otherwise the link is not the bottleneck and only a
 //!   lower bound is known (kept as an estimate).
 //! * `core.mlp_stream`: Little's law on the single-thread triad and the local latency.
+//! * `core.pause_cycles`: the time of one round of libgomp's barrier spin times the clock.
 //! * `[published]`: the measured figures the simulator's calibration probes reproduce, with the
 //!   host and date as their source.
 
@@ -282,19 +283,43 @@ pub fn build(
     if let (Some(thread), Some(local), Some(&first)) = (p.stream_triad_thread_gbps.as_ref(), local, own.first()) {
         let mlp = r3(CoreParams::mlp_from_littles_law(thread.value, local, LINE_BYTES));
         if (1.0..=CoreParams::MAX_MLP_STREAM).contains(&mlp) {
-            m.core = Some(CoreParams {
-                mlp_stream: Some(mlp),
-                mlp_stream_source: format!(
-                    "Little's law: single-thread STREAM triad on node {first} ({} GB/s) x local idle latency ({local} ns) / {LINE_BYTES} B; {source}",
-                    thread.value
-                ),
-            });
+            let core = m.core.get_or_insert_with(CoreParams::default);
+            core.mlp_stream = Some(mlp);
+            core.mlp_stream_source = format!(
+                "Little's law: single-thread STREAM triad on node {first} ({} GB/s) x local idle latency ({local} ns) / {LINE_BYTES} B; {source}",
+                thread.value
+            );
             fields.push("core.mlp_stream".to_string());
         } else {
             kept.push(format!(
                 "core.mlp_stream: not derived: Little's law on the single-thread triad ({} GB/s x {local} ns / {LINE_BYTES} B) gives {mlp} lines in flight, outside [1, {}] (below 1: the thread was not memory-bound); the simulator's sim.core.mlp_stream applies",
                 thread.value,
                 CoreParams::MAX_MLP_STREAM
+            ));
+        }
+    }
+    // Cycles per PAUSE, from the time one round of the barrier spin took (docs/machines.md,
+    // "Core parameters"). The simulator turns cycles back into time with the same clock, so
+    // a nominal clock that is not the one the core ran at changes nothing.
+    if let Some(spin_ns) = raw.spin_ns {
+        let cycles = r3(spin_ns * m.clock_ghz);
+        if (1.0..=CoreParams::MAX_PAUSE_CYCLES).contains(&cycles) {
+            let core = m.core.get_or_insert_with(CoreParams::default);
+            core.pause_cycles = Some(cycles);
+            core.pause_cycles_source = format!(
+                "libgomp's barrier spin (a relaxed load and the spin-loop hint), median of {} runs of {} rounds on one CPU: {} ns a round x clock_ghz ({} GHz) = {cycles} cycles; {source}",
+                super::SPIN_TRIALS,
+                if sizes.quick { super::SPINS_PER_TRIAL / 5 } else { super::SPINS_PER_TRIAL },
+                r3(spin_ns),
+                m.clock_ghz
+            );
+            fields.push("core.pause_cycles".to_string());
+        } else {
+            kept.push(format!(
+                "core.pause_cycles: not derived: a round of the barrier spin took {} ns, {cycles} cycles at {} GHz, outside [1, {}]; the simulator's sim.core.pause_cycles applies",
+                r3(spin_ns),
+                m.clock_ghz,
+                CoreParams::MAX_PAUSE_CYCLES
             ));
         }
     }
@@ -463,6 +488,43 @@ mod tests {
         assert_eq!(Machine::from_toml_str(&text, "t").unwrap(), m);
         assert!(text.contains("# estimate: os_costs"), "{text}");
         assert!(!text.contains("QUICK"));
+    }
+
+    /// The barrier spin's round time times the file's clock (docs/machines.md, "Core
+    /// parameters"): 58.333 ns at 2.4 GHz is 140 cycles; a round under a cycle (an emulated
+    /// PAUSE) is kept out with the reason, and the simulator's value applies.
+    #[test]
+    fn the_barrier_spin_gives_cycles_per_pause() {
+        let (mut imported, estimates) = guest2();
+        imported.clock_ghz = 2.4;
+        let mut r = raw2();
+        r.spin_ns = Some(58.3333);
+        let (m, text) = build(&imported, &estimates, &[0, 1], &r, &host(), &sizes(16 << 20, 1 << 30, false, true)).unwrap();
+        let core = m.core.as_ref().unwrap();
+        assert_eq!(core.pause_cycles, Some(140.0));
+        assert_eq!(core.mlp_stream, Some(15.813), "the spin keeps the lines in flight");
+        assert!(
+            core.pause_cycles_source.starts_with(
+                "libgomp's barrier spin (a relaxed load and the spin-loop hint), median of 5 runs of 1000000 rounds on one CPU: 58.333 ns a round x clock_ghz (2.4 GHz) = 140 cycles; measured 2026-11-25 on host box"
+            ),
+            "{}",
+            core.pause_cycles_source
+        );
+        assert!(m.measured.as_ref().unwrap().fields.iter().any(|f| f == "core.pause_cycles"));
+        assert_eq!(Machine::from_toml_str(&text, "t").unwrap(), m);
+
+        r.spin_ns = Some(0.2);
+        let (m, _) = build(&imported, &estimates, &[0, 1], &r, &host(), &sizes(16 << 20, 1 << 30, true, true)).unwrap();
+        assert_eq!(m.pause_cycles(), None);
+        let meas = m.measured.as_ref().unwrap();
+        assert!(!meas.fields.iter().any(|f| f == "core.pause_cycles"));
+        assert!(
+            meas.estimates.iter().any(|e| e.starts_with(
+                "core.pause_cycles: not derived: a round of the barrier spin took 0.2 ns, 0.48 cycles at 2.4 GHz, outside [1, 10000]"
+            )),
+            "{:?}",
+            meas.estimates
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::act::pages::{PageMover, SystemPageMover};
 use crate::act::syscall::{cpu_mask, errno_text, SysCall};
 use numalab_policy::MempolicyMode;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bytes of one cache line: one chase element per line.
@@ -287,6 +288,22 @@ pub fn read(words: &[u64]) -> u64 {
         }
     }
     black_box(s[0].wrapping_add(s[1]).wrapping_add(s[2]).wrapping_add(s[3]))
+}
+
+/// `spins` rounds of an OpenMP runtime's barrier wait on a flag that never changes, as
+/// libgomp's `do_spin` runs them: a relaxed load of the flag, then the spin-loop hint (PAUSE
+/// on x86); returns the time taken (docs/calibration.md, "Measuring your own machine").
+pub fn spin_wait(spins: u64) -> Duration {
+    let flag = AtomicU32::new(0);
+    let flag = black_box(&flag);
+    let t = Instant::now();
+    for _ in 0..spins {
+        if flag.load(Ordering::Relaxed) != 0 {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    t.elapsed()
 }
 
 /// STREAM triad `a[i] = b[i] + scalar * c[i]`.

@@ -198,6 +198,9 @@ pub struct Raw {
     pub triad_thread_gbps: Option<f64>,
     pub loaded: Vec<LoadedPoint>,
     pub pinning: Vec<PinCheck>,
+    /// One round of an OpenMP runtime's barrier spin (a load and a PAUSE), ns: the median
+    /// of `SPIN_TRIALS` timed runs on the first CPU node's first CPU (`kernels::spin_wait`).
+    pub spin_ns: Option<f64>,
 }
 
 impl Raw {
@@ -212,6 +215,7 @@ impl Raw {
             triad_thread_gbps: None,
             loaded: Vec::new(),
             pinning: Vec::new(),
+            spin_ns: None,
         }
     }
 }
@@ -312,7 +316,25 @@ pub fn run(nodes: &[NodeSpec], sizes: &Sizes, progress: &mut dyn FnMut(usize, &S
             }
         }
     }
+    if let Some(node) = nodes.iter().find(|n| n.has_cpus()) {
+        raw.spin_ns = Some(spin_from(node.cpus[0], sizes)?);
+    }
     Ok(raw)
+}
+
+/// Timed runs of the barrier spin, and spins per run (about 10 to 150 ms each at 10 to 140
+/// cycles per PAUSE).
+pub const SPIN_TRIALS: usize = 5;
+pub const SPINS_PER_TRIAL: u64 = 1_000_000;
+
+/// ns per round of the barrier spin on `cpu`: the median of [`SPIN_TRIALS`] runs (a fifth of
+/// the spins with `--quick`), after one untimed run that lets the core settle.
+fn spin_from(cpu: u32, sizes: &Sizes) -> Result<f64, MeasureError> {
+    kernels::pin_to_cpu(cpu)?;
+    let spins = if sizes.quick { SPINS_PER_TRIAL / 5 } else { SPINS_PER_TRIAL };
+    kernels::spin_wait(spins);
+    let times: Vec<f64> = (0..SPIN_TRIALS).map(|_| kernels::spin_wait(spins).as_nanos() as f64 / spins as f64).collect();
+    Ok(median(&times))
 }
 
 /// (pages checked, pages on `node`, the status of the others).

@@ -124,7 +124,7 @@ impl<'a, 'l> Engine<'a, 'l> {
         if drv.policy_mut().moves_pinned_threads() {
             sched.let_policy_place();
         }
-        let threads = (0..p.threads)
+        let threads: Vec<Thread> = (0..p.threads)
             .map(|t| {
                 let node = cpus.node_of_cpu[p.initial_cpus[t as usize] as usize] as usize;
                 let mut frac = vec![0.0; n];
@@ -140,6 +140,7 @@ impl<'a, 'l> Engine<'a, 'l> {
                     clock: 0.0,
                     busy_ns: 0.0,
                     spin_ns: 0.0,
+                    spin_limit_ns: cfg.barrier_spin_ns(m, p.process_threads(p.process_of(t)).len() as u32),
                     state: State::Run,
                     issued: 0,
                     total: 0,
@@ -173,6 +174,7 @@ impl<'a, 'l> Engine<'a, 'l> {
         let links = cont.links();
         let link_capacity = ic.links.iter().map(|l| l.capacity_gbps).collect();
         let eff = cfg.memory.random_efficiency;
+        let shortest_spin_ns = threads.iter().map(|th| th.spin_limit_ns).fold(f64::INFINITY, f64::min);
         let mut w = World {
             m,
             p,
@@ -183,6 +185,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             spaces,
             cont,
             threads,
+            shortest_spin_ns,
             n,
             node_of_cpu: cpus.node_of_cpu.clone(),
             memory_nodes,

@@ -73,9 +73,8 @@ impl World<'_> {
     /// do not run, and the costs of the new phase, whose threads load memory from now on.
     pub(super) fn after_release(&mut self, drv: &mut Driver) {
         drv.deliver_follow_ups(self);
-        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         for (t, th) in self.threads.iter().enumerate() {
-            self.states[t] = task_state(th, th.clock.max(self.now), spin_ns);
+            self.states[t] = task_state(th, th.clock.max(self.now));
         }
         self.update_costs();
     }
@@ -83,7 +82,6 @@ impl World<'_> {
     /// Release each process's barrier when all its threads have arrived (or finished).
     pub(super) fn release_barrier(&mut self) -> bool {
         let mut released = false;
-        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
         for proc in 0..self.p.processes() {
             let threads = self.p.process_threads(proc);
             let mut step = None;
@@ -105,9 +103,9 @@ impl World<'_> {
                 if self.threads[t].state == State::Barrier(s) {
                     // A waiter still spinning continues in place; one asleep is woken, and the
                     // scheduler may place it on another CPU.
-                    let asleep = task_state(&self.threads[t], release, spin_ns) == TaskState::Sleeping;
+                    let asleep = task_state(&self.threads[t], release) == TaskState::Sleeping;
                     let th = &mut self.threads[t];
-                    th.spin_ns += (release - th.clock).min(spin_ns);
+                    th.spin_ns += (release - th.clock).min(th.spin_limit_ns);
                     th.clock = release;
                     self.advance(t, s + 1);
                     if asleep {

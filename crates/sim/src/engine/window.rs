@@ -232,11 +232,11 @@ impl World<'_> {
         // change), and ends before the first: a thread that reaches its barrier leaves the
         // population of the window's solve, and the threads still running would go on at the
         // latencies of a machine loaded by it. A pipelined step may wait at any stage; a
-        // waiting thread spins for `spin_ns` before it sleeps, so such a step allows the spin.
+        // waiting thread spins before it sleeps (at least `shortest_spin_ns`), so such a step allows
+        // that spin.
         let n = self.n;
         let mut load_moves: Option<f64> = None;
-        let spin_ns = self.cfg.sched.barrier_spin_us * 1e3;
-        let spin_floor = before(start + spin_ns).max(1.0);
+        let spin_floor = before(start + self.shortest_spin_ns).max(1.0);
         // Per process, the earliest its barrier may be released: when the last of its running
         // threads arrives, each no sooner than predicted with the margin. A pipelined step may
         // wake its neighbour at any stage: no such bound.
@@ -288,7 +288,7 @@ impl World<'_> {
             }
         }
         // Waiting threads (at a barrier, or for their pipeline predecessor) stop spinning and
-        // sleep `spin_ns` after they arrived, which changes what the scheduler sees. One that
+        // sleep `spin_limit_ns` after they arrived, which changes what the scheduler sees. One that
         // falls asleep before its process's barrier may be released stays asleep until then:
         // it is a nap the scheduler replays (`Scheduler::epoch`). Any other ends the window at
         // the first boundary after it falls asleep. A process without running threads is
@@ -304,7 +304,7 @@ impl World<'_> {
             if !matches!(th.state, State::Barrier(_) | State::P2pWait) {
                 continue;
             }
-            let asleep = th.clock + spin_ns;
+            let asleep = th.clock + th.spin_limit_ns;
             let floor = release_floor[self.p.process_of(t as u32)];
             let floor = if floor == f64::NEG_INFINITY { f64::INFINITY } else { floor };
             // A NaN floor (a pipelined step runs) compares false: no nap, no bound.
