@@ -86,6 +86,31 @@ fn a_study_expands_caches_and_resumes() {
     assert_eq!(more["cells"][3]["runs"][1], doc["cells"][3]["runs"][1]);
 }
 
+/// `numalab study FILE --set KEY=VALUE` overrides a key in every cell after the file's own
+/// `set`, records it in the document, and caches those runs apart from the file's.
+#[test]
+fn a_set_on_the_command_line_reaches_every_cell_and_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_study(dir.path(), &STUDY.replace("runs = 3", "runs = 1"));
+    let f = file.to_str().unwrap();
+    let (plain, _) = run_json(&["study", f]);
+    let (passive, err) = run_json(&["study", f, "--set", "sim.sched.wait_policy=libgomp-passive", "--set", "sim.epoch_us=40"]);
+    assert!(err.contains("8 jobs, 0 cached, 8 to run"), "other runs than the file's own: {err}");
+    assert_eq!(passive["study"]["study"]["set"], serde_json::json!(["sim.sched.wait_policy=libgomp-passive", "sim.epoch_us=40"]));
+    for cell in passive["cells"].as_array().unwrap() {
+        assert_eq!(cell["config"]["sim"]["sched"]["wait_policy"], "libgomp-passive");
+        assert_eq!(cell["config"]["sim"]["epoch_us"], 40.0);
+    }
+    assert_eq!(plain["cells"][0]["config"]["sim"]["sched"]["wait_policy"], "fixed");
+    let (again, err) = run_json(&["study", f]);
+    assert!(err.contains("8 cached, 0 to run"), "{err}");
+    assert_eq!(plain, again);
+    let out = numalab().args(["study", f, "--set", "sim.sched.wait_policy=gomp"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown variant `gomp`"), "{err}");
+}
+
 #[test]
 fn shards_merge_into_the_bytes_of_the_whole_study() {
     let dir = tempfile::tempdir().unwrap();

@@ -37,6 +37,11 @@ pub struct StudyArgs {
     /// and fast-tier pages, jobs, how many the cache lacks) without running anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// Override a configuration key in every cell, after the file's `set` list (repeatable,
+    /// as `numalab sim --set`), e.g. `--set sim.sched.wait_policy=libgomp`. The document
+    /// records it in the study's `set`, and its runs are cached apart from the file's own.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -87,7 +92,8 @@ pub fn run(a: &StudyArgs, out: &OutputOpts) -> Result<()> {
     }
     let file = a.file.as_ref().ok_or_else(|| anyhow!("numalab study needs a study file (see docs/study.md), or `merge`"))?;
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let spec = StudyFile::parse(&text, &file.display().to_string())?;
+    let mut spec = StudyFile::parse(&text, &file.display().to_string())?;
+    spec.study.set.extend(a.set.iter().cloned());
     let cells = study::cells(&spec)?;
     let cache = a.cache.clone().unwrap_or_else(|| file.with_extension("cache"));
     let jobs = study::jobs(cells.len(), spec.study.runs, a.shard);
