@@ -184,29 +184,19 @@ impl CoreParams {
 
     /// Problems with the values, for the machine validator.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(v) = self.mlp_stream {
-            if !(v.is_finite() && (1.0..=Self::MAX_MLP_STREAM).contains(&v)) {
-                return Err(format!(
-                    "core.mlp_stream = {}: lines in flight per thread must be a finite number in [1, {}]",
-                    validate::short(v),
-                    Self::MAX_MLP_STREAM
-                ));
-            }
-        } else if !self.mlp_stream_source.is_empty() {
-            return Err("core.mlp_stream_source is set but core.mlp_stream is not: give the value it is the source of".into());
+        sourced_value("mlp_stream", self.mlp_stream, &self.mlp_stream_source, Self::MAX_MLP_STREAM, "lines in flight per thread")?;
+        sourced_value("pause_cycles", self.pause_cycles, &self.pause_cycles_source, Self::MAX_PAUSE_CYCLES, "cycles per PAUSE")
+    }
+}
+
+/// A `[core]` value in [1, `max`] and its source, which is not allowed without it.
+fn sourced_value(key: &str, value: Option<f64>, source: &str, max: f64, what: &str) -> Result<(), String> {
+    match value {
+        Some(v) if !(v.is_finite() && (1.0..=max).contains(&v)) => {
+            Err(format!("core.{key} = {}: {what} must be a finite number in [1, {max}]", validate::short(v)))
         }
-        if let Some(v) = self.pause_cycles {
-            if !(v.is_finite() && (1.0..=Self::MAX_PAUSE_CYCLES).contains(&v)) {
-                return Err(format!(
-                    "core.pause_cycles = {}: cycles per PAUSE must be a finite number in [1, {}]",
-                    validate::short(v),
-                    Self::MAX_PAUSE_CYCLES
-                ));
-            }
-        } else if !self.pause_cycles_source.is_empty() {
-            return Err("core.pause_cycles_source is set but core.pause_cycles is not: give the value it is the source of".into());
-        }
-        Ok(())
+        None if !source.is_empty() => Err(format!("core.{key}_source is set but core.{key} is not: give the value it is the source of")),
+        _ => Ok(()),
     }
 }
 
