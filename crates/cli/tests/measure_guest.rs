@@ -80,6 +80,16 @@ fn check_structure(dir: &Path, cpus: &[&[u64]]) -> Value {
     assert_eq!(meas["quick"], true);
     let text = std::fs::read_to_string(dir.join("m.toml")).unwrap();
     assert!(text.contains("# QUICK measurement"));
+    // The barrier spin was timed: cycles per PAUSE written with their source, or (an emulated
+    // PAUSE outside the range) kept out with the reason.
+    let fields = meas["fields"].as_array().unwrap();
+    let estimates = meas["estimates"].as_array().unwrap();
+    if fields.contains(&Value::from("core.pause_cycles")) {
+        assert!(m["core"]["pause_cycles"].as_f64().unwrap() >= 1.0, "{}", m["core"]);
+        assert!(m["core"]["pause_cycles_source"].as_str().unwrap().starts_with("libgomp's barrier spin"), "{}", m["core"]);
+    } else {
+        assert!(estimates.iter().any(|e| e.as_str().unwrap().starts_with("core.pause_cycles: not derived")), "{estimates:?}");
+    }
     // Every CPU node chased every memory node, and read and triad ran on every pair.
     for (i, c) in cpus.iter().enumerate() {
         for j in 0..n {
