@@ -569,6 +569,6 @@ fn sim_takes_the_wait_policy_and_refuses_unknown_ones() {
         numalab().args(["sim", "--machine", "amd48", "--workload", "lu-like", "--set", "sim.sched.wait_policy=gomp"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown variant `gomp`, expected one of `fixed`, `libgomp`, `libgomp-active`, `libgomp-passive`"), "{err}");
+    assert!(err.contains("unknown variant `gomp`, expected one of `fixed`, `libgomp`, `libgomp-active`, `libgomp-passive`, `llvm`, `llvm-active`, `llvm-passive`"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

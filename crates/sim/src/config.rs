@@ -217,15 +217,21 @@ pub struct SchedConfig {
     /// How long a thread waiting at a barrier busy-waits before it sleeps under the `fixed`
     /// wait policy, microseconds [A] (docs/scheduler.md, "Barrier waits: spin, then sleep").
     pub barrier_spin_us: f64,
-    /// How a barrier waiter's spin is given: `fixed` (`barrier_spin_us`, the default), or as
+    /// How a barrier waiter's spin is given: `fixed` (`barrier_spin_us`, the default); as
     /// libgomp counts it, in spins of one PAUSE each (`libgomp`, `libgomp-active`,
-    /// `libgomp-passive`: `OMP_WAIT_POLICY` unset, `active`, `passive`).
+    /// `libgomp-passive`: `OMP_WAIT_POLICY` unset, `active`, `passive`); or as the LLVM and
+    /// Intel runtime times it (`llvm`, `llvm-active`, `llvm-passive`).
     pub wait_policy: WaitPolicy,
     /// libgomp's `GOMP_SPINCOUNT`: spins before a waiter sleeps, replacing the wait policy's
     /// own count (the throttled count, when a process has more threads than the machine has
     /// CPUs, stays the policy's, capped at this). Only the `libgomp` policies read it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gomp_spincount: Option<u64>,
+    /// The LLVM and Intel runtime's `KMP_BLOCKTIME`, milliseconds: how long a waiter spins,
+    /// replacing the wait policy's own time, also when a process has more threads than the
+    /// machine has CPUs. Only the `llvm` policies read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kmp_blocktime_ms: Option<f64>,
 }
 
 /// How long a thread that waits at a barrier spins before it sleeps (docs/scheduler.md,
@@ -242,20 +248,48 @@ pub enum WaitPolicy {
     LibgompActive,
     /// libgomp with `OMP_WAIT_POLICY=passive`: no spin, the waiter sleeps at once.
     LibgompPassive,
+    /// The LLVM and Intel runtime (libomp, libiomp5) with `KMP_BLOCKTIME` and
+    /// `OMP_WAIT_POLICY` unset: 200 ms, none when the process has more threads than CPUs.
+    Llvm,
+    /// That runtime with `OMP_WAIT_POLICY=active`: its "infinite" blocktime.
+    LlvmActive,
+    /// That runtime with `OMP_WAIT_POLICY=passive`: no spin.
+    LlvmPassive,
 }
+
+/// The LLVM runtime's `KMP_MAX_BLOCKTIME`, `INT_MAX` ms: a blocktime it takes as "infinite".
+pub const KMP_MAX_BLOCKTIME_MS: f64 = i32::MAX as f64;
 
 impl WaitPolicy {
     /// libgomp's spin counts under this policy (its `env.c`): the usual one and the throttled
-    /// one, used when a process has more threads than CPUs it may run on. `None` for `fixed`.
+    /// one, used when a process has more threads than CPUs it may run on. `None` for the
+    /// policies that are not libgomp's.
     pub fn libgomp_spins(self, gomp_spincount: Option<u64>) -> Option<(u64, u64)> {
         let (usual, throttled) = match self {
-            WaitPolicy::Fixed => return None,
+            WaitPolicy::Fixed | WaitPolicy::Llvm | WaitPolicy::LlvmActive | WaitPolicy::LlvmPassive => return None,
             WaitPolicy::Libgomp => (300_000, 100),
             WaitPolicy::LibgompActive => (30_000_000_000, 1_000),
             WaitPolicy::LibgompPassive => (0, 0),
         };
         let usual = gomp_spincount.unwrap_or(usual);
         Some((usual, throttled.min(usual)))
+    }
+
+    /// The LLVM runtime's blocktime under this policy, ms, for a process that has more
+    /// threads than CPUs or not (`oversubscribed`): `KMP_BLOCKTIME` when given; else 200
+    /// (`KMP_DEFAULT_BLOCKTIME`), but none when oversubscribed (the runtime then suspends a
+    /// waiter at once, `__kmp_zero_bt`), `KMP_MAX_BLOCKTIME` under `active`, none under
+    /// `passive` (its `kmp_settings.cpp`, `kmp_wait_release.h`). `None` for the policies that
+    /// are not that runtime's.
+    pub fn llvm_blocktime_ms(self, kmp_blocktime_ms: Option<f64>, oversubscribed: bool) -> Option<f64> {
+        let default_ms = match self {
+            WaitPolicy::Llvm if oversubscribed => 0.0,
+            WaitPolicy::Llvm => 200.0,
+            WaitPolicy::LlvmActive => KMP_MAX_BLOCKTIME_MS,
+            WaitPolicy::LlvmPassive => 0.0,
+            _ => return None,
+        };
+        Some(kmp_blocktime_ms.map_or(default_ms, |ms| ms.min(KMP_MAX_BLOCKTIME_MS)))
     }
 }
 
@@ -278,6 +312,7 @@ impl Default for SchedConfig {
             barrier_spin_us: 300.0,
             wait_policy: WaitPolicy::Fixed,
             gomp_spincount: None,
+            kmp_blocktime_ms: None,
         }
     }
 }
@@ -287,15 +322,18 @@ impl SimConfig {
     /// before it sleeps on `machine`, ns (docs/scheduler.md, "Barrier waits: spin, then
     /// sleep"). Under the `libgomp` policies: the spin count (the throttled one when the
     /// process has more threads than the machine has CPUs, libgomp's `do_spin`) times the
-    /// cycles of one PAUSE, at the machine's clock.
+    /// cycles of one PAUSE, at the machine's clock; under the `llvm` ones, the blocktime.
     pub fn barrier_spin_ns(&self, machine: &numalab_core::Machine, process_threads: u32) -> f64 {
-        match self.sched.wait_policy.libgomp_spins(self.sched.gomp_spincount) {
-            None => self.sched.barrier_spin_us * 1e3,
-            Some((usual, throttled)) => {
-                let spins = if process_threads > machine.total_cpus() { throttled } else { usual };
-                spins as f64 * self.core.pause_cycles_on(machine) / machine.clock_ghz
-            }
+        let oversubscribed = process_threads > machine.total_cpus();
+        let policy = self.sched.wait_policy;
+        if let Some((usual, throttled)) = policy.libgomp_spins(self.sched.gomp_spincount) {
+            let spins = if oversubscribed { throttled } else { usual };
+            return spins as f64 * self.core.pause_cycles_on(machine) / machine.clock_ghz;
         }
+        if let Some(ms) = policy.llvm_blocktime_ms(self.sched.kmp_blocktime_ms, oversubscribed) {
+            return ms * 1e6;
+        }
+        self.sched.barrier_spin_us * 1e3
     }
 
     /// Reject values that would make the simulation meaningless or unbounded, naming the key
@@ -326,6 +364,9 @@ impl SimConfig {
         range("sched.noise_bound_share", self.sched.noise_bound_share, 0.0, 1.0, "")?;
         range("sched.tick_hz", self.sched.tick_hz, 1.0, 1e5, "Hz")?;
         range("sched.barrier_spin_us", self.sched.barrier_spin_us, 0.0, 1e7, "µs")?;
+        if let Some(ms) = self.sched.kmp_blocktime_ms {
+            range("sched.kmp_blocktime_ms", ms, 0.0, KMP_MAX_BLOCKTIME_MS, "ms")?;
+        }
         range("sched.noise_rate_per_cpu_hz", self.sched.noise_rate_per_cpu_hz, 0.0, 1e5, "Hz")?;
         range("sched.noise_mean_us", self.sched.noise_mean_us, 0.0, 1e6, "µs")?;
         range("sched.intra_node_refill_share", self.sched.intra_node_refill_share, 0.0, 1.0, "")?;
@@ -411,13 +452,37 @@ mod tests {
         close(cfg.barrier_spin_ns(&b, 80), 17.5e6);
     }
 
+    /// The LLVM and Intel runtime's blocktime (docs/scheduler.md, "Barrier waits: spin, then
+    /// sleep"): 200 ms whatever the machine, none when oversubscribed unless `KMP_BLOCKTIME`
+    /// is given, `INT_MAX` ms under `active`, none under `passive`.
+    #[test]
+    fn llvm_blocktime_is_time_not_spins() {
+        let b = preset("server-b-8n");
+        let mut cfg = with_policy(WaitPolicy::Llvm, Some(5));
+        assert_eq!(cfg.barrier_spin_ns(&b, 80), 200e6);
+        assert_eq!(cfg.barrier_spin_ns(&preset("amd48"), 48), 200e6);
+        assert_eq!(cfg.barrier_spin_ns(&b, 81), 0.0);
+        cfg.sched.kmp_blocktime_ms = Some(1.5);
+        assert_eq!(cfg.barrier_spin_ns(&b, 80), 1.5e6);
+        assert_eq!(cfg.barrier_spin_ns(&b, 81), 1.5e6, "a blocktime the user sets holds when oversubscribed");
+        cfg.sched.kmp_blocktime_ms = None;
+        cfg.sched.wait_policy = WaitPolicy::LlvmActive;
+        assert_eq!(cfg.barrier_spin_ns(&b, 81), KMP_MAX_BLOCKTIME_MS * 1e6);
+        cfg.sched.wait_policy = WaitPolicy::LlvmPassive;
+        assert_eq!(cfg.barrier_spin_ns(&b, 80), 0.0);
+        assert_eq!(WaitPolicy::Libgomp.llvm_blocktime_ms(Some(3.0), false), None);
+        assert_eq!(WaitPolicy::Llvm.libgomp_spins(Some(3)), None);
+        cfg.sched.kmp_blocktime_ms = Some(-1.0);
+        assert!(cfg.validate().unwrap_err().starts_with("sim.sched.kmp_blocktime_ms = -1"));
+    }
+
     #[test]
     fn wait_policy_reads_from_toml_and_refuses_unknown_names() {
         let cfg: SimConfig = toml::from_str("[sched]\nwait_policy = \"libgomp-passive\"\ngomp_spincount = 10").unwrap();
         assert_eq!(cfg.sched.wait_policy, WaitPolicy::LibgompPassive);
         assert_eq!(cfg.sched.gomp_spincount, Some(10));
         let err = toml::from_str::<SimConfig>("[sched]\nwait_policy = \"gomp\"").unwrap_err().to_string();
-        assert!(err.contains("unknown variant `gomp`") && err.contains("libgomp-active"), "{err}");
+        assert!(err.contains("unknown variant `gomp`") && err.contains("libgomp-active") && err.contains("llvm-passive"), "{err}");
     }
 
     #[test]

@@ -306,4 +306,10 @@ fn libgomp_wait_policies_are_spins_of_one_pause_each() {
     let passive = run(WaitPolicy::LibgompPassive, 300.0);
     assert_eq!(passive, run(WaitPolicy::Fixed, 0.0));
     assert_ne!(gomp, passive);
+    // The LLVM runtime's blocktime is time: 200 ms on any machine; under `active` its
+    // "infinite" one (INT_MAX ms) runs to the end like any long spin.
+    assert_eq!(run(WaitPolicy::Llvm, 300.0), run(WaitPolicy::Fixed, 200_000.0));
+    assert_eq!(run(WaitPolicy::LlvmPassive, 300.0), passive);
+    let active = run(WaitPolicy::LlvmActive, 300.0);
+    assert_eq!(active, run(WaitPolicy::LibgompActive, 300.0), "neither sleeps in a run this short");
 }
