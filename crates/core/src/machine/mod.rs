@@ -157,9 +157,9 @@ pub struct CoreParams {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mlp_stream_source: String,
     /// Core cycles one PAUSE instruction takes. An OpenMP runtime's barrier wait executes
-    /// one per spin (the loop's load and branch overlap with it), so this turns the runtime's
-    /// spin count into time under the `libgomp`, `active` and `passive` wait policies
-    /// (docs/scheduler.md, "Barrier waits: spin, then sleep").
+    /// one per spin (the loop's load and branch overlap with it), so this turns libgomp's
+    /// spin count into time under the simulator's `libgomp` wait policies (docs/scheduler.md,
+    /// "Barrier waits: spin, then sleep").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_cycles: Option<f64>,
     /// Where `pause_cycles` comes from.
