@@ -228,8 +228,7 @@ pub struct SchedConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gomp_spincount: Option<u64>,
     /// The LLVM and Intel runtime's `KMP_BLOCKTIME`, milliseconds: how long a waiter spins,
-    /// replacing the wait policy's own time, also when a process has more threads than the
-    /// machine has CPUs. Only the `llvm` policies read it.
+    /// replacing the wait policy's own time. Only the `llvm` policies read it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kmp_blocktime_ms: Option<f64>,
 }
@@ -249,7 +248,7 @@ pub enum WaitPolicy {
     /// libgomp with `OMP_WAIT_POLICY=passive`: no spin, the waiter sleeps at once.
     LibgompPassive,
     /// The LLVM and Intel runtime (libomp, libiomp5) with `KMP_BLOCKTIME` and
-    /// `OMP_WAIT_POLICY` unset: 200 ms, none when the process has more threads than CPUs.
+    /// `OMP_WAIT_POLICY` unset: 200 ms.
     Llvm,
     /// That runtime with `OMP_WAIT_POLICY=active`: its "infinite" blocktime.
     LlvmActive,
@@ -275,15 +274,14 @@ impl WaitPolicy {
         Some((usual, throttled.min(usual)))
     }
 
-    /// The LLVM runtime's blocktime under this policy, ms, for a process that has more
-    /// threads than CPUs or not (`oversubscribed`): `KMP_BLOCKTIME` when given; else 200
-    /// (`KMP_DEFAULT_BLOCKTIME`), but none when oversubscribed (the runtime then suspends a
-    /// waiter at once, `__kmp_zero_bt`), `KMP_MAX_BLOCKTIME` under `active`, none under
-    /// `passive` (its `kmp_settings.cpp`, `kmp_wait_release.h`). `None` for the policies that
-    /// are not that runtime's.
-    pub fn llvm_blocktime_ms(self, kmp_blocktime_ms: Option<f64>, oversubscribed: bool) -> Option<f64> {
+    /// The LLVM runtime's blocktime under this policy, ms: `KMP_BLOCKTIME` when given; else
+    /// 200 (`KMP_DEFAULT_BLOCKTIME`), `KMP_MAX_BLOCKTIME` under `active`, none under
+    /// `passive` (its `kmp.h`, `kmp_settings.cpp`). The same with more threads than CPUs: the
+    /// runtime's default build (no monitor thread) then yields while it spins, which the model
+    /// does not represent (docs/scheduler.md). `None` for the policies that are not that
+    /// runtime's.
+    pub fn llvm_blocktime_ms(self, kmp_blocktime_ms: Option<f64>) -> Option<f64> {
         let default_ms = match self {
-            WaitPolicy::Llvm if oversubscribed => 0.0,
             WaitPolicy::Llvm => 200.0,
             WaitPolicy::LlvmActive => KMP_MAX_BLOCKTIME_MS,
             WaitPolicy::LlvmPassive => 0.0,
@@ -330,7 +328,7 @@ impl SimConfig {
             let spins = if oversubscribed { throttled } else { usual };
             return spins as f64 * self.core.pause_cycles_on(machine) / machine.clock_ghz;
         }
-        if let Some(ms) = policy.llvm_blocktime_ms(self.sched.kmp_blocktime_ms, oversubscribed) {
+        if let Some(ms) = policy.llvm_blocktime_ms(self.sched.kmp_blocktime_ms) {
             return ms * 1e6;
         }
         self.sched.barrier_spin_us * 1e3
@@ -453,24 +451,23 @@ mod tests {
     }
 
     /// The LLVM and Intel runtime's blocktime (docs/scheduler.md, "Barrier waits: spin, then
-    /// sleep"): 200 ms whatever the machine, none when oversubscribed unless `KMP_BLOCKTIME`
-    /// is given, `INT_MAX` ms under `active`, none under `passive`.
+    /// sleep"): 200 ms whatever the machine or the thread count, `KMP_BLOCKTIME` when given,
+    /// `INT_MAX` ms under `active`, none under `passive`.
     #[test]
     fn llvm_blocktime_is_time_not_spins() {
         let b = preset("server-b-8n");
         let mut cfg = with_policy(WaitPolicy::Llvm, Some(5));
         assert_eq!(cfg.barrier_spin_ns(&b, 80), 200e6);
         assert_eq!(cfg.barrier_spin_ns(&preset("amd48"), 48), 200e6);
-        assert_eq!(cfg.barrier_spin_ns(&b, 81), 0.0);
+        assert_eq!(cfg.barrier_spin_ns(&b, 81), 200e6);
         cfg.sched.kmp_blocktime_ms = Some(1.5);
         assert_eq!(cfg.barrier_spin_ns(&b, 80), 1.5e6);
-        assert_eq!(cfg.barrier_spin_ns(&b, 81), 1.5e6, "a blocktime the user sets holds when oversubscribed");
         cfg.sched.kmp_blocktime_ms = None;
         cfg.sched.wait_policy = WaitPolicy::LlvmActive;
         assert_eq!(cfg.barrier_spin_ns(&b, 81), KMP_MAX_BLOCKTIME_MS * 1e6);
         cfg.sched.wait_policy = WaitPolicy::LlvmPassive;
         assert_eq!(cfg.barrier_spin_ns(&b, 80), 0.0);
-        assert_eq!(WaitPolicy::Libgomp.llvm_blocktime_ms(Some(3.0), false), None);
+        assert_eq!(WaitPolicy::Libgomp.llvm_blocktime_ms(Some(3.0)), None);
         assert_eq!(WaitPolicy::Llvm.libgomp_spins(Some(3)), None);
         cfg.sched.kmp_blocktime_ms = Some(-1.0);
         assert!(cfg.validate().unwrap_err().starts_with("sim.sched.kmp_blocktime_ms = -1"));
