@@ -308,8 +308,8 @@ pub fn build(
             core.pause_cycles = Some(cycles);
             core.pause_cycles_source = format!(
                 "libgomp's barrier spin (a relaxed load and the spin-loop hint), median of {} runs of {} rounds on one CPU: {} ns a round x clock_ghz ({} GHz) = {cycles} cycles; {source}",
-                super::SPIN_TRIALS,
-                if sizes.quick { super::SPINS_PER_TRIAL / 5 } else { super::SPINS_PER_TRIAL },
+                super::spin::TRIALS,
+                super::spin::rounds(sizes),
                 r3(spin_ns),
                 m.clock_ghz
             );

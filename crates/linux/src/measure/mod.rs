@@ -9,6 +9,7 @@
 
 pub mod build;
 pub mod kernels;
+pub mod spin;
 
 use kernels::{Backing, Buffer, KernelCallError};
 use numalab_core::machine::{LoadedPoint, PinCheck};
@@ -199,7 +200,7 @@ pub struct Raw {
     pub loaded: Vec<LoadedPoint>,
     pub pinning: Vec<PinCheck>,
     /// One round of an OpenMP runtime's barrier spin (a load and a PAUSE), ns: the median
-    /// of `SPIN_TRIALS` timed runs on the first CPU node's first CPU (`kernels::spin_wait`).
+    /// of `spin::TRIALS` timed runs on the first CPU node's first CPU (`spin::ns_per_round`).
     pub spin_ns: Option<f64>,
 }
 
@@ -317,24 +318,9 @@ pub fn run(nodes: &[NodeSpec], sizes: &Sizes, progress: &mut dyn FnMut(usize, &S
         }
     }
     if let Some(node) = nodes.iter().find(|n| n.has_cpus()) {
-        raw.spin_ns = Some(spin_from(node.cpus[0], sizes)?);
+        raw.spin_ns = Some(spin::ns_per_round(node.cpus[0], sizes)?);
     }
     Ok(raw)
-}
-
-/// Timed runs of the barrier spin, and spins per run (about 10 to 150 ms each at 10 to 140
-/// cycles per PAUSE).
-pub const SPIN_TRIALS: usize = 5;
-pub const SPINS_PER_TRIAL: u64 = 1_000_000;
-
-/// ns per round of the barrier spin on `cpu`: the median of [`SPIN_TRIALS`] runs (a fifth of
-/// the spins with `--quick`), after one untimed run that lets the core settle.
-fn spin_from(cpu: u32, sizes: &Sizes) -> Result<f64, MeasureError> {
-    kernels::pin_to_cpu(cpu)?;
-    let spins = if sizes.quick { SPINS_PER_TRIAL / 5 } else { SPINS_PER_TRIAL };
-    kernels::spin_wait(spins);
-    let times: Vec<f64> = (0..SPIN_TRIALS).map(|_| kernels::spin_wait(spins).as_nanos() as f64 / spins as f64).collect();
-    Ok(median(&times))
 }
 
 /// (pages checked, pages on `node`, the status of the others).
