@@ -276,11 +276,11 @@ fn set_policy_nodes_binds_every_page() {
 fn set_unknown_keys_are_named() {
     let sim = |set: &str| error_of(&[&["sim", "--set", set][..], &SMALL].concat());
     let e = sim("machine.bogus=1");
-    assert!(e.starts_with("error: machine (after --set): unknown field `bogus`, expected one of `name`"), "{e}");
+    assert!(e.starts_with("error: machine (after --set): bogus: unknown field `bogus`, expected one of `name`"), "{e}");
     let e = sim("machine.nodes[0].bogus=1");
-    assert!(e.starts_with("error: machine (after --set): unknown field `bogus`, expected one of `socket`"), "{e}");
+    assert!(e.starts_with("error: machine (after --set): nodes[0].bogus: unknown field `bogus`, expected one of `socket`"), "{e}");
     let e = sim("sim.nope=1");
-    assert!(e.starts_with("error: [sim] (after --set): unknown field `nope`, expected one of `epoch_us`"), "{e}");
+    assert!(e.starts_with("error: [sim] (after --set): nope: unknown field `nope`, expected one of `epoch_us`"), "{e}");
     assert_eq!(sim("nonsense=1"), "error: --set: unknown top-level key 'nonsense' (valid: machine, workload, policy, sim)");
     assert_eq!(sim("workload.bogus=1"), "error: --set: unknown key 'workload.bogus' (valid: source, scale, threads, definition)");
     assert_eq!(sim("policy.bogus=1"), "error: policy 'first-touch': unknown field `bogus`, expected `fallback`");
@@ -295,7 +295,13 @@ fn set_errors_name_the_index_and_the_syntax() {
     );
     assert_eq!(sim("machine.nodes[1].mem_bw_gbps"), "error: override 'machine.nodes[1].mem_bw_gbps' is not of the form key=value");
     assert_eq!(sim("sim.epoch_us=-1"), "error: invalid simulator setting: sim.epoch_us = -1 µs: must be a finite number in [1, 1000000]");
-    assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): invalid type: string \"x\", expected f64");
+    assert_eq!(sim("sim.epoch_us=\"x\""), "error: [sim] (after --set): epoch_us: invalid type: string \"x\", expected f64");
+    // A wrong type deep in a tree names the key path, not only the table.
+    assert_eq!(
+        sim("sim.sched.background_in_nr_running=yes"),
+        "error: [sim] (after --set): sched.background_in_nr_running: invalid type: string \"yes\", expected a boolean"
+    );
+    assert_eq!(sim("machine.clock_ghz=abc"), "error: machine (after --set): clock_ghz: invalid type: string \"abc\", expected f64");
     assert_eq!(
         sim("sim.memory.demand_tolerance=2"),
         "error: invalid simulator setting: sim.memory.demand_tolerance = 2 : must be a finite number in [0, 1]"

@@ -19,6 +19,21 @@ pub fn one_line(message: &str) -> String {
 }
 pub use machine::{Machine, MachineError, Tier};
 
+/// Convert a TOML tree into `T`; an error's message is one line and starts with the key path
+/// it is about (`sched.idle_balance: invalid type: string "yes", expected a boolean`), which the
+/// toml crate gives only when it parses text. Used where a tree changed by `--set` is read.
+pub fn from_toml_tree<T: serde::de::DeserializeOwned>(value: toml::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = one_line(e.inner().message());
+        if path.is_empty() || path == "." {
+            message
+        } else {
+            format!("{path}: {message}")
+        }
+    })
+}
+
 /// The 1-based line of a TOML `text` that a validation `problem` is about, when it can be
 /// found: the problem names a key (`` `nodes[2].mem_bw_gbps` = …``, `os_costs.x`,
 /// `phase 'solve': chunks = …`, `region 'a': pages = …`) and the line is the one that sets it.

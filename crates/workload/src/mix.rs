@@ -73,15 +73,11 @@ impl WorkloadSpec {
 
     /// Rebuild from a TOML tree (after `--set` overrides); errors name `origin`.
     pub fn from_value(value: toml::Value, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
-        let bad = |e: toml::de::Error| WorkloadError::Parse {
-            origin: origin.to_string(),
-            line: None,
-            message: numalab_core::one_line(e.message()),
-        };
+        let bad = |message: String| WorkloadError::Parse { origin: origin.to_string(), line: None, message };
         if value.get("mix").is_some() {
-            value.try_into().map(WorkloadSpec::Mix).map_err(bad)
+            numalab_core::from_toml_tree(value).map(WorkloadSpec::Mix).map_err(bad)
         } else {
-            value.try_into().map(WorkloadSpec::Single).map_err(bad)
+            numalab_core::from_toml_tree(value).map(WorkloadSpec::Single).map_err(bad)
         }
     }
 

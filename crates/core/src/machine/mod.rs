@@ -274,10 +274,10 @@ impl Machine {
 
     /// Build from an already-parsed TOML tree (used after `--set` overrides).
     pub fn from_toml_value(value: toml::Value, origin: &str) -> Result<Machine, MachineError> {
-        let machine: Machine = value.try_into().map_err(|e: toml::de::Error| MachineError::Parse {
+        let machine: Machine = crate::from_toml_tree(value).map_err(|message| MachineError::Parse {
             origin: origin.to_string(),
             line: None,
-            message: crate::one_line(e.message()),
+            message,
         })?;
         machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
         Ok(machine)
