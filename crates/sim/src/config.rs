@@ -195,6 +195,10 @@ pub struct SchedConfig {
     pub imbalance_pct: u32,
     /// Pull tasks onto CPUs that go idle (newidle balancing).
     pub idle_balance: bool,
+    /// Count background tasks in a node's `sum_nr_running` when the NUMA level classifies
+    /// nodes (overloaded, spare capacity), as Linux does since 5.5; off, only workload threads
+    /// count (docs/scheduler.md, "Background tasks in a node's task count").
+    pub background_in_nr_running: bool,
     /// `sysctl_sched_migration_cost`, microseconds (500): a task that ran more recently is
     /// cache-hot, and newidle balancing is skipped on a CPU idle for less on average.
     pub migration_cost_us: f64,
@@ -299,6 +303,7 @@ impl Default for SchedConfig {
             noise_bound_share: 0.5,
             imbalance_pct: 117,
             idle_balance: true,
+            background_in_nr_running: false,
             migration_cost_us: 500.0,
             busy_factor: 16.0,
             sched_latency_us: 6000.0,

@@ -196,31 +196,36 @@ impl Scheduler {
     /// is their workload threads (background tasks add little PELT load). With spare capacity
     /// on the destination, pull from an overloaded node, or even out idle CPUs unless the
     /// difference is the allowed NUMA imbalance; otherwise pull only past `imbalance_pct`.
+    /// Whether a node is overloaded or has spare capacity is decided by its task count: its
+    /// workload threads, plus its running background tasks under `background_in_nr_running`
+    /// (Linux's `sum_nr_running`, docs/scheduler.md, "Background tasks in a node's task count").
     fn busiest_cpu_across_nodes(&self, dst_node: usize) -> Option<usize> {
+        let with_background = self.cfg.background_in_nr_running;
         let group = |n: usize| {
             let cs = &self.cpus_of_node[n];
             let load: u32 = cs.iter().map(|&c| self.load[c]).sum();
             let idle = cs.iter().filter(|&&c| self.idle(c)).count() as u32;
-            (load, cs.len() as u32, idle)
+            let nr_running: u32 = if with_background { cs.iter().map(|&c| self.nr(c)).sum() } else { load };
+            (load, cs.len() as u32, idle, nr_running)
         };
-        let (l_d, c_d, idle_d) = group(dst_node);
+        let (l_d, c_d, idle_d, nr_d) = group(dst_node);
         let busiest = (0..self.cpus_of_node.len())
             .filter(|&n| n != dst_node && !self.cpus_of_node[n].is_empty())
             .map(|n| (n, group(n)))
-            .filter(|(_, (l, _, _))| *l > 0)
-            .max_by(|(a, (la, ca, _)), (b, (lb, cb, _))| (*la as u64 * *cb as u64).cmp(&(*lb as u64 * *ca as u64)).then(b.cmp(a)))?;
-        let (b, (l_b, c_b, idle_b)) = busiest;
-        let pull = if l_d < c_d {
-            if l_b > c_b {
+            .filter(|(_, (l, _, _, _))| *l > 0)
+            .max_by(|(a, (la, ca, _, _)), (b, (lb, cb, _, _))| (*la as u64 * *cb as u64).cmp(&(*lb as u64 * *ca as u64)).then(b.cmp(a)))?;
+        let (b, (l_b, c_b, idle_b, nr_b)) = busiest;
+        let pull = if nr_d < c_d {
+            if nr_b > c_b {
                 true
             } else {
                 let imbalance = idle_d.saturating_sub(idle_b) / 2;
                 // adjust_numa_imbalance: a small imbalance is allowed while lightly loaded.
-                let allowed = l_d < self.imb_numa_nr(dst_node) && imbalance <= 2;
+                let allowed = nr_d < self.imb_numa_nr(dst_node) && imbalance <= 2;
                 imbalance > 0 && !allowed
             }
         } else {
-            l_b > c_b && 100 * l_b as u64 * c_d as u64 > self.cfg.imbalance_pct as u64 * l_d as u64 * c_b as u64
+            nr_b > c_b && 100 * l_b as u64 * c_d as u64 > self.cfg.imbalance_pct as u64 * l_d as u64 * c_b as u64
         };
         if !pull {
             return None;

@@ -103,6 +103,28 @@ fn a_small_numa_imbalance_is_tolerated() {
 }
 
 #[test]
+fn a_background_task_makes_a_node_overloaded_only_when_it_counts() {
+    // Two nodes of 2 CPUs. Threads 0 and 1 on node 0 (CPUs 0, 1), thread 2 on CPU 2; CPU 3 is
+    // idle. A daemon runs on CPU 0 from 1 ms to 20 ms, so thread 0 waits there, cold after
+    // 0.5 ms. Node 0 runs three tasks on two CPUs.
+    let daemon = NoiseTask { cpu: 0, start_ns: 1.0 * MS, end_ns: 20.0 * MS };
+    let states = [Runnable; 3];
+    // Counting workload threads only, node 0 is fully busy, not overloaded, and the idle CPUs
+    // differ by (1 - 0) / 2 = 0: nothing crosses.
+    let mut s = sched(quiet(), 2, 2, vec![0, 1, 2], false);
+    s.noise.tasks.push(daemon);
+    let m = run_epochs(&mut s, &states, 2.0, 200);
+    assert!(m.iter().all(|m| !m.cross_node), "{m:?}");
+    // With background tasks in the count (Linux's sum_nr_running), node 0 is overloaded and
+    // CPU 3, going idle, pulls the waiting thread across (newidle balancing at the NUMA level).
+    let cfg = SchedConfig { background_in_nr_running: true, ..quiet() };
+    let mut s = sched(cfg, 2, 2, vec![0, 1, 2], false);
+    s.noise.tasks.push(daemon);
+    let m = run_epochs(&mut s, &states, 2.0, 200);
+    assert_eq!(m.iter().map(|m| (m.thread, m.to, m.cause, m.cross_node)).collect::<Vec<_>>(), vec![(0, 3, Cause::IdleBalance, true)]);
+}
+
+#[test]
 fn a_spinning_waiter_holds_its_cpu() {
     // Thread 0 spins on CPU 1; threads 1 and 2 share CPU 0. CPU 1 is not idle, so nothing is
     // pulled onto it, and the spinner itself is never moved.
