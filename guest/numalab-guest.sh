@@ -2,9 +2,11 @@
 # qemu harness for numalab's live-observation code: boots small NUMA guests (no KVM needed)
 # from an initramfs made of busybox, numa_touch and optionally the numalab binary.
 #
-#   guest/numalab-guest.sh capture NODES OUTDIR     NODES = 1, 2 or 4; dump sysfs/procfs text
+#   guest/numalab-guest.sh capture NODES OUTDIR     NODES = 1, 2, 2x4 or 4; dump sysfs/procfs text
 #   guest/numalab-guest.sh profile NUMALAB_BIN      2-node guest: profile numa_touch, print JSON
 #   guest/numalab-guest.sh run NODES PAYLOAD OUTDIR [FILE...]
+#                                                   NODES = 1, 2, 2x4 (2 nodes of 4 CPUs)
+#                                                   or 4;
 #                                                   run your own shell script in the guest,
 #                                                   with FILEs (programs, data) in /bin
 #   guest/numalab-guest.sh damon-kernel              print the path of a kernel image with DAMON
@@ -151,6 +153,11 @@ boot() {
                  -object memory-backend-ram,id=m0,size=1G -object memory-backend-ram,id=m1,size=1G
                  -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1
                  -numa dist,src=0,dst=1,val=21) ;;
+        # Two nodes of 4 CPUs, for programs with fewer threads than CPUs.
+        2x4) topo=(-smp 8 -m 2G
+                 -object memory-backend-ram,id=m0,size=1G -object memory-backend-ram,id=m1,size=1G
+                 -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1
+                 -numa dist,src=0,dst=1,val=21) ;;
         # Three CPU nodes and one CPU-less memory node (3), with distinct distance classes.
         4) topo=(-smp 4 -m 2G
                  -object memory-backend-ram,id=m0,size=512M -object memory-backend-ram,id=m1,size=512M
@@ -159,7 +166,7 @@ boot() {
                  -numa node,nodeid=2,cpus=3,memdev=m2 -numa node,nodeid=3,memdev=m3
                  -numa dist,src=0,dst=1,val=12 -numa dist,src=0,dst=2,val=20 -numa dist,src=0,dst=3,val=17
                  -numa dist,src=1,dst=2,val=20 -numa dist,src=1,dst=3,val=28 -numa dist,src=2,dst=3,val=28) ;;
-        *) die "NODES must be 1, 2 or 4, not $nodes" ;;
+        *) die "NODES must be 1, 2, 2x4 or 4, not $nodes" ;;
     esac
     local attempt
     for attempt in 1 2; do

@@ -313,7 +313,8 @@ fn from_tree(tree: Value) -> Result<Resolved> {
     }
     let name = canonical.to_string();
     let entry = numalab_policy::find(&name)?;
-    let sim: SimConfig = numalab_core::from_toml_tree(take_table(&tree, "sim")?).map_err(|message| anyhow!("[sim] (after --set): {message}"))?;
+    let sim: SimConfig =
+        numalab_core::from_toml_tree(take_table(&tree, "sim")?).map_err(|message| anyhow!("[sim] (after --set): {message}"))?;
     let scenario = Scenario { machine: Arc::new(machine), program: Arc::new(program), policy: entry, policy_config: policy, sim };
     scenario.check()?;
     // Record the policy's resolved settings (defaults filled in) in the tree.

@@ -274,11 +274,8 @@ impl Machine {
 
     /// Build from an already-parsed TOML tree (used after `--set` overrides).
     pub fn from_toml_value(value: toml::Value, origin: &str) -> Result<Machine, MachineError> {
-        let machine: Machine = crate::from_toml_tree(value).map_err(|message| MachineError::Parse {
-            origin: origin.to_string(),
-            line: None,
-            message,
-        })?;
+        let machine: Machine =
+            crate::from_toml_tree(value).map_err(|message| MachineError::Parse { origin: origin.to_string(), line: None, message })?;
         machine.validate().map_err(|problem| MachineError::Invalid { origin: origin.to_string(), problem })?;
         Ok(machine)
     }

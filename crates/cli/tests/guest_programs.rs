@@ -1,0 +1,67 @@
+//! The guest programs that results pages run (guest/src/), built and run on the host, so that a
+//! documented command does not break unseen. barrier_walk is the program of
+//! docs/results/barrier-wait-guest.md: an OpenMP program built with the host's C compiler and
+//! libgomp.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Compile guest/src/SOURCE.c with `cflags`, linking `libs` (after the source, as the linker
+/// needs them).
+fn build(source: &str, cflags: &[&str], libs: &[&str]) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(source);
+    let c_file = root.join(format!("guest/src/{source}.c"));
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-O2", "-Wall", "-Werror"])
+        .args(cflags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&c_file)
+        .args(libs)
+        .status()
+        .unwrap_or_else(|e| panic!("a C compiler for {}: {e}", c_file.display()));
+    assert!(status.success(), "cc failed on {}", c_file.display());
+    out
+}
+
+/// `key=value` fields of barrier_walk's first output line.
+fn field(line: &str, key: &str) -> i64 {
+    let prefix = format!("{key}=");
+    let value = line.split_whitespace().find_map(|w| w.strip_prefix(prefix.as_str())).unwrap_or_else(|| panic!("no {key} in {line}"));
+    value.parse::<f64>().unwrap_or_else(|e| panic!("{key}={value}: {e}")) as i64
+}
+
+#[test]
+fn barrier_walk_counts_its_waiters_sleeps_and_refuses_bad_arguments() {
+    let program = build("barrier_walk", &["-fopenmp"], &["-lm"]);
+    let run = |wait: Option<&str>| {
+        let mut cmd = Command::new(&program);
+        cmd.env("OMP_NUM_THREADS", "2").args(["--iterations", "50", "--mib", "1", "--seed", "3"]);
+        if let Some(w) = wait {
+            cmd.env("OMP_WAIT_POLICY", w);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let passive = run(Some("passive"));
+    let lines: Vec<&str> = passive.lines().collect();
+    assert_eq!(lines.len(), 2, "{passive}");
+    assert_eq!(field(lines[0], "threads"), 2);
+    assert_eq!(field(lines[0], "iterations"), 50);
+    // A passive waiter sleeps at once: one of the two threads waits at nearly every barrier.
+    assert!(field(lines[0], "sleeps") >= 25, "{passive}");
+    assert!(field(lines[0], "node_changes") <= field(lines[0], "cpu_changes"), "{passive}");
+    assert!(lines[1].starts_with("iteration_ms min="), "{passive}");
+    // The same seed walks the same lengths, whatever the wait: the checksum agrees.
+    let active = run(Some("active"));
+    assert_eq!(field(active.lines().next().unwrap(), "checksum"), field(lines[0], "checksum"));
+
+    let bad = Command::new(&program).args(["--jitter", "1.5"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--jitter in [0, 1)"), "{}", String::from_utf8_lossy(&bad.stderr));
+    let bad = Command::new(&program).args(["--noise", "0", "200", "1"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--noise needs HZ, MEAN_US and SECONDS above 0"));
+}
