@@ -169,6 +169,7 @@ int main(int argc, char **argv) {
     uint64_t *buf = malloc(words * sizeof(uint64_t) * (size_t)threads);
     if (!buf) { perror("malloc"); return 1; }
     double *iteration_s = calloc((size_t)iterations, sizeof(double));
+    if (!iteration_s) { perror("calloc"); return 1; }
     long cpu_changes = 0, node_changes = 0, migrations = 0, sleeps = 0;
     uint64_t checksum = 0;
     double start = 0, end = 0;
