@@ -412,6 +412,29 @@ pub struct Target {
     /// Simulator: machine / workload / policy names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The OpenMP runtime the target loaded and its wait settings; absent when none was found
+    /// (docs/profile.md, "The OpenMP runtime").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<OpenMp>,
+}
+
+/// An OpenMP runtime found in a profiled process (docs/profile.md, "The OpenMP runtime").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenMp {
+    /// `libgomp` (GCC), `libomp` (LLVM) or `libiomp5` (Intel).
+    pub runtime: String,
+    /// The library as `/proc/PID/maps` names it.
+    pub library: String,
+    /// The variables of the process's environment that set the wait (`OMP_WAIT_POLICY`,
+    /// `GOMP_SPINCOUNT`, `KMP_BLOCKTIME`, `KMP_LIBRARY`) and `OMP_NUM_THREADS`, as written.
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    /// The `--set` settings that make the simulator's barrier waiters wait as this process's do
+    /// (docs/scheduler.md, "Barrier waits: spin, then sleep").
+    pub sim_set: Vec<String>,
+    /// Settings found that the simulator does not represent, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unrepresented: Vec<String>,
 }
 
 /// Controlled variables recorded with every run (perfutil §4.2 rule 4).

@@ -394,6 +394,8 @@ struct RunResult {
     pid: u32,
     duration_ms: u64,
     threads_seen: u32,
+    /// The OpenMP runtime the target loaded, as first seen.
+    openmp: Option<numalab_core::profile::OpenMp>,
 }
 
 /// Probe, plan, run, and assemble the report.
@@ -573,6 +575,7 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
         duration_ms: first.duration_ms,
         threads_seen: first.threads_seen,
         labels: BTreeMap::new(),
+        openmp: first.openmp.clone(),
     };
     let mut report = ProfileReport::new(Backend::Linux, target);
     report.environment.kernel = settings::kernel_release(root);
@@ -613,6 +616,14 @@ pub fn run(cfg: &SessionConfig) -> Result<ProfileReport, SessionError> {
     }
     report.timeline = first.timeline;
     report.runs = plans;
+    if let Some(o) = &report.target.openmp {
+        notes.push(format!(
+            "openmp: {} ({}); the simulator waits at barriers as it does with {}",
+            o.runtime,
+            o.library,
+            o.sim_set.iter().map(|s| format!("--set {s}")).collect::<Vec<_>>().join(" ")
+        ));
+    }
     report.notes = notes;
     report.finish();
     Ok(report)
@@ -713,6 +724,7 @@ fn run_once(
     let mut label: Option<String> = None;
     let mut vm_baseline = SystemBaseline::take(root)?;
     let mut exit_code = None;
+    let mut openmp = None;
     loop {
         let exited = match cfg.target {
             TargetSpec::Command(_) => {
@@ -748,6 +760,11 @@ fn run_once(
                         }
                     }
                 }
+            }
+            // The runtime is mapped when the program starts (or when it first opens it): looked
+            // for at each sample until found (docs/profile.md, "The OpenMP runtime").
+            if openmp.is_none() && !exited {
+                openmp = crate::procfs::openmp::read(root, pid as u32);
             }
             let mut sample = TimelineSample { t_ms: t0.elapsed().as_millis() as u64, enabled, label: label.clone(), ..Default::default() };
             if let SetReading::Values(t) = set.read() {
@@ -837,6 +854,7 @@ fn run_once(
         pid: pid as u32,
         duration_ms: t0.elapsed().as_millis() as u64,
         threads_seen: seen.len() as u32,
+        openmp,
     })
 }
 

@@ -22,6 +22,7 @@ fn build() -> ProfileReport {
         duration_ms: 300,
         threads_seen: 16,
         labels: BTreeMap::new(),
+        openmp: None,
     };
     let mut r = ProfileReport::new(Backend::Linux, target);
     r.environment.kernel = Some("6.1.0-hand-made".into());

@@ -13,7 +13,15 @@ use std::collections::BTreeMap;
 /// Build the profile of one run. `labels` name the machine, workload and policy.
 pub fn profile_of(run: &RunMetrics, threads: u32, page_bytes: u64, labels: BTreeMap<String, String>) -> ProfileReport {
     let exec_ns = (run.exec_time_s * 1e9) as u64;
-    let target = Target { command: vec![], pid: None, exit_code: None, duration_ms: exec_ns / 1_000_000, threads_seen: threads, labels };
+    let target = Target {
+        command: vec![],
+        pid: None,
+        exit_code: None,
+        duration_ms: exec_ns / 1_000_000,
+        threads_seen: threads,
+        openmp: None,
+        labels,
+    };
     let mut p = ProfileReport::new(Backend::Sim, target);
     let n = run.access_matrix.len();
     let (mut rl, mut rr, mut wl, mut wrm) = (0u64, 0u64, 0u64, 0u64);
