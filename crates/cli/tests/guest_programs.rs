@@ -105,6 +105,20 @@ fn profile_finds_the_openmp_runtime_and_the_simulator_takes_its_settings() {
     assert_eq!(r["config"]["sim"]["sched"]["wait_policy"], "libgomp-passive");
     assert_eq!(r["config"]["sim"]["sched"]["gomp_spincount"], 3000);
 
+    // One thread on a host with more CPUs: the note says CPUs were left idle.
+    let out = Command::new(numalab)
+        .env("OMP_NUM_THREADS", "1")
+        .args(["--format", "json", "profile", "--interval", "20", "--"])
+        .arg(&program)
+        .args(["--iterations", "4000", "--mib", "1"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let note = v["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).find(|n| n.starts_with("openmp: ")).unwrap().to_string();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        assert!(note.contains("; it ran 1 thread on ") && note.contains("CPUs left idle"), "{note}");
+    }
+
     // A program without a runtime has no `openmp`.
     let out = Command::new(numalab).args(["--format", "json", "profile", "--interval", "20", "--", "sleep", "0.1"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
