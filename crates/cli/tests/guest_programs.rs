@@ -73,18 +73,20 @@ fn barrier_walk_counts_its_waiters_sleeps_and_refuses_bad_arguments() {
 fn profile_finds_the_openmp_runtime_and_the_simulator_takes_its_settings() {
     let program = build("barrier_walk", &["-fopenmp"], &["-lm"], "profile");
     let numalab = env!("CARGO_BIN_EXE_numalab");
-    // Long enough for several samples at 20 ms on a busy host.
-    let out = Command::new(numalab)
-        .env("OMP_NUM_THREADS", "2")
-        .env("OMP_WAIT_POLICY", "passive")
-        .env("GOMP_SPINCOUNT", "3k")
-        .args(["--format", "json", "profile", "--interval", "20", "--"])
-        .arg(&program)
-        .args(["--iterations", "4000", "--mib", "1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The profile of barrier_walk under `env`, long enough for several samples at 20 ms on a
+    // busy host.
+    let profile = |env: &[(&str, &str)]| {
+        let out = Command::new(numalab)
+            .envs(env.iter().copied())
+            .args(["--format", "json", "profile", "--interval", "20", "--"])
+            .arg(&program)
+            .args(["--iterations", "4000", "--mib", "1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = profile(&[("OMP_NUM_THREADS", "2"), ("OMP_WAIT_POLICY", "passive"), ("GOMP_SPINCOUNT", "3k")]);
     let o = &v["target"]["openmp"];
     assert_eq!(o["runtime"], "libgomp", "{v}");
     assert!(o["library"].as_str().unwrap().contains("libgomp.so"), "{o}");
@@ -106,14 +108,7 @@ fn profile_finds_the_openmp_runtime_and_the_simulator_takes_its_settings() {
     assert_eq!(r["config"]["sim"]["sched"]["gomp_spincount"], 3000);
 
     // One thread on a host with more CPUs: the note says CPUs were left idle.
-    let out = Command::new(numalab)
-        .env("OMP_NUM_THREADS", "1")
-        .args(["--format", "json", "profile", "--interval", "20", "--"])
-        .arg(&program)
-        .args(["--iterations", "4000", "--mib", "1"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = profile(&[("OMP_NUM_THREADS", "1")]);
     let note = v["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).find(|n| n.starts_with("openmp: ")).unwrap().to_string();
     if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
         assert!(note.contains("; it ran 1 thread on ") && note.contains("CPUs left idle"), "{note}");

@@ -142,9 +142,55 @@ fn sim_settings(runtime: &str, environment: &BTreeMap<String, String>) -> (Vec<S
     (set, unrepresented)
 }
 
+/// The note on an OpenMP target: its runtime and the `--set` settings for its wait, what the
+/// environment sets that they do not carry, and whether it left CPUs without a thread, which
+/// lets Linux move spinning threads across nodes (docs/profile.md, "The OpenMP runtime").
+pub fn note(o: &OpenMp, threads_seen: u32, cpus: usize) -> String {
+    let mut note = format!(
+        "openmp: {} ({}); the simulator waits at barriers as it does with {}",
+        o.runtime,
+        o.library,
+        o.sim_set.iter().map(|s| format!("--set {s}")).collect::<Vec<_>>().join(" ")
+    );
+    if !o.unrepresented.is_empty() {
+        note.push_str(&format!("; not carried over: {}", o.unrepresented.join("; ")));
+    }
+    if threads_seen > 0 && (threads_seen as usize) < cpus {
+        note.push_str(&format!(
+            "; it ran {threads_seen} thread{} on {cpus} CPUs it may use: with CPUs left idle Linux can move spinning threads \
+             across nodes (docs/results/barrier-wait-guest.md, \"Idle CPUs\"); simulate the same shape (the machine's \
+             `machine.smt`, or `--threads`)",
+            if threads_seen == 1 { "" } else { "s" }
+        ));
+    }
+    note
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_openmp_note_names_settings_not_carried_and_idle_cpus() {
+        let o = OpenMp {
+            runtime: "libgomp".into(),
+            library: "/usr/lib/libgomp.so.1".into(),
+            environment: BTreeMap::new(),
+            sim_set: vec!["sim.sched.wait_policy=libgomp".into()],
+            unrepresented: vec!["GOMP_SPINCOUNT=lots: not a count libgomp reads; its default is assumed".into()],
+        };
+        let n = note(&o, 4, 4);
+        assert_eq!(
+            n,
+            "openmp: libgomp (/usr/lib/libgomp.so.1); the simulator waits at barriers as it does with --set \
+             sim.sched.wait_policy=libgomp; not carried over: GOMP_SPINCOUNT=lots: not a count libgomp reads; its default \
+             is assumed"
+        );
+        let n = note(&o, 32, 64);
+        assert!(n.contains("; it ran 32 threads on 64 CPUs it may use: with CPUs left idle"), "{n}");
+        // Threads not counted (no sample saw them): nothing said about idle CPUs.
+        assert!(!note(&o, 0, 64).contains("CPUs left idle"));
+    }
 
     /// Lines of one `/proc/PID/maps` of barrier_walk (guest/src/barrier_walk.c) on this
     /// project's host, Debian 12 with GCC 12's libgomp, as the kernel printed them (a
