@@ -36,6 +36,15 @@ pub struct SimConfig {
     /// pipelined steps, the rest of a window after a decision beyond the faulting page)
     /// (docs/simulator.md, "Fast-forward", "In the order of time") [ours].
     pub fast_forward_time_order: bool,
+    /// Whether a fast-forward window may pass barrier arrivals (docs/simulator.md,
+    /// "Fast-forward", "Windows past arrivals"): instead of ending before the first running
+    /// thread's predicted arrival, the window ends before the first such thread could fall
+    /// asleep (its arrival, predicted with the margin, plus its spin) and before its barrier
+    /// may be released; the threads that arrive inside it leave the solve's population as
+    /// they arrive, each running thread's latencies taken between two solves (with and
+    /// without them) by the share of them gone while it runs. Off by default: an
+    /// approximation of what the epoch-by-epoch loop does [ours].
+    pub fast_forward_past_arrivals: bool,
     /// Whether the exact engine runs an epoch in which pages are armed in the order of time,
     /// as the fast engine does (`fast_forward_time_order`), instead of thread after thread:
     /// thread after thread, the lowest-numbered threads took their hinting faults first in
@@ -73,6 +82,7 @@ impl Default for SimConfig {
             fast_forward_max_us: 2000.0,
             fast_forward_lockstep: true,
             fast_forward_time_order: true,
+            fast_forward_past_arrivals: false,
             exact_time_order: true,
         }
     }

@@ -183,6 +183,19 @@ pub(crate) struct World<'a> {
     after_load_moved: bool,
     /// Scratch of `fast_forward_epochs`: per process, the earliest its barrier may be released.
     release_floor: Vec<f64>,
+    /// Windows past arrivals (`SimConfig::fast_forward_past_arrivals`): each running thread's
+    /// predicted arrival at the end of its step (NaN: none), from `fast_forward_epochs`.
+    arrive_ns: Vec<f64>,
+    /// Scratch of `fast_forward_epochs`: per process, its running threads' earliest margined
+    /// arrival.
+    first_arrival: Vec<f64>,
+    /// The window `[start, end)` whose solve takes the arrivals inside it, for `update_costs`.
+    blend: Option<(f64, f64)>,
+    /// Scratch of the blended solve: each thread's references per ns by kind and node, summed
+    /// over the window's stretches.
+    blend_inv: Vec<f64>,
+    /// The last solve's cost tables were blended: the next reuse rebuilds them.
+    blended_last: bool,
     /// Scratch of `World::forecast_mix`: a thread's references per node in the window.
     forecast_counts: Vec<f64>,
     demands: Vec<Demand>,
@@ -265,6 +278,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             // threads have left.
             if end - start > epoch || w.cfg.memory.demand == DemandSource::Ahead {
                 w.forecast_mix(start, end, end - start > epoch);
+            }
+            if w.cfg.fast_forward_past_arrivals && end - start > epoch {
+                w.blend = Some((start, end));
             }
             w.update_costs();
             w.update_sampling(drv.policy_mut().sample_period_ns());

@@ -342,6 +342,79 @@ fn threads_that_reach_the_barrier_leave_the_window_solve() {
     close("one-straggler on server-a-4n, time", off, on, 0.01);
 }
 
+/// Windows past arrivals (`sim.fast_forward_past_arrivals`, docs/simulator.md, "Windows past
+/// arrivals"): the one-straggler workload's 15 early threads arrive inside windows, which
+/// take them out of the solve's population as they arrive; the straggler must still keep the
+/// time of epoch-by-epoch stepping, in fewer loop steps than windows that end at arrivals.
+#[test]
+fn windows_past_arrivals_keep_the_time_of_epochs() {
+    let text = r#"
+        [workload]
+        name = "one-straggler"
+        threads = 16
+        pinned = true
+        init = "master"
+        run = { iterations = 6 }
+        [[region]]
+        name = "shared"
+        pages = 1024
+        sharing = "partitioned"
+        [[region]]
+        name = "own"
+        pages = 1024
+        sharing = "shared_ro"
+        [[phase]]
+        name = "read"
+        barrier = "end"
+        refs = 200000
+        accesses = [
+            { region = "shared", who = "owner", pattern = "seq", share = 0.8 },
+            { region = "own", who = "master", pattern = "seq", share = 0.2 },
+        ]
+    "#;
+    let ((_, bounded_steps), _) = windows_off_and_on("server-a-4n", text);
+    let sim = SimConfig { fast_forward_past_arrivals: true, ..SimConfig::default() };
+    let ((off, off_steps), (on, on_steps)) = windows_off_and_on_with("server-a-4n", text, sim, |sc| run_one(sc, 1).unwrap());
+    assert!(on_steps < bounded_steps, "past arrivals: {on_steps} loop steps, windows ending at arrivals {bounded_steps}");
+    assert!(on_steps < off_steps, "past arrivals: {on_steps} loop steps, epoch by epoch {off_steps}");
+    close("one-straggler on server-a-4n past arrivals, time", off, on, 0.01);
+}
+
+/// Windows past arrivals on a workload whose threads reach each barrier over many epochs
+/// (ua-like: gathers over a mesh whose ownership drifts, with background noise): the mean
+/// time and locality of epoch-by-epoch stepping, in fewer loop steps than windows that end
+/// at arrivals.
+#[test]
+fn windows_past_spread_arrivals_keep_time_and_locality() {
+    let s = Setup {
+        machine: "server-a-4n",
+        workload: "ua-like",
+        threads: 32,
+        scale: 0.05,
+        policy: "linux",
+        iterations: Some(40),
+        policy_config: &[],
+        noise: true,
+    };
+    let seeds = [1, 2, 3];
+    let run = |max_us: f64, past: bool| -> Vec<RunMetrics> {
+        let mut sc = scenario(&s, EngineKind::Fast, max_us, SimConfig::default().memory.population_tolerance);
+        sc.sim.fast_forward_past_arrivals = past;
+        seeds.iter().map(|&seed| run_one(&sc, seed).unwrap()).collect()
+    };
+    let (off, bounded, past) = (run(0.0, false), run(2000.0, false), run(2000.0, true));
+    let steps = |rs: &[RunMetrics]| rs.iter().map(|r| r.engine.loop_steps).sum::<u64>();
+    let arrivals = |rs: &[RunMetrics]| rs.iter().map(|r| r.engine.one_epoch.arrival).sum::<u64>();
+    assert!(steps(&past) < steps(&bounded), "past arrivals: {} loop steps, windows ending at arrivals {}", steps(&past), steps(&bounded));
+    assert!(arrivals(&past) < arrivals(&bounded), "single epochs at arrivals: {} against {}", arrivals(&past), arrivals(&bounded));
+    for (a, b) in off.iter().zip(&past) {
+        assert_eq!(a.accesses, b.accesses, "the same references");
+    }
+    close("ua-like past arrivals, mean time", mean(off.iter().map(|r| r.exec_time_s)), mean(past.iter().map(|r| r.exec_time_s)), 0.02);
+    let local = |rs: &[RunMetrics]| mean(rs.iter().map(|r| r.local_access_ratio.unwrap()));
+    assert!((local(&off) - local(&past)).abs() <= 0.01, "local ratio: {} against {}", local(&off), local(&past));
+}
+
 #[test]
 fn background_noise_inside_windows_averages_to_the_same_time() {
     // With a thread on every CPU, a background task's arrival only takes part of one

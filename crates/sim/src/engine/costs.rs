@@ -36,6 +36,11 @@ impl World<'_> {
             d.frac.clone_from(&th.frac);
             d.write_frac = th.write_frac;
         }
+        if let Some((start, end)) = self.blend.take() {
+            if self.solve_blended(start, end) {
+                return;
+            }
+        }
         // The fast engine reuses the last solve while every thread's demand stays within
         // `memory.demand_tolerance` of the demand it was solved for (docs/simulator.md,
         // "Contention"): the loaded latencies would move by about as much as the solve's own
@@ -44,13 +49,21 @@ impl World<'_> {
         let reuse = self.cfg.engine == EngineKind::Fast
             && crate::contention::solve_holds(&self.demands, &self.solved_for, mem.demand_tolerance, mem.population_tolerance);
         if reuse {
-            // The latencies hold; the cost tables take this epoch's CPU shares.
-            if self.share != self.solved_share {
+            // The latencies hold; the cost tables take this epoch's CPU shares (and those
+            // of a blended solve its own latencies again).
+            if self.share != self.solved_share || std::mem::take(&mut self.blended_last) {
                 self.solved_share.clone_from(&self.share);
                 self.build_costs();
             }
             return;
         }
+        self.blended_last = false;
+        self.solve_now();
+        self.build_costs();
+    }
+
+    /// The contention solve for `self.demands`, recorded as the demands it was made for.
+    fn solve_now(&mut self) {
         self.solved_for.clone_from(&self.demands);
         self.solved_share.clone_from(&self.share);
         // Threads with the same demand are one class of the solve; the fast engine merges
@@ -59,7 +72,90 @@ impl World<'_> {
         let extrapolate = self.cfg.engine == EngineKind::Fast && self.cfg.memory.solver_extrapolation;
         self.cont.solve(&self.demands, self.cfg.memory.solver_iterations, self.cfg.memory.solver_tolerance, merge_tolerance, extrapolate);
         self.solves += 1;
+    }
+
+    /// A window past arrivals (docs/simulator.md, "Windows past arrivals"): the running
+    /// threads predicted to arrive at their barrier inside `[start, end)` leave the memory
+    /// system's population at the first epoch boundary after their arrival, as in the
+    /// epoch-by-epoch loop. One solve for each population the window holds (the first with
+    /// every thread, then one after each boundary where threads leave); each running thread's
+    /// cost of a reference is the one that makes as many references over its running part as
+    /// the populations' costs do, each over its stretch: their harmonic mean, weighted by the
+    /// stretches' lengths. False (nothing done) when no running thread arrives inside the
+    /// window.
+    fn solve_blended(&mut self, start: f64, end: f64) -> bool {
+        let (n, threads) = (self.n, self.threads.len());
+        let epoch_ns = self.cfg.epoch_us * 1e3;
+        // (leave, thread) of each arriving thread, in the order they leave.
+        let mut leaving: Vec<(f64, usize)> = (0..threads)
+            .filter(|&t| self.demands[t].share > 0.0 && self.arrive_ns[t] < end)
+            .map(|t| (start + ((self.arrive_ns[t] - start) / epoch_ns).ceil() * epoch_ns, t))
+            .filter(|&(leave, _)| leave < end)
+            .collect();
+        if leaving.is_empty() {
+            return false;
+        }
+        leaving.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let running: Vec<bool> = self.demands.iter().map(|d| d.share > 0.0).collect();
+        // Each running thread's part of the window, and the references per ns it makes at
+        // each (kind, node) summed over the stretches (`inv`, `cost` laid out).
+        let part = |w: &World, t: usize| (w.threads[t].clock.max(start), if w.arrive_ns[t] < end { w.arrive_ns[t] } else { end });
+        let mut inv = std::mem::take(&mut self.blend_inv);
+        inv.clear();
+        inv.resize(threads * 3 * n, 0.0);
+        let mut shares_taken: Vec<(usize, f64)> = Vec::with_capacity(leaving.len());
+        let mut next = 0;
+        let mut from = start;
+        while from < end {
+            // Threads that left by `from` are out of this stretch's population.
+            while next < leaving.len() && leaving[next].0 <= from {
+                let t = leaving[next].1;
+                shares_taken.push((t, self.demands[t].share));
+                self.demands[t].share = 0.0;
+                next += 1;
+            }
+            let to = leaving.get(next).map_or(end, |l| l.0.min(end));
+            self.solve_now();
+            for t in 0..threads {
+                if !running[t] {
+                    continue;
+                }
+                let (a, b) = part(self, t);
+                let overlap = to.min(b) - from.max(a);
+                if overlap <= 0.0 {
+                    continue;
+                }
+                let share = self.share[t].max(1e-3);
+                let compute = self.demands[t].compute_ns;
+                let lat = self.cont.latency(t);
+                for (row, &mlp) in inv[t * 3 * n..(t + 1) * 3 * n].chunks_exact_mut(n).zip(&self.mlp) {
+                    for (x, &l) in row.iter_mut().zip(lat) {
+                        *x += overlap * share / (compute + l / mlp);
+                    }
+                }
+            }
+            from = to;
+        }
+        for (t, share) in shares_taken {
+            self.demands[t].share = share;
+        }
+        // The tables of the last population for every thread, then each running thread's own.
         self.build_costs();
+        for t in 0..threads {
+            let (a, b) = part(self, t);
+            if !running[t] || b <= a {
+                continue;
+            }
+            let th = &mut self.threads[t];
+            // Never the source of another thread's copy, rebuilt at the next solve.
+            th.cost_from = (f64::NAN, f64::NAN, u64::MAX);
+            for (c, &x) in th.cost.iter_mut().zip(&inv[t * 3 * n..(t + 1) * 3 * n]) {
+                *c = (b - a) / x;
+            }
+        }
+        self.blend_inv = inv;
+        self.blended_last = true;
+        true
     }
 
     /// Each thread's ns per access by kind and memory node: its compute and the loaded latency

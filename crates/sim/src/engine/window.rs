@@ -235,6 +235,19 @@ impl World<'_> {
         // waiting thread spins before it sleeps (at least `shortest_spin_ns`), so such a step allows
         // that spin.
         let n = self.n;
+        // Windows past arrivals while the policy observes no reference (docs/simulator.md,
+        // "Windows past arrivals"): a window it observes runs in the order of time or in
+        // lockstep, whose hinting faults and decisions the blended solve was not checked for.
+        let past_arrivals =
+            self.cfg.fast_forward_past_arrivals && self.mem.armed_pages() == 0 && self.sample_period_ns.is_none() && self.maps.is_none();
+        let mut arrive_ns = std::mem::take(&mut self.arrive_ns);
+        arrive_ns.clear();
+        arrive_ns.resize(self.threads.len(), f64::NAN);
+        // Per process, the earliest margined arrival of its running threads (windows past
+        // arrivals: a window that holds one ends before the barrier may be released).
+        let mut first_arrival = std::mem::take(&mut self.first_arrival);
+        first_arrival.clear();
+        first_arrival.resize(self.p.processes(), f64::INFINITY);
         let mut load_moves: Option<f64> = None;
         let spin_floor = before(start + self.shortest_spin_ns).max(1.0);
         // Per process, the earliest its barrier may be released: when the last of its running
@@ -273,11 +286,30 @@ impl World<'_> {
                 continue;
             }
             let arrival = th.clock.max(start) + FAST_FORWARD_MARGIN * step_ns;
-            raise(&mut release_floor[process], arrival);
-            // Before the first arrival: until stop 48 the window ran on to the arrival plus
-            // the spin (no thread sleeps before), while the solve still counted the arrived
-            // threads (docs/simulator.md, "Fast-forward").
-            len.cap(before(arrival).max(1.0), StepBound::Arrival);
+            if past_arrivals {
+                // The release is the last thread's arrival, which comes sooner than predicted
+                // as the others leave the machine's queues: its earliest possible time.
+                raise(&mut release_floor[process], th.clock.max(start) + self.unloaded_step_ns(t));
+            } else {
+                raise(&mut release_floor[process], arrival);
+            }
+            let step = &self.p.steps_of(t as u32)[th.step];
+            // The first-touch step's faults are not in the prediction: it keeps the bound.
+            if past_arrivals && step.barrier_after && step.phase.is_some() {
+                // Past the arrival, before the thread could fall asleep (docs/simulator.md,
+                // "Windows past arrivals"): the scheduler replays no nap of a thread that
+                // arrives inside the window.
+                arrive_ns[t] = th.clock.max(start) + step_ns;
+                first_arrival[process] = first_arrival[process].min(arrival);
+                len.cap(before(arrival + th.spin_limit_ns).max(1.0), StepBound::Arrival);
+            } else {
+                // Before the first arrival (or the end of a step without a barrier, where the
+                // thread begins its next step or leaves, and of the first-touch step, whose
+                // faults the prediction leaves out): until stop 48 the window ran on to the arrival
+                // plus the spin (no thread sleeps before), while the solve still counted the
+                // arrived threads (docs/simulator.md, "Fast-forward").
+                len.cap(before(arrival).max(1.0), StepBound::Arrival);
+            }
             // Where a walk's own load moves to another node: the window ends where the epoch
             // it moves in begins, and that epoch is the next step, alone, whose solve takes
             // its traffic on both sides of the move, as the epoch-by-epoch loop's does.
@@ -320,12 +352,38 @@ impl World<'_> {
                 len.cap(before(floor).max(1.0), StepBound::Release);
             }
         }
+        if past_arrivals {
+            // A window that holds an arrival ends before its barrier may be released: the
+            // release begins steps and wakes sleepers, which only a window's boundary meets.
+            for (&arrival, &floor) in first_arrival.iter().zip(&release_floor) {
+                if arrival < start + len.epochs * epoch_ns && floor.is_finite() {
+                    len.cap(before(floor).max(1.0), StepBound::Release);
+                }
+            }
+        }
+        self.first_arrival = first_arrival;
+        self.arrive_ns = arrive_ns;
         self.release_floor = release_floor;
         let epochs = len.epochs.max(1.0);
         self.after_load_moved = load_moves == Some(epochs) && epochs > 1.0;
         let end = start + epoch_ns * epochs;
         self.naps.retain(|&(_, asleep)| asleep < end);
         (epochs as u64, len.by)
+    }
+
+    /// What thread `t`'s step would still take with no queue anywhere: every reference left
+    /// at the idle latency of each node, weighted by its access mix, with its CPU share now.
+    fn unloaded_step_ns(&self, t: usize) -> f64 {
+        let th = &self.threads[t];
+        let i = self.node_of_cpu[self.sched.cpu_of[t] as usize] as usize;
+        let idle_ns: f64 = th.frac.iter().zip(&self.m.latency_ns[i]).map(|(f, l)| f * l).sum();
+        let (compute, share) = (self.demands[t].compute_ns, self.share[t].max(1e-3));
+        th.work
+            .entries
+            .iter()
+            .chain(&th.work.epilogue)
+            .map(|e| e.remaining() as f64 * (compute + idle_ns / self.mlp[kind_index(e.kind)]) / share)
+            .sum()
     }
 
     /// Where one of thread `t`'s walks moves its load to another node inside the window
