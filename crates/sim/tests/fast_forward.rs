@@ -304,16 +304,9 @@ fn a_window_ends_where_a_walk_turns_to_a_chunk_on_another_node() {
     close("halo-sweep on amd48, time", off, on, 0.01);
 }
 
-/// Regression: a window kept its first solve while threads reached the barrier inside it,
-/// though a thread that waits loads no memory (docs/simulator.md, "Fast-forward"). Here 16
-/// threads read node 0's memory; thread 0 also reads a region of its own, five times the
-/// others' work in all, so the other 15 arrive first and thread 0 finishes alone. Epoch by epoch it
-/// runs at the latency of a lone reader from the epoch after they arrive; a window that ran
-/// on to their arrival plus the spin charged it the queue of 16 readers up to there. Windows
-/// must keep the time of epoch-by-epoch stepping.
-#[test]
-fn threads_that_reach_the_barrier_leave_the_window_solve() {
-    let text = r#"
+/// Sixteen pinned threads read their blocks of a region thread 0 first touched (node 0's
+/// memory); thread 0 also reads a region of its own, so it reaches each barrier last, alone.
+const ONE_STRAGGLER: &str = r#"
         [workload]
         name = "one-straggler"
         threads = 16
@@ -337,6 +330,17 @@ fn threads_that_reach_the_barrier_leave_the_window_solve() {
             { region = "own", who = "master", pattern = "seq", share = 0.2 },
         ]
     "#;
+
+/// Regression: a window kept its first solve while threads reached the barrier inside it,
+/// though a thread that waits loads no memory (docs/simulator.md, "Fast-forward"). Here 16
+/// threads read node 0's memory; thread 0 also reads a region of its own, five times the
+/// others' work in all, so the other 15 arrive first and thread 0 finishes alone. Epoch by epoch it
+/// runs at the latency of a lone reader from the epoch after they arrive; a window that ran
+/// on to their arrival plus the spin charged it the queue of 16 readers up to there. Windows
+/// must keep the time of epoch-by-epoch stepping.
+#[test]
+fn threads_that_reach_the_barrier_leave_the_window_solve() {
+    let text = ONE_STRAGGLER;
     let ((off, off_steps), (on, on_steps)) = windows_off_and_on("server-a-4n", text);
     assert!(on_steps < off_steps, "windows: {on_steps} loop steps, epoch by epoch {off_steps}");
     close("one-straggler on server-a-4n, time", off, on, 0.01);
@@ -348,30 +352,7 @@ fn threads_that_reach_the_barrier_leave_the_window_solve() {
 /// time of epoch-by-epoch stepping, in fewer loop steps than windows that end at arrivals.
 #[test]
 fn windows_past_arrivals_keep_the_time_of_epochs() {
-    let text = r#"
-        [workload]
-        name = "one-straggler"
-        threads = 16
-        pinned = true
-        init = "master"
-        run = { iterations = 6 }
-        [[region]]
-        name = "shared"
-        pages = 1024
-        sharing = "partitioned"
-        [[region]]
-        name = "own"
-        pages = 1024
-        sharing = "shared_ro"
-        [[phase]]
-        name = "read"
-        barrier = "end"
-        refs = 200000
-        accesses = [
-            { region = "shared", who = "owner", pattern = "seq", share = 0.8 },
-            { region = "own", who = "master", pattern = "seq", share = 0.2 },
-        ]
-    "#;
+    let text = ONE_STRAGGLER;
     let ((_, bounded_steps), _) = windows_off_and_on("server-a-4n", text);
     let sim = SimConfig { fast_forward_past_arrivals: true, ..SimConfig::default() };
     let ((off, off_steps), (on, on_steps)) = windows_off_and_on_with("server-a-4n", text, sim, |sc| run_one(sc, 1).unwrap());
