@@ -36,14 +36,16 @@ pub struct SimConfig {
     /// pipelined steps, the rest of a window after a decision beyond the faulting page)
     /// (docs/simulator.md, "Fast-forward", "In the order of time") [ours].
     pub fast_forward_time_order: bool,
-    /// Whether a fast-forward window may pass barrier arrivals (docs/simulator.md,
-    /// "Fast-forward", "Windows past arrivals"): instead of ending before the first running
-    /// thread's predicted arrival, the window ends before the first such thread could fall
-    /// asleep (its arrival, predicted with the margin, plus its spin) and before its barrier
-    /// may be released; the threads that arrive inside it leave the solve's population as
-    /// they arrive, each running thread's latencies taken between two solves (with and
-    /// without them) by the share of them gone while it runs. Off by default: an
-    /// approximation of what the epoch-by-epoch loop does [ours].
+    /// Whether a fast-forward window may pass barrier arrivals while the policy observes no
+    /// reference (docs/simulator.md, "Fast-forward", "Windows past arrivals"): instead of
+    /// ending before the first running thread's predicted arrival, the window ends before
+    /// such a thread could fall asleep (its arrival, predicted with the margin, plus its spin)
+    /// and before its barrier may be released (each thread's step with no queue anywhere);
+    /// the threads that arrive inside it leave the solve's population at the epoch boundary
+    /// after their predicted arrival, one solve per population, and each running thread's
+    /// cost is the harmonic mean of the populations' costs over its running part. Off by
+    /// default: it moved is-like's thread migrations by +14 % at the study's length
+    /// (docs/benchmarks.md, "Windows past arrivals") [ours].
     pub fast_forward_past_arrivals: bool,
     /// Whether the exact engine runs an epoch in which pages are armed in the order of time,
     /// as the fast engine does (`fast_forward_time_order`), instead of thread after thread:
