@@ -189,13 +189,9 @@ pub(crate) struct World<'a> {
     /// Scratch of `fast_forward_epochs`: per process, its running threads' earliest margined
     /// arrival.
     first_arrival: Vec<f64>,
-    /// The window `[start, end)` whose solve takes the arrivals inside it, for `update_costs`.
-    blend: Option<(f64, f64)>,
     /// Scratch of the blended solve: each thread's references per ns by kind and node, summed
     /// over the window's stretches.
     blend_inv: Vec<f64>,
-    /// The last solve's cost tables were blended: the next reuse rebuilds them.
-    blended_last: bool,
     /// Scratch of `World::forecast_mix`: a thread's references per node in the window.
     forecast_counts: Vec<f64>,
     demands: Vec<Demand>,
@@ -279,10 +275,7 @@ impl<'a, 'l> Engine<'a, 'l> {
             if end - start > epoch || w.cfg.memory.demand == DemandSource::Ahead {
                 w.forecast_mix(start, end, end - start > epoch);
             }
-            if w.cfg.fast_forward_past_arrivals && end - start > epoch {
-                w.blend = Some((start, end));
-            }
-            w.update_costs();
+            w.update_costs((w.cfg.fast_forward_past_arrivals && end - start > epoch).then_some((start, end)));
             w.update_sampling(drv.policy_mut().sample_period_ns());
             w.run_window(&mut drv, start, end, epoch)?;
             w.close_epoch(end);

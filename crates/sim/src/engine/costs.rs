@@ -9,7 +9,9 @@ use numalab_workload::stream::Compute;
 
 impl World<'_> {
     /// Solve the contention model for the coming epoch and build each thread's cost table.
-    pub(super) fn update_costs(&mut self) {
+    /// `window`: a window past arrivals, `[start, end)`, whose solve takes the threads that
+    /// arrive inside it out of the population (`solve_blended`).
+    pub(super) fn update_costs(&mut self, window: Option<(f64, f64)>) {
         for (t, th) in self.threads.iter().enumerate() {
             let compute_ns = self.compute_ns(t, th);
             let d = &mut self.demands[t];
@@ -36,7 +38,7 @@ impl World<'_> {
             d.frac.clone_from(&th.frac);
             d.write_frac = th.write_frac;
         }
-        if let Some((start, end)) = self.blend.take() {
+        if let Some((start, end)) = window {
             if self.solve_blended(start, end) {
                 return;
             }
@@ -49,15 +51,14 @@ impl World<'_> {
         let reuse = self.cfg.engine == EngineKind::Fast
             && crate::contention::solve_holds(&self.demands, &self.solved_for, mem.demand_tolerance, mem.population_tolerance);
         if reuse {
-            // The latencies hold; the cost tables take this epoch's CPU shares (and those
-            // of a blended solve its own latencies again).
-            if self.share != self.solved_share || std::mem::take(&mut self.blended_last) {
+            // The latencies hold; the cost tables take this epoch's CPU shares (after a
+            // blended solve, whose shares were emptied, every table its latencies again).
+            if self.share != self.solved_share {
                 self.solved_share.clone_from(&self.share);
                 self.build_costs();
             }
             return;
         }
-        self.blended_last = false;
         self.solve_now();
         self.build_costs();
     }
@@ -154,7 +155,8 @@ impl World<'_> {
             }
         }
         self.blend_inv = inv;
-        self.blended_last = true;
+        // The tables are blended: the next reuse of this solve rebuilds them all.
+        self.solved_share.clear();
         true
     }
 

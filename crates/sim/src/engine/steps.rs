@@ -76,7 +76,7 @@ impl World<'_> {
         for (t, th) in self.threads.iter().enumerate() {
             self.states[t] = task_state(th, th.clock.max(self.now));
         }
-        self.update_costs();
+        self.update_costs(None);
     }
 
     /// Release each process's barrier when all its threads have arrived (or finished).

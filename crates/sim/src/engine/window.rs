@@ -240,14 +240,18 @@ impl World<'_> {
         // lockstep, whose hinting faults and decisions the blended solve was not checked for.
         let past_arrivals =
             self.cfg.fast_forward_past_arrivals && self.mem.armed_pages() == 0 && self.sample_period_ns.is_none() && self.maps.is_none();
+        // Each running thread's predicted arrival (NaN: none), and per process the earliest
+        // margined arrival of its running threads (a window that holds one ends before the
+        // barrier may be released); kept fresh whenever the setting is on, since a window's
+        // solve reads them (`update_costs`).
         let mut arrive_ns = std::mem::take(&mut self.arrive_ns);
-        arrive_ns.clear();
-        arrive_ns.resize(self.threads.len(), f64::NAN);
-        // Per process, the earliest margined arrival of its running threads (windows past
-        // arrivals: a window that holds one ends before the barrier may be released).
         let mut first_arrival = std::mem::take(&mut self.first_arrival);
-        first_arrival.clear();
-        first_arrival.resize(self.p.processes(), f64::INFINITY);
+        if self.cfg.fast_forward_past_arrivals {
+            arrive_ns.clear();
+            arrive_ns.resize(self.threads.len(), f64::NAN);
+            first_arrival.clear();
+            first_arrival.resize(self.p.processes(), f64::INFINITY);
+        }
         let mut load_moves: Option<f64> = None;
         let spin_floor = before(start + self.shortest_spin_ns).max(1.0);
         // Per process, the earliest its barrier may be released: when the last of its running
@@ -293,9 +297,11 @@ impl World<'_> {
             } else {
                 raise(&mut release_floor[process], arrival);
             }
-            let step = &self.p.steps_of(t as u32)[th.step];
             // The first-touch step's faults are not in the prediction: it keeps the bound.
-            if past_arrivals && step.barrier_after && step.phase.is_some() {
+            if past_arrivals && {
+                let step = &self.p.steps_of(t as u32)[th.step];
+                step.barrier_after && step.phase.is_some()
+            } {
                 // Past the arrival, before the thread could fall asleep (docs/simulator.md,
                 // "Windows past arrivals"): the scheduler replays no nap of a thread that
                 // arrives inside the window.
