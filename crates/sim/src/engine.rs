@@ -30,6 +30,7 @@ use timeorder::{OrderQueue, TimeOrder};
 
 mod close;
 mod costs;
+mod forecast;
 mod issue;
 mod sample_entry;
 mod setup;

@@ -1,7 +1,8 @@
-//! Tests of a step's length and forecast (`window.rs`): the forecast's offsets and its spans
-//! counted at once.
+//! Tests of a step's length (`window.rs`) and forecast (`forecast.rs`): the forecast's
+//! offsets and its spans counted at once.
 
-use super::{middles, sample_ahead, sample_one_by_one, Shortest, FORECAST_SAMPLES};
+use super::super::forecast::{middles, sample_ahead, sample_one_by_one, FORECAST_SAMPLES};
+use super::Shortest;
 use crate::memory::{REPLICATED, UNPLACED};
 use crate::metrics::StepBound;
 use numalab_workload::stream::{AccessKind, Cursor, Seg};
