@@ -43,9 +43,9 @@ pub struct SimConfig {
     /// and before its barrier may be released (each thread's step with no queue anywhere);
     /// the threads that arrive inside it leave the solve's population at the epoch boundary
     /// after their predicted arrival, one solve per population, and each running thread's
-    /// cost is the harmonic mean of the populations' costs over its running part. Off by
-    /// default: it moved is-like's thread migrations by +14 % at the study's length
-    /// (docs/benchmarks.md, "Windows past arrivals") [ours].
+    /// cost is the harmonic mean of the populations' costs over its running part, at its CPU
+    /// share over that part. On by default since issue 9's stop 69 (docs/benchmarks.md,
+    /// "Windows past arrivals"; docs/results/fast-vs-exact.md) [ours].
     pub fast_forward_past_arrivals: bool,
     /// Whether the exact engine runs an epoch in which pages are armed in the order of time,
     /// as the fast engine does (`fast_forward_time_order`), instead of thread after thread:
@@ -84,7 +84,7 @@ impl Default for SimConfig {
             fast_forward_max_us: 2000.0,
             fast_forward_lockstep: true,
             fast_forward_time_order: true,
-            fast_forward_past_arrivals: false,
+            fast_forward_past_arrivals: true,
             exact_time_order: true,
         }
     }

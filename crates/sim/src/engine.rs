@@ -268,6 +268,9 @@ impl<'a, 'l> Engine<'a, 'l> {
             }
             w.note_moves(&moves);
             w.moves = moves;
+            if w.cfg.fast_forward_past_arrivals && end - start > epoch {
+                w.share_of_arrivals(start, end, epoch);
+            }
             drv.deliver_follow_ups(&mut w);
             // The solve takes each thread's mix from the pages its walks will reach in this
             // step (docs/simulator.md, "Contention", "The demand: the references ahead"); a

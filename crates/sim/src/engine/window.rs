@@ -6,6 +6,7 @@ use crate::driver::Driver;
 use crate::hot::kind_index;
 use crate::memory::NODE_MASK;
 use crate::metrics::StepBound;
+use crate::sched::TaskState;
 use crate::walkruns::leading_equal_in;
 use crate::SimError;
 use numalab_workload::Entry;
@@ -413,6 +414,27 @@ impl World<'_> {
         match (first, chunk_moves) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// A window past arrivals (docs/simulator.md, "Windows past arrivals"): each running
+    /// thread predicted to reach its barrier inside `[start, end)` makes its references only
+    /// up to its arrival, so its CPU share is the one over that part, not over the window (a
+    /// background task on its CPU after it arrived, while it spins, takes nothing from its
+    /// step; one before it takes from all of it). Each epoch weighs as in the epoch-by-epoch
+    /// loop: whole epochs by their length, the one it arrives in (at its whole epoch's share)
+    /// by the part of it the thread runs.
+    pub(super) fn share_of_arrivals(&mut self, start: f64, end: f64, epoch_ns: f64) {
+        for t in 0..self.threads.len() {
+            // NaN (no arrival predicted) or at or past the end: the window's share holds.
+            let arrive_ns = self.arrive_ns[t];
+            if arrive_ns.is_nan() || arrive_ns >= end || self.states[t] != TaskState::Runnable {
+                continue;
+            }
+            let last_start = start + ((arrive_ns - start) / epoch_ns).floor() * epoch_ns;
+            let noise_ns = self.sched.noise_ns_on(t, start, last_start)
+                + self.sched.noise_ns_on(t, last_start, last_start + epoch_ns).min(epoch_ns) * (arrive_ns - last_start) / epoch_ns;
+            self.share[t] = self.sched.share_with(t, noise_ns / (arrive_ns - start));
         }
     }
 

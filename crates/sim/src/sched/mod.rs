@@ -155,6 +155,9 @@ pub struct Scheduler {
     balance: Vec<[balance::DomainState; 2]>,
     /// Per thread: when it arrived on its CPU (its place in the CPU's rotation).
     arrived_ns: Vec<f64>,
+    /// Per thread: the workload threads it time-slices its CPU with, itself included, as
+    /// counted at the last window's start (`epoch`).
+    partners: Vec<f64>,
 }
 
 impl Scheduler {
@@ -186,6 +189,7 @@ impl Scheduler {
             preferred: vec![None; threads],
             load: vec![0; cpus],
             noise_now: vec![0; cpus],
+            partners: vec![1.0; threads],
             daemon_busy_until: 0.0,
             idle_since: vec![None; cpus],
             // Linux starts every run queue with avg_idle = 2 × sysctl_sched_migration_cost.
@@ -310,8 +314,8 @@ impl Scheduler {
         self.recount(states);
         // Each thread's time-slicing partners, counted now: a window keeps them (a nap that
         // would change them ends it).
-        for (t, s) in share.iter_mut().enumerate() {
-            *s = (self.load[self.cpu_of[t] as usize] + u32::from(!states[t].on_cpu())) as f64;
+        for (t, k) in self.partners.iter_mut().enumerate() {
+            *k = (self.load[self.cpu_of[t] as usize] + u32::from(!states[t].on_cpu())) as f64;
         }
         let end = if end > first_end { self.replay_inner(start, end, epoch_ns, states, naps, moves) } else { end };
         // Shares: time-slice with the other threads and the background tasks on the CPU.
@@ -324,11 +328,24 @@ impl Scheduler {
         // A thread blocked now may be released during the epoch; it then shares its CPU like
         // a runnable thread, so it gets the share it would have.
         for (t, s) in share.iter_mut().enumerate() {
-            let k = *s;
-            let o = noise_frac[self.cpu_of[t] as usize];
-            *s = (1.0 - o) / k + o / (k + 1.0);
+            *s = self.share_with(t, noise_frac[self.cpu_of[t] as usize]);
         }
         end
+    }
+
+    /// Thread `t`'s CPU share in the window just run (`epoch`) over a time in which background
+    /// tasks hold its CPU for the fraction `noise_frac`: it time-slices with its partners and,
+    /// while a background task runs there, with that task too.
+    pub fn share_with(&self, t: usize, noise_frac: f64) -> f64 {
+        let (k, o) = (self.partners[t], noise_frac.min(1.0));
+        (1.0 - o) / k + o / (k + 1.0)
+    }
+
+    /// How long background tasks run on thread `t`'s CPU within `[from, to)` (summed over the
+    /// tasks, which may overlap).
+    pub fn noise_ns_on(&self, t: usize, from: f64, to: f64) -> f64 {
+        let cpu = self.cpu_of[t] as usize;
+        self.noise.tasks.iter().filter(|n| n.cpu == cpu).map(|n| (n.end_ns.min(to) - n.start_ns.max(from)).max(0.0)).sum()
     }
 
     /// The inner epoch starts of the window `[start, end)`, after `start` was run and made the

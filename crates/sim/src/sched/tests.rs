@@ -270,6 +270,30 @@ fn daemon_work_takes_an_idle_cpu_of_its_node_else_shares_and_queues() {
     assert_eq!(share[0], 1.0, "no work, no task");
 }
 
+#[test]
+fn a_share_over_part_of_a_window_counts_only_the_tasks_in_that_part() {
+    // Thread 0 alone on CPU 0, thread 1 and 2 time-slice CPU 2 (node 1, no idle CPU there).
+    // A daemon's 100 µs on CPU 2 from 250 µs: over the window [0, 400 µs) it takes a quarter
+    // of the time, over [0, 200 µs) nothing, over [200, 400 µs) half.
+    let mut s = sched(quiet(), 2, 2, vec![0, 2, 2], true);
+    s.noise.tasks.push(NoiseTask { cpu: 2, start_ns: 250e3, end_ns: 350e3 });
+    let states = [Runnable; 3];
+    let mut share = vec![0.0; 3];
+    let mut moves = Vec::new();
+    s.epoch(0.0, 400e3, 50e3, &states, &[], &mut share, &mut moves);
+    assert_eq!(share[0], 1.0);
+    // Two threads and, for a quarter of the window, the task: 3/4 · 1/2 + 1/4 · 1/3.
+    assert_eq!(share[1], 0.75 / 2.0 + 0.25 / 3.0);
+    assert_eq!((s.noise_ns_on(1, 0.0, 400e3), s.noise_ns_on(1, 0.0, 200e3), s.noise_ns_on(1, 200e3, 400e3)), (100e3, 0.0, 100e3));
+    assert_eq!(s.noise_ns_on(0, 0.0, 400e3), 0.0, "the task is on another CPU");
+    assert_eq!(s.share_with(1, 0.0), 0.5);
+    assert_eq!(s.share_with(1, 0.5), 0.25 + 0.5 / 3.0);
+    // The share over the whole window is `share_with` at the window's fraction, to the bit.
+    assert_eq!(s.share_with(1, s.noise_ns_on(1, 0.0, 400e3) / 400e3), share[1]);
+    // More than the whole time (overlapping tasks) is the whole time.
+    assert_eq!(s.share_with(2, 1.7), 1.0 / 3.0);
+}
+
 /// What a window must leave as the epoch-by-epoch loop leaves it at the same epoch start `at`
 /// (`epoch_ns` after the last one it ran): the threads' CPUs and moves, the idle bookkeeping,
 /// the background tasks still running and the next one's arrival, and what runs on each CPU
