@@ -1,4 +1,4 @@
-//! Thread migrations counted by cause (metric `thread_migrations_by_cause`, docs/scheduler.md).
+//! Thread migrations counted by cause (metric `thread_migrations_by_cause`, docs/metrics.md).
 
 use super::Cause;
 use serde::Serialize;
