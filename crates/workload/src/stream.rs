@@ -437,7 +437,8 @@ impl Entry {
                 cache.fill(runs, counts.len(), s, stride, key, self.write_fp);
             }
             let in_pass = *cache.upto.last().expect("at least one run");
-            let q0 = (*pos - s) / stride;
+            // A pass begun at its start (every pass after the first) needs no division.
+            let q0 = if *pos == s { 0 } else { (*pos - s) / stride };
             let q1 = in_pass.min(q0 + left);
             // A whole pass at once when its writes need no run-by-run count (none, or the
             // write table is ready); otherwise run by run from the first run still to charge,
@@ -445,11 +446,23 @@ impl Entry {
             // left, was about 6 % of sp-like's instructions under autonuma on server-b-8n, 7
             // iterations: docs/benchmarks.md, stop 54.)
             if q0 == 0 && q1 == in_pass && (w == 0 || cache.write_table_ready(labels, counts.len())) {
-                counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += n);
+                // The whole passes from this start and the next ones that the fill covers
+                // (starts below `cache.hi`, and below the wrap to start 0), at once: each
+                // puts the fill's per-label counts in, so `m` of them put `m` times those.
+                let wrap = stride.min(lines).max(1);
+                let m = left.checked_div(in_pass).map_or(1, |passes| passes.min(cache.hi.min(wrap).saturating_sub(s)).max(1));
+                counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += m * n);
                 if w != 0 {
-                    cache.add_pass_writes(i, writes);
+                    for p in 0..m {
+                        cache.add_pass_writes(i + p * in_pass, writes);
+                    }
                 }
-                i += in_pass;
+                i += m * in_pass;
+                left -= m * in_pass;
+                let next = s + m;
+                *start = if next < wrap { next } else { next % wrap };
+                *pos = *start;
+                continue;
             } else {
                 let upto = &cache.upto;
                 let (mut q, mut r) = (q0, upto.partition_point(|&u| u <= q0));
@@ -471,7 +484,8 @@ impl Entry {
             }
             left -= q1 - q0;
             if q1 == in_pass {
-                *start = (*start + 1) % stride.min(lines).max(1);
+                let (next, wrap) = (*start + 1, stride.min(lines).max(1));
+                *start = if next < wrap { next } else { next % wrap };
                 *pos = *start;
             } else {
                 *pos = s + q1 * stride;

@@ -15,8 +15,8 @@ pub(super) const WRITE_TABLE_AFTER_PASSES: u32 = 4;
 /// at most this many steps one by one, and the table holds one row per this many steps. A
 /// table of at most `WRITE_TABLE_DENSE_ENTRIES` entries keeps a row per step instead, read
 /// directly: linux's passes, few runs and many lookups per table, were 10 % slower with rows
-/// every 16 steps.
-const WRITE_TABLE_ROW_EVERY: usize = 16;
+/// every 16 steps. A power of two: a lookup finds its row by a shift.
+const WRITE_TABLE_ROW_SHIFT: u32 = 4;
 pub(super) const WRITE_TABLE_DENSE_ENTRIES: usize = 4096;
 
 /// Write-table steps per bucket of phases, about: a pass's search for its phase's steps runs
@@ -59,11 +59,13 @@ pub struct StridePasses {
     /// The steps where one label gains a write and another loses one, packed one per integer
     /// (phase, label, up or down), ascending (so by phase).
     packed_steps: Vec<u64>,
-    /// Row `c` (one entry per label): what the first `c · row_every` steps add to
+    /// Row `c` (one entry per label): what the first `c << row_shift` steps add to
     /// `writes_at_zero`; the steps after a row are applied one by one.
     write_step_sums: Vec<i64>,
-    /// Steps per stored row: 1 (dense) or `WRITE_TABLE_ROW_EVERY`.
-    row_every: usize,
+    /// Steps per stored row, as a power of two: 0 (dense, a row per step) or
+    /// `WRITE_TABLE_ROW_SHIFT` (a division by a stored count was 1.3 % of sp-like's run under
+    /// `linux` on server-b-8n: docs/benchmarks.md, stop 71).
+    row_shift: u32,
     /// Scratch of `add_pass_writes`: one row being completed.
     row_scratch: Vec<i64>,
     /// Per bucket of phases (bucket `b`: phases from `b << phase_bucket_shift` on), the first
@@ -93,7 +95,7 @@ impl Default for StridePasses {
             writes_at_zero: Vec::new(),
             packed_steps: Vec::new(),
             write_step_sums: Vec::new(),
-            row_every: 1,
+            row_shift: 0,
             row_scratch: Vec::new(),
             phase_bucket_first_step: Vec::new(),
             phase_bucket_shift: 32,
@@ -200,16 +202,16 @@ impl StridePasses {
         // label (8 bits), the sign (1 bit). Which of two steps at one phase comes first does
         // not matter: a pass's phase takes all of them or none.
         steps.sort_unstable();
-        // Row 0 is zeros; a row every `row_every` steps, each the one before it with those
+        // Row 0 is zeros; a row every `1 << row_shift` steps, each the one before it with those
         // steps' labels moved by one (a row per step made a large table's size and its fill
         // grow with runs × labels).
-        self.row_every = if steps.len() * label_count <= self.dense_entries { 1 } else { WRITE_TABLE_ROW_EVERY };
+        self.row_shift = if steps.len() * label_count <= self.dense_entries { 0 } else { WRITE_TABLE_ROW_SHIFT };
         self.write_step_sums.resize(label_count, 0);
         self.row_scratch.clear();
         self.row_scratch.resize(label_count, 0);
         for (done, &packed) in steps.iter().enumerate() {
             self.row_scratch[step_label(packed)] += step_sign(packed);
-            if (done + 1) % self.row_every == 0 {
+            if (done + 1) & ((1 << self.row_shift) - 1) == 0 {
                 self.write_step_sums.extend_from_slice(&self.row_scratch);
             }
         }
@@ -241,14 +243,14 @@ impl StridePasses {
         let phase = i.wrapping_mul(self.write_fp) & 0xFFFF_FFFF;
         let j = self.steps_upto(phase);
         let n = self.writes_at_zero.len();
-        let c = j / self.row_every;
+        let c = j >> self.row_shift;
         let row = &self.write_step_sums[c * n..(c + 1) * n];
-        let row = if c * self.row_every == j {
+        let row = if c << self.row_shift == j {
             row
         } else {
             self.row_scratch.clear();
             self.row_scratch.extend_from_slice(row);
-            for &packed in &self.packed_steps[c * self.row_every..j] {
+            for &packed in &self.packed_steps[c << self.row_shift..j] {
                 self.row_scratch[step_label(packed)] += step_sign(packed);
             }
             &self.row_scratch
