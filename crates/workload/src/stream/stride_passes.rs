@@ -11,11 +11,11 @@
 /// linux's bt-like and sp-like within 3 % of building at once, and 16 costs them 9 %.
 pub(super) const WRITE_TABLE_AFTER_PASSES: u32 = 4;
 
-/// Steps of a large write table between two stored rows of per-label sums: a lookup applies
-/// at most this many steps one by one, and the table holds one row per this many steps. A
-/// table of at most `WRITE_TABLE_DENSE_ENTRIES` entries keeps a row per step instead, read
-/// directly: linux's passes, few runs and many lookups per table, were 10 % slower with rows
-/// every 16 steps. A power of two: a lookup finds its row by a shift.
+/// Steps of a large write table between two stored rows of per-label sums, as a power of two
+/// (16): a lookup applies fewer than 16 steps one by one, and the table holds one row per 16
+/// steps. A table of at most `WRITE_TABLE_DENSE_ENTRIES` entries keeps a row per step instead,
+/// read directly: linux's passes, few runs and many lookups per table, were 10 % slower with
+/// rows every 16 steps. A lookup finds its row by a shift.
 const WRITE_TABLE_ROW_SHIFT: u32 = 4;
 pub(super) const WRITE_TABLE_DENSE_ENTRIES: usize = 4096;
 
@@ -63,8 +63,9 @@ pub struct StridePasses {
     /// `writes_at_zero`; the steps after a row are applied one by one.
     write_step_sums: Vec<i64>,
     /// Steps per stored row, as a power of two: 0 (dense, a row per step) or
-    /// `WRITE_TABLE_ROW_SHIFT` (a division by a stored count was 1.3 % of sp-like's run under
-    /// `linux` on server-b-8n: docs/benchmarks.md, stop 71).
+    /// `WRITE_TABLE_ROW_SHIFT`. The division by a stored count that it replaces held 1.35 %
+    /// of the samples of sp-like's run under `linux` on server-b-8n, with whole passes
+    /// charged together (docs/benchmarks.md, stop 71).
     row_shift: u32,
     /// Scratch of `add_pass_writes`: one row being completed.
     row_scratch: Vec<i64>,
