@@ -428,6 +428,9 @@ impl Entry {
         if *pos < *start || (*pos - *start) % stride != 0 || ends.last() != Some(&lines) {
             return false;
         }
+        // Starts run from 0 to `wrap - 1`: the start `passes` whole passes after `from`.
+        let wrap = stride.min(lines).max(1);
+        let start_after = |from: u64, passes: u64| if from + passes < wrap { from + passes } else { (from + passes) % wrap };
         let mut left = k;
         while left > 0 {
             // This pass's references are q = 0, 1, ... at start + q·stride; the cache holds,
@@ -449,7 +452,6 @@ impl Entry {
                 // The whole passes from this start and the next ones that the fill covers
                 // (starts below `cache.hi`, and below the wrap to start 0), at once: each
                 // puts the fill's per-label counts in, so `m` of them put `m` times those.
-                let wrap = stride.min(lines).max(1);
                 let m = left.checked_div(in_pass).map_or(1, |passes| passes.min(cache.hi.min(wrap).saturating_sub(s)).max(1));
                 counts.iter_mut().zip(&cache.per_label).for_each(|(c, &n)| *c += m * n);
                 if w != 0 {
@@ -459,8 +461,7 @@ impl Entry {
                 }
                 i += m * in_pass;
                 left -= m * in_pass;
-                let next = s + m;
-                *start = if next < wrap { next } else { next % wrap };
+                *start = start_after(s, m);
                 *pos = *start;
                 continue;
             } else {
@@ -484,8 +485,7 @@ impl Entry {
             }
             left -= q1 - q0;
             if q1 == in_pass {
-                let (next, wrap) = (*start + 1, stride.min(lines).max(1));
-                *start = if next < wrap { next } else { next % wrap };
+                *start = start_after(s, 1);
                 *pos = *start;
             } else {
                 *pos = s + q1 * stride;
